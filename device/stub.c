@@ -1,0 +1,22 @@
+/* Device seam for builds without the CUDA toolkit: no GPUs, every GPU
+ * operation unsupported. */
+#include "tp_device.h"
+#include "util/error.h"
+
+#define TP_NO_CUDA() tp__error(TCPX_P2P_ENOTSUP, "built without CUDA")
+
+int tp__dev_count(int *n) { *n = 0; return 0; }
+int tp__dev_set(int gpu) { return TP_NO_CUDA(); }
+int tp__dev_ptr_is_device(const void *p, int *is_dev) { *is_dev = 0; return 0; }
+int tp__dev_memcpy(void *dst, const void *src, size_t n) { return TP_NO_CUDA(); }
+int tp__dev_stream_create(tp_dev_stream **s) { return TP_NO_CUDA(); }
+void tp__dev_stream_destroy(tp_dev_stream *s) {}
+int tp__dev_stream_sync(tp_dev_stream *s) { return TP_NO_CUDA(); }
+int tp__dev_event_create(tp_dev_event **e) { return TP_NO_CUDA(); }
+void tp__dev_event_destroy(tp_dev_event *e) {}
+int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s) { return TP_NO_CUDA(); }
+int tp__dev_event_query(tp_dev_event *e, int *done) { return TP_NO_CUDA(); }
+int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs)
+{ return TP_NO_CUDA(); }
+int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job) { return TP_NO_CUDA(); }
+int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job) { return TP_NO_CUDA(); }

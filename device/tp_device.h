@@ -1,0 +1,60 @@
+/* CUDA behind one seam.  Built from the .cu/.c files in device/ when the
+ * CUDA toolkit is found, else from stub.c whose calls answer
+ * TCPX_P2P_ENOTSUP (and a device count of 0).  Every function returns 0 or
+ * a TCPX_P2P_E* code; cudaError_t is translated in one place (cuda_err.c). */
+#ifndef TP_DEVICE_H
+#define TP_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/nccl_net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Usable GPUs.  No driver (cudaErrorInsufficientDriver, as on build
+ * machines) or no device counts as 0, not as an error. */
+int tp__dev_count(int *n);
+int tp__dev_set(int gpu);
+/* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,
+ * including when CUDA is unavailable. */
+int tp__dev_ptr_is_device(const void *p, int *is_dev);
+/* Synchronous copy in any direction (cudaMemcpyDefault). */
+int tp__dev_memcpy(void *dst, const void *src, size_t n);
+
+typedef struct tp_dev_stream tp_dev_stream;
+typedef struct tp_dev_event tp_dev_event;
+int tp__dev_stream_create(tp_dev_stream **s); /* non-blocking stream */
+void tp__dev_stream_destroy(tp_dev_stream *s);
+int tp__dev_stream_sync(tp_dev_stream *s);
+int tp__dev_event_create(tp_dev_event **e);   /* timing disabled */
+void tp__dev_event_destroy(tp_dev_event *e);
+int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s);
+/* *done = 1 once all work before the record finished; never blocks. */
+int tp__dev_event_query(tp_dev_event *e, int *done);
+
+/* One received chunk to unpack: the records of its meta-ring slot. */
+struct tp_unpack_job {
+	const tp_unpack_rec *recs; /* &meta->mem[slot][0] (device-accessible) */
+	const uint64_t *cnt;       /* &meta->cnt[slot] (device-accessible) */
+	const char *bounce;        /* bounce buffer base (device pointer) */
+	char *dst;                 /* receive buffer (device pointer) */
+};
+
+#define TP_UNPACK_MAX_JOBS 32 /* jobs per kernel launch (passed by value) */
+
+/* kernel: one launch gathers every record of njobs (<= TP_UNPACK_MAX_JOBS)
+ * chunks; the kernel reads cnt and the records itself. */
+int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs);
+/* d2d: cudaMemcpyAsync per record; the host reads the (pinned) records. */
+int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job);
+/* host: every record copied through host staging memory, then to dst. */
+int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * libtcpx_p2p — point-to-point GPU transfers over an NCCL network plugin
+ * (Google's GPUDirect-TCPX plugin on GCP A3, or the bundled TCP emulator).
+ *
+ * Objects (all opaque):
+ *   session   one process + one GPU (or host memory only); loads the plugin once
+ *   server    a TCP rendezvous point that accepts connections from many peers
+ *   listener  the first half of a connection made by blob exchange
+ *   conn      one peer: N channels, each a plugin send comm + recv comm
+ *   mr        a registered memory region, usable on every conn of its session
+ *   xfer      one posted send or receive
+ *
+ * Conventions: every function returning int returns 0 (TCPX_P2P_OK) or a
+ * negative TCPX_P2P_E* code; tcpx_p2p_last_error() then holds a detail string
+ * for the calling thread.  Outputs are written only on success.  The library
+ * never prints to stdout and never exits the process.
+ *
+ * Matching: sends and receives on a connection match in posting order, per
+ * direction, and a matching pair must have equal lengths (the plugin cannot
+ * tell sizes apart; see docs/api.md).
+ *
+ * Threads: every function may be called from any thread.  Calls on one conn
+ * (and its xfers) are serialised by a lock inside the conn; different conns
+ * progress independently.
+ */
+#ifndef TCPX_P2P_H
+#define TCPX_P2P_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tcpx_p2p_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TCPX_P2P_BUILDING)
+#define TCPX_P2P_API __attribute__((visibility("default")))
+#else
+#define TCPX_P2P_API
+#endif
+
+/* ---- errors -------------------------------------------------------------- */
+
+enum tcpx_p2p_error {
+	TCPX_P2P_OK = 0,
+	TCPX_P2P_EINVAL = -1,     /* bad argument or configuration value */
+	TCPX_P2P_ENOMEM = -2,     /* out of host or device memory */
+	TCPX_P2P_ENOTSUP = -3,    /* the plugin or build does not support this */
+	TCPX_P2P_ENOPLUGIN = -4,  /* no NCCL net plugin could be loaded */
+	TCPX_P2P_EPLUGIN = -5,    /* the plugin returned an error */
+	TCPX_P2P_ENET = -6,       /* socket or system error */
+	TCPX_P2P_ETIMEDOUT = -7,  /* the deadline passed; nothing was lost */
+	TCPX_P2P_EAGAIN = -8,     /* not complete yet; call again */
+	TCPX_P2P_ECUDA = -9,      /* a CUDA call failed */
+	TCPX_P2P_EPROTO = -10,    /* peer speaks another protocol, version or layout */
+	TCPX_P2P_EBUSY = -11,     /* object still has transfers or users */
+	TCPX_P2P_ECLOSED = -12,   /* peer closed, or the connection failed before */
+	TCPX_P2P_EINTERNAL = -13, /* a bug in the library; please report */
+};
+
+/* Static English text for an error code; never NULL. */
+TCPX_P2P_API const char *tcpx_p2p_strerror(int err);
+
+/* Detail of the last error on the calling thread ("" when none). The string
+ * stays valid until the next failing call on this thread. */
+TCPX_P2P_API const char *tcpx_p2p_last_error(void);
+
+/* Library version string, "MAJOR.MINOR.PATCH". */
+TCPX_P2P_API const char *tcpx_p2p_version(void);
+
+/* ---- logging ------------------------------------------------------------- */
+
+enum tcpx_p2p_log_level {
+	TCPX_P2P_LOG_NONE = 0,
+	TCPX_P2P_LOG_WARN = 1,
+	TCPX_P2P_LOG_INFO = 2,
+	TCPX_P2P_LOG_DEBUG = 3,
+	TCPX_P2P_LOG_TRACE = 4,
+};
+
+/* A log sink receives one formatted line (no trailing newline). */
+typedef void (*tcpx_p2p_log_fn)(int level, const char *subsys, const char *msg, void *arg);
+
+/* Replace the process-wide log sink (NULL restores the default, which writes
+ * to stderr) and set the level (TCPX_P2P_LOG_LEVEL in the environment sets
+ * the initial one).  Thread-safe.
+ * RETURN VALUE: 0, or TCPX_P2P_EINVAL for a level out of range. */
+TCPX_P2P_API int tcpx_p2p_set_log(tcpx_p2p_log_fn fn, void *arg, int level);
+
+/* ---- configuration ------------------------------------------------------- */
+
+enum tcpx_p2p_unpack {
+	TCPX_P2P_UNPACK_KERNEL = 0, /* one CUDA kernel walks the meta ring (default) */
+	TCPX_P2P_UNPACK_D2D = 1,    /* cudaMemcpyAsync per fragment */
+	TCPX_P2P_UNPACK_HOST = 2,   /* through host memory */
+};
+
+typedef struct tcpx_p2p_config {
+	size_t struct_size;   /* sizeof(tcpx_p2p_config) as the caller compiled it */
+	int gpu;              /* CUDA device of the session; -1 = host memory only */
+	int net_dev;          /* plugin device index; -1 = chosen from gpu */
+	int num_channels;     /* channels per connection, 1..16 */
+	size_t chunk_bytes;   /* bytes per plugin request, 1..4 MiB */
+	int send_window;      /* in-flight sends per channel, 1..16 */
+	int recv_window;      /* in-flight receives per channel (until consumed), 1..16 */
+	int unpack;           /* enum tcpx_p2p_unpack */
+	int timeout_ms;       /* deadline of connection set-up steps */
+	const char *plugin_path; /* NULL = search (docs/configuration.md) */
+} tcpx_p2p_config;
+
+/* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
+ * older UCCL_TCPX_* names are accepted as aliases).  The caller may then
+ * override fields.  Thread-safe.
+ * RETURN VALUE: 0; TCPX_P2P_EINVAL for a NULL cfg or a malformed variable
+ * (the detail names it; *cfg then holds the defaults and the valid ones). */
+TCPX_P2P_API int tcpx_p2p_config_init(tcpx_p2p_config *cfg);
+
+/* Number of settings in the configuration table, and one row of it (for
+ * --dump-config style listings).  *value is the setting's text in cfg. */
+TCPX_P2P_API int tcpx_p2p_config_count(void);
+TCPX_P2P_API int tcpx_p2p_config_describe(const tcpx_p2p_config *cfg, int index,
+					  const char **env_name, const char **help,
+					  char *value, size_t value_len);
+
+/* ---- session -------------------------------------------------------------- */
+
+typedef struct tcpx_p2p_session tcpx_p2p_session;
+typedef struct tcpx_p2p_server tcpx_p2p_server;
+typedef struct tcpx_p2p_listener tcpx_p2p_listener;
+typedef struct tcpx_p2p_conn tcpx_p2p_conn;
+typedef struct tcpx_p2p_mr tcpx_p2p_mr;
+typedef struct tcpx_p2p_xfer tcpx_p2p_xfer;
+
+/* Create a session: validate cfg (NULL = tcpx_p2p_config_init defaults),
+ * select the GPU, load and initialise the plugin.
+ * RETURN VALUE: 0; EINVAL (bad cfg), ENOPLUGIN (detail lists each file tried
+ * and why), EPLUGIN, ECUDA (gpu given but unusable), ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out);
+
+/* Destroy a session.  All its conns, listeners, servers and mrs must be
+ * destroyed first.  RETURN VALUE: 0; EBUSY (objects remain; nothing freed). */
+TCPX_P2P_API int tcpx_p2p_session_destroy(tcpx_p2p_session *s);
+
+typedef struct tcpx_p2p_session_info {
+	size_t struct_size;
+	const char *plugin_path; /* file the plugin was loaded from */
+	const char *plugin_name; /* the plugin's own name, e.g. "GPUDirectTCPX_v7" */
+	int plugin_abi;          /* ncclNetPlugin_vN that was used */
+	int net_dev;
+	int gpu;
+	int unpack;              /* enum tcpx_p2p_unpack in effect */
+} tcpx_p2p_session_info;
+
+/* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */
+TCPX_P2P_API int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *info);
+
+/* ---- memory regions ------------------------------------------------------- */
+
+enum tcpx_p2p_mem_type {
+	TCPX_P2P_MEM_HOST = 1,
+	TCPX_P2P_MEM_CUDA = 2,
+};
+
+/* Register [ptr, ptr+len) for transfers on every conn of the session.
+ * Plugin registrations are made lazily per comm on first use and cached.
+ * CUDA memory is registered from ptr rounded down to 4 KiB; a CUDA region
+ * must be smaller than 2 GiB with plugins older than ABI v8.
+ * RETURN VALUE: 0; EINVAL (NULL ptr, len 0, unknown type, CUDA memory on a
+ * host-only session); ENOTSUP (the plugin lacks this memory type); ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+				      tcpx_p2p_mr **out);
+
+/* RETURN VALUE: 0; EBUSY (a transfer in flight uses it; nothing freed). */
+TCPX_P2P_API int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr);
+
+/* ---- connections: built-in TCP rendezvous ------------------------------- */
+
+/* Listen for peers on bind_addr:port (NULL = all addresses; port 0 = any).
+ * RETURN VALUE: 0; EINVAL; ENET (the detail names the address). */
+TCPX_P2P_API int tcpx_p2p_server_create(tcpx_p2p_session *s, const char *bind_addr, uint16_t port,
+					tcpx_p2p_server **out);
+
+/* The TCP port the server listens on. */
+TCPX_P2P_API int tcpx_p2p_server_port(const tcpx_p2p_server *srv, uint16_t *port);
+
+/* Accept one peer that called tcpx_p2p_dial and build the connection.
+ * timeout_ms < 0 waits for ever.
+ * RETURN VALUE: 0; ETIMEDOUT; EPROTO (peer's version, channels or chunk size
+ * differ: the detail says which); ECLOSED; EPLUGIN; ENET. */
+TCPX_P2P_API int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out);
+
+/* RETURN VALUE: 0.  Connections already accepted stay usable. */
+TCPX_P2P_API int tcpx_p2p_server_destroy(tcpx_p2p_server *srv);
+
+/* Dial host:port (retrying until the deadline while the peer is not yet
+ * listening) and build the connection.
+ * RETURN VALUE: as tcpx_p2p_server_accept. */
+TCPX_P2P_API int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int timeout_ms,
+			       tcpx_p2p_conn **out);
+
+/* ---- connections: blob exchange (application control plane) -------------- */
+
+/* Both peers create a listener, exchange their blobs by their own means
+ * (MPI, a KV store, NIXL metadata), then each calls tcpx_p2p_connect with
+ * the peer's blob.  The blob is at most 4 KiB and valid as long as the
+ * listener.  RETURN VALUE: 0; EPLUGIN; ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out);
+TCPX_P2P_API int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t *len);
+
+/* Connect to the peer whose blob is given; both sides call this
+ * concurrently.  On success the listener is consumed (do not destroy it);
+ * on failure it stays the caller's.
+ * RETURN VALUE: 0; EPROTO (malformed or mismatched blob); ETIMEDOUT; EPLUGIN. */
+TCPX_P2P_API int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_len,
+				  int timeout_ms, tcpx_p2p_conn **out);
+TCPX_P2P_API int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l);
+
+/* Destroy a connection.  Transfers still in flight are abandoned: their
+ * xfers must have been released.  RETURN VALUE: 0; EBUSY (unreleased xfers). */
+TCPX_P2P_API int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c);
+
+/* Wait until the peer also calls this (over the rendezvous socket).
+ * RETURN VALUE: 0; ETIMEDOUT; ECLOSED; ENOTSUP (conn made by blob exchange). */
+TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
+
+/* ---- transfers ------------------------------------------------------------ */
+
+/* Post a send (recv) of len bytes at mr+offset.  The transfer is split into
+ * chunks of chunk_bytes spread over the channels; it completes when every
+ * chunk is on the wire (sends) or in the user's buffer (receives).
+ * len may be 0.  RETURN VALUE: 0; EINVAL (range outside mr, NULL out);
+ * ECLOSED (the connection failed earlier); ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
+			       tcpx_p2p_xfer **out);
+TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
+			       tcpx_p2p_xfer **out);
+
+/* Drive the connection's progress engine once; never blocks.
+ * RETURN VALUE: 0; ECLOSED/EPLUGIN/ECUDA when the connection failed (every
+ * pending xfer then fails with that code). */
+TCPX_P2P_API int tcpx_p2p_progress(tcpx_p2p_conn *c);
+
+/* Drive progress and report whether x completed (*done = 1).
+ * RETURN VALUE: 0; the connection's error when x failed. */
+TCPX_P2P_API int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done);
+
+/* Drive progress until x completes or timeout_ms passes (< 0: no limit).
+ * RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be waited on
+ * again); the connection's error when x failed. */
+TCPX_P2P_API int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms);
+
+/* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
+TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,86 @@
+/* The internal, version-independent view of an NCCL net plugin ("net ops").
+ * One adapter per plugin ABI version (plugin_v5.c .. plugin_v8.c) fills a
+ * tp_net_ops table; everything above src/net/ calls only these.  Every op
+ * returns 0 or a TCPX_P2P_E* code; an empty slot in the plugin's table
+ * answers TCPX_P2P_ENOTSUP.  ncclResult_t is translated in tp__net_err only. */
+#ifndef TP_NET_NET_H
+#define TP_NET_NET_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/nccl_net.h"
+
+struct tp_net_props {
+	char name[64];
+	char pci_path[256];
+	uint64_t guid;
+	int ptr_support; /* NCCL_PTR_* */
+	int reg_is_global;
+	int speed;
+	int port;
+	float latency;
+	int max_comms;
+	int max_recvs;
+	int dev_type;    /* ncclNetDeviceType; HOST before v7 */
+	int dev_version;
+};
+
+struct tp_net;
+
+struct tp_net_ops {
+	int (*devices)(struct tp_net *net, int *ndev);
+	int (*get_properties)(struct tp_net *net, int dev, struct tp_net_props *props);
+	int (*listen)(struct tp_net *net, int dev, void *handle, void **listen_comm);
+	/* May leave *send_comm NULL (not ready): call again with the same handle. */
+	int (*connect)(struct tp_net *net, int dev, void *handle, void **send_comm);
+	/* May leave *recv_comm NULL.  dev_handle is caller-owned storage, passed
+	 * to v7+ plugins; older ones leave it zeroed. */
+	int (*accept)(struct tp_net *net, void *listen_comm, void **recv_comm,
+		      ncclNetDeviceHandle_v7_t *dev_handle);
+	/* EINVAL when size does not fit the plugin's int size (before v8). */
+	int (*reg_mr)(struct tp_net *net, void *comm, void *data, size_t size, int type,
+		      void **mhandle);
+	int (*dereg_mr)(struct tp_net *net, void *comm, void *mhandle);
+	/* May leave *request NULL (not ready): retry later. */
+	int (*isend)(struct tp_net *net, void *send_comm, void *data, size_t size, int tag,
+		     void *mhandle, void **request);
+	int (*irecv)(struct tp_net *net, void *recv_comm, void *data, size_t size, int tag,
+		     void *mhandle, void **request);
+	int (*test)(struct tp_net *net, void *request, int *done);
+	/* No-op (0) before v7, where receives end at test. */
+	int (*irecv_consumed)(struct tp_net *net, void *recv_comm, void *request);
+	int (*close_send)(struct tp_net *net, void *send_comm);
+	int (*close_recv)(struct tp_net *net, void *recv_comm);
+	int (*close_listen)(struct tp_net *net, void *listen_comm);
+};
+
+struct tp_net {
+	const struct tp_net_ops *ops;
+	const void *table;  /* the plugin's ncclNet_vN_t */
+	int abi;            /* N */
+	const char *name;   /* the plugin's own name */
+	void *dl;           /* dlopen handle */
+	char path[PATH_MAX];
+	int refs;           /* sessions using it; guarded by the loader's lock */
+};
+
+extern const struct tp_net_ops tp__net_ops_v5, tp__net_ops_v6, tp__net_ops_v7, tp__net_ops_v8;
+
+/* Translate a plugin result into a TCPX_P2P_E* code and record the detail
+ * ("<plugin> <op>: <what>").  The one place ncclResult_t is interpreted. */
+int tp__net_err(const struct tp_net *net, const char *op, ncclResult_t r);
+
+/* Load a plugin.  explicit_path non-NULL: only that file.  Otherwise the
+ * search order of docs/configuration.md: the two TCPX paths, then the
+ * bundled emulator beside this library.  The same file loaded twice is
+ * shared (refcounted) and init()ed once per process.
+ * ENOPLUGIN: the detail names every file tried and why it failed. */
+int tp__net_load(const char *explicit_path, struct tp_net **out);
+void tp__net_unload(struct tp_net *net);
+
+/* File name of the bundled emulator plugin. */
+#define TP_EMU_PLUGIN_FILE "libnccl-net-tcpxemu.so"
+
+#endif

@@ -1,0 +1,17 @@
+/* Internal side of the configuration table (src/util/config.c). */
+#ifndef TP_UTIL_CONFIG_H
+#define TP_UTIL_CONFIG_H
+
+#include "tcpx_p2p.h"
+
+#define TP_MAX_CHANNELS 16
+#define TP_MAX_WINDOW 16           /* the TCPX plugin's requests per comm */
+#define TP_MAX_CHUNK (4u << 20)    /* one TCPX receive request */
+#define TP_DEFAULT_CHUNK (512u << 10)
+
+/* Check every field; on error the detail names the field and its range.
+ * Callers with an older, smaller struct get defaults for the missing
+ * fields: *out is always a full current struct. */
+int tp__config_resolve(const tcpx_p2p_config *in, tcpx_p2p_config *out);
+
+#endif
