@@ -1,0 +1,56 @@
+/* tcpx_perf: options, one peer's run, and reporting. */
+#ifndef TP_BENCH_PERF_H
+#define TP_BENCH_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tcpx_p2p.h"
+
+enum perf_mode { PERF_SERVER, PERF_CLIENT, PERF_LOOPBACK, PERF_AUTO };
+
+struct perf_opts {
+	enum perf_mode mode;
+	const char *host;     /* client: peer to dial */
+	const char *bind;     /* server: address to listen on */
+	uint16_t port;
+	size_t min_bytes, max_bytes;
+	double factor;        /* sweep: size *= factor (nccl-tests -f) */
+	int iters, warmup;
+	int cuda;             /* --mem cuda */
+	int gpu[2];           /* server/client GPU (loopback: both) */
+	int verify, bidir, dump_config, quiet;
+	const char *json;     /* file for results, "-" = stdout */
+	int timeout_ms;
+	tcpx_p2p_config cfg;  /* library settings after env + flags */
+};
+
+/* Parse argv (and TCPX_P2P_PERF_* / launcher environment).
+ * Returns 0, 1 when the program should exit successfully (--help), or -1. */
+int perf_parse(int argc, char **argv, struct perf_opts *o);
+void perf_dump_config(const struct perf_opts *o, FILE *f);
+
+/* One result row. */
+struct perf_row {
+	size_t size;
+	int iters;
+	double avg_us, p50_us, p99_us, gbps;
+};
+
+/* Run one peer: role 0 = server (receiver), 1 = client (sender).  Prints
+ * the table when `report` is set; a server calls listening(arg, port) once
+ * it listens.  Returns 0, a TCPX_P2P_E* code, or -1 (verification). */
+int perf_run(const struct perf_opts *o, int role, int report,
+	     void (*listening)(void *arg, uint16_t port), void *arg);
+
+void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info);
+void perf_print_row(const struct perf_row *r);
+int perf_json_open(const struct perf_opts *o, FILE **f);
+void perf_json_row(FILE *f, const struct perf_opts *o, int role,
+		   const tcpx_p2p_session_info *info, const struct perf_row *r, int first);
+void perf_json_close(FILE *f);
+/* Fill r's statistics from per-iteration times (sorted in place). */
+void perf_stats(struct perf_row *r, double *us, size_t bytes_per_iter);
+
+#endif

@@ -1,0 +1,300 @@
+/* tcpx_perf command line.  Settings of the library itself come from its
+ * configuration (defaults, then TCPX_P2P_* environment), then flags. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: tcpx_perf server|client|loopback|auto [options]\n"
+"  roles: server listens and receives, client dials and sends (bidir: both do\n"
+"  both); loopback runs both in this process; auto takes rank 0 = server,\n"
+"  1 = client from OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK.\n"
+"  -H, --host ADDR        peer to dial (client/auto; env TCPX_P2P_PEER)\n"
+"      --bind ADDR        address to listen on (server; default all)\n"
+"  -p, --port N           rendezvous TCP port (default 18515)\n"
+"  -s, --size N           one size (K/M/G = 2^10/2^20/2^30; env TCPX_P2P_PERF_SIZE)\n"
+"  -b, --min-bytes N      sweep start (default 64M)\n"
+"  -e, --max-bytes N      sweep end\n"
+"  -f, --step-factor F    sweep multiplier (default 2)\n"
+"  -n, --iters N          timed iterations per size (default 20; env TCPX_P2P_PERF_ITERS)\n"
+"  -w, --warmup N         untimed iterations first (default 3)\n"
+"      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
+"      --channels N       channels per connection (TCPX_P2P_NUM_CHANNELS)\n"
+"      --window N         send and receive window per channel (1..16)\n"
+"      --unpack K         kernel|d2d|host (TCPX_P2P_UNPACK)\n"
+"      --mem host|cuda    buffer memory (default host)\n"
+"  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 or 0,0)\n"
+"      --bidir            both directions at once (GB/s counts both)\n"
+"      --verify           check every byte of every iteration\n"
+"      --json FILE        write results as a JSON array (- = stdout)\n"
+"      --timeout MS       connection and per-transfer deadline (default 60000)\n"
+"      --dump-config      print the configuration and exit\n"
+"  -q, --quiet            no progress lines\n"
+"GB/s means 10^9 bytes per second of completed payload.\n");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	switch (*end) {
+	case 'G': case 'g': shift = 30; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'K': case 'k': shift = 10; end++; break;
+	default: break;
+	}
+	if (*end == 'i' && end[1] == 'B')
+		end += 2;
+	else if (*end == 'B')
+		end++;
+	if (*end || (shift && v > (~0ull >> shift)))
+		return -1;
+	*out = (size_t)(v << shift);
+	return 0;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static const char *env2(const char *a, const char *b)
+{
+	const char *v = getenv(a);
+
+	return v ? v : getenv(b);
+}
+
+static int launcher_rank(void)
+{
+	const char *names[] = { "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK" };
+	int i, r;
+
+	for (i = 0; i < 3; i++)
+		if (getenv(names[i]) && parse_int(getenv(names[i]), 0, 1 << 30, &r) == 0)
+			return r;
+	return -1;
+}
+
+enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
+       O_JSON, O_TIMEOUT, O_DUMP };
+
+static int bad(const char *opt, const char *val)
+{
+	fprintf(stderr, "tcpx_perf: bad value for %s: '%s'\n", opt, val);
+	return -1;
+}
+
+static int parse_flag(struct perf_opts *o, int c, const char *arg)
+{
+	int v;
+
+	switch (c) {
+	case 'H': o->host = arg; break;
+	case O_BIND: o->bind = arg; break;
+	case 'p':
+		if (parse_int(arg, 1, 65535, &v))
+			return bad("--port", arg);
+		o->port = (uint16_t)v;
+		break;
+	case 's':
+		if (parse_size(arg, &o->min_bytes))
+			return bad("--size", arg);
+		o->max_bytes = o->min_bytes;
+		break;
+	case 'b':
+		if (parse_size(arg, &o->min_bytes))
+			return bad("--min-bytes", arg);
+		break;
+	case 'e':
+		if (parse_size(arg, &o->max_bytes))
+			return bad("--max-bytes", arg);
+		break;
+	case 'f':
+		o->factor = strtod(arg, NULL);
+		if (!(o->factor > 1.0))
+			return bad("--step-factor", arg);
+		break;
+	case 'n':
+		if (parse_int(arg, 1, 1 << 24, &o->iters))
+			return bad("--iters", arg);
+		break;
+	case 'w':
+		if (parse_int(arg, 0, 1 << 24, &o->warmup))
+			return bad("--warmup", arg);
+		break;
+	case O_CHUNK:
+		if (parse_size(arg, &o->cfg.chunk_bytes))
+			return bad("--chunk", arg);
+		break;
+	case O_CHANNELS:
+		if (parse_int(arg, 1, 64, &o->cfg.num_channels))
+			return bad("--channels", arg);
+		break;
+	case O_WINDOW:
+		if (parse_int(arg, 1, 16, &v))
+			return bad("--window", arg);
+		o->cfg.send_window = o->cfg.recv_window = v;
+		break;
+	case O_UNPACK:
+		if (!strcmp(arg, "kernel"))
+			o->cfg.unpack = TCPX_P2P_UNPACK_KERNEL;
+		else if (!strcmp(arg, "d2d"))
+			o->cfg.unpack = TCPX_P2P_UNPACK_D2D;
+		else if (!strcmp(arg, "host"))
+			o->cfg.unpack = TCPX_P2P_UNPACK_HOST;
+		else
+			return bad("--unpack", arg);
+		break;
+	case O_MEM:
+		if (strcmp(arg, "host") && strcmp(arg, "cuda"))
+			return bad("--mem", arg);
+		o->cuda = !strcmp(arg, "cuda");
+		break;
+	case 'g':
+		if (sscanf(arg, "%d,%d", &o->gpu[0], &o->gpu[1]) < 1 || o->gpu[0] < 0)
+			return bad("--gpu", arg);
+		if (!strchr(arg, ','))
+			o->gpu[1] = o->gpu[0];
+		break;
+	case O_BIDIR: o->bidir = 1; break;
+	case O_VERIFY: o->verify = 1; break;
+	case O_JSON: o->json = arg; break;
+	case O_TIMEOUT:
+		if (parse_int(arg, 1, 1 << 30, &o->timeout_ms))
+			return bad("--timeout", arg);
+		break;
+	case O_DUMP: o->dump_config = 1; break;
+	case 'q': o->quiet = 1; break;
+	default: return -1;
+	}
+	return 0;
+}
+
+static int parse_mode(struct perf_opts *o, const char *m)
+{
+	int rank;
+
+	if (!strcmp(m, "server"))
+		o->mode = PERF_SERVER;
+	else if (!strcmp(m, "client"))
+		o->mode = PERF_CLIENT;
+	else if (!strcmp(m, "loopback"))
+		o->mode = PERF_LOOPBACK;
+	else if (!strcmp(m, "auto"))
+		o->mode = PERF_AUTO;
+	else
+		return bad("mode", m);
+	if (o->mode != PERF_AUTO)
+		return 0;
+	rank = launcher_rank();
+	if (rank != 0 && rank != 1) {
+		fprintf(stderr, "tcpx_perf auto: no launcher rank 0 or 1 in OMPI_COMM_WORLD_RANK, "
+			"SLURM_PROCID or PMI_RANK\n");
+		return -1;
+	}
+	o->mode = rank == 0 ? PERF_SERVER : PERF_CLIENT;
+	return 0;
+}
+
+int perf_parse(int argc, char **argv, struct perf_opts *o)
+{
+	static const struct option longs[] = {
+		{ "host", 1, NULL, 'H' }, { "bind", 1, NULL, O_BIND }, { "port", 1, NULL, 'p' },
+		{ "size", 1, NULL, 's' }, { "min-bytes", 1, NULL, 'b' },
+		{ "max-bytes", 1, NULL, 'e' }, { "step-factor", 1, NULL, 'f' },
+		{ "iters", 1, NULL, 'n' }, { "warmup", 1, NULL, 'w' },
+		{ "chunk", 1, NULL, O_CHUNK }, { "channels", 1, NULL, O_CHANNELS },
+		{ "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
+		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
+		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
+		{ "timeout", 1, NULL, O_TIMEOUT }, { "dump-config", 0, NULL, O_DUMP },
+		{ "quiet", 0, NULL, 'q' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
+	};
+	const char *v;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->port = 18515;
+	o->min_bytes = o->max_bytes = 64u << 20;
+	o->factor = 2.0;
+	o->iters = 20;
+	o->warmup = 3;
+	o->gpu[0] = 0;
+	o->gpu[1] = -1;
+	o->timeout_ms = 60000;
+	o->host = getenv("TCPX_P2P_PEER");
+	if (tcpx_p2p_config_init(&o->cfg))
+		fprintf(stderr, "tcpx_perf: %s\n", tcpx_p2p_last_error());
+	if ((v = env2("TCPX_P2P_PERF_SIZE", "UCCL_TCPX_PERF_SIZE")) &&
+	    parse_size(v, &o->min_bytes) == 0)
+		o->max_bytes = o->min_bytes;
+	if ((v = env2("TCPX_P2P_PERF_ITERS", "UCCL_TCPX_PERF_ITERS")) &&
+	    parse_int(v, 1, 1 << 24, &o->iters))
+		return bad("TCPX_P2P_PERF_ITERS", v);
+	while ((c = getopt_long(argc, argv, "H:p:s:b:e:f:n:w:g:qh", longs, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c == '?' || parse_flag(o, c, optarg)) {
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (o->dump_config)
+		return 0;
+	if (optind != argc - 1) {
+		usage(stderr);
+		return -1;
+	}
+	if (parse_mode(o, argv[optind]))
+		return -1;
+	if (o->max_bytes < o->min_bytes)
+		o->max_bytes = o->min_bytes;
+	if (o->gpu[1] < 0)
+		o->gpu[1] = o->mode == PERF_LOOPBACK && o->cuda ? 1 : o->gpu[0];
+	if (o->mode == PERF_CLIENT && !o->host) {
+		fprintf(stderr, "tcpx_perf client: give the server with --host or TCPX_P2P_PEER\n");
+		return -1;
+	}
+	return 0;
+}
+
+void perf_dump_config(const struct perf_opts *o, FILE *f)
+{
+	const char *name, *help;
+	char val[256];
+	int i, n = tcpx_p2p_config_count();
+
+	fprintf(f, "# libtcpx_p2p %s configuration (defaults, then environment, then flags)\n",
+		tcpx_p2p_version());
+	for (i = 0; i < n; i++) {
+		if (tcpx_p2p_config_describe(&o->cfg, i, &name, &help, val, sizeof(val)))
+			continue;
+		fprintf(f, "%-24s = %-16s # %s\n", name, val, help);
+	}
+	fprintf(f, "%-24s = %-16zu # %s\n", "TCPX_P2P_PERF_SIZE", o->min_bytes,
+		"tcpx_perf size in bytes when no sweep is given");
+	fprintf(f, "%-24s = %-16d # %s\n", "TCPX_P2P_PERF_ITERS", o->iters,
+		"tcpx_perf timed iterations per size");
+}

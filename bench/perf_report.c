@@ -1,0 +1,106 @@
+/* tcpx_perf output: a table comparable to nccl-tests, and JSON records. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted v[0..n). */
+static double pct(const double *v, int n, double p)
+{
+	int k = (int)(p / 100.0 * n + 0.999999) - 1;
+
+	return v[k < 0 ? 0 : (k >= n ? n - 1 : k)];
+}
+
+void perf_stats(struct perf_row *r, double *us, size_t bytes_per_iter)
+{
+	double sum = 0;
+	int i;
+
+	for (i = 0; i < r->iters; i++)
+		sum += us[i];
+	qsort(us, (size_t)r->iters, sizeof(*us), cmp_double);
+	r->avg_us = sum / r->iters;
+	r->p50_us = pct(us, r->iters, 50);
+	r->p99_us = pct(us, r->iters, 99);
+	r->gbps = r->avg_us > 0 ? (double)bytes_per_iter / (r->avg_us * 1e3) : 0;
+}
+
+static const char *unpack_name(int u)
+{
+	return u == TCPX_P2P_UNPACK_D2D ? "d2d" : u == TCPX_P2P_UNPACK_HOST ? "host" : "kernel";
+}
+
+void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info)
+{
+	printf("# tcpx_perf %s: plugin %s (ABI v%d, %s), net dev %d\n",
+	       role ? "client (sender)" : "server (receiver)", info->plugin_name,
+	       info->plugin_abi, info->plugin_path, info->net_dev);
+	printf("# mem %s (gpu %d), channels %d, chunk %zu, window %d/%d, unpack %s, %s, "
+	       "warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu,
+	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
+	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
+	       o->warmup, o->iters, o->verify ? ", verified" : "");
+	printf("# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
+	       o->bidir ? " (both directions summed)" : "");
+	printf("# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
+	       "p50(us)", "p99(us)");
+	fflush(stdout);
+}
+
+void perf_print_row(const struct perf_row *r)
+{
+	printf("  %12zu %8d %12.1f %10.3f %12.1f %12.1f\n", r->size, r->iters, r->avg_us, r->gbps,
+	       r->p50_us, r->p99_us);
+	fflush(stdout);
+}
+
+int perf_json_open(const struct perf_opts *o, FILE **f)
+{
+	*f = NULL;
+	if (!o->json)
+		return 0;
+	*f = strcmp(o->json, "-") ? fopen(o->json, "w") : stdout;
+	if (!*f) {
+		perror(o->json);
+		return -1;
+	}
+	fputs("[\n", *f);
+	return 0;
+}
+
+void perf_json_row(FILE *f, const struct perf_opts *o, int role,
+		   const tcpx_p2p_session_info *info, const struct perf_row *r, int first)
+{
+	if (!f)
+		return;
+	fprintf(f, "%s  {\"size\": %zu, \"iters\": %d, \"time_us\": %.3f, \"gbps\": %.4f, "
+		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"config\": {\"role\": \"%s\", "
+		"\"mem\": \"%s\", \"gpu\": %d, \"channels\": %d, \"chunk_bytes\": %zu, "
+		"\"send_window\": %d, \"recv_window\": %d, \"unpack\": \"%s\", \"bidir\": %s, "
+		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, "
+		"\"net_dev\": %d, \"version\": \"%s\"}}",
+		first ? "" : ",\n", r->size, r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us,
+		role ? "client" : "server", o->cuda ? "cuda" : "host", info->gpu,
+		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
+		unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
+		o->verify ? "true" : "false", o->warmup, info->plugin_name, info->plugin_abi,
+		info->net_dev, tcpx_p2p_version());
+	fflush(f);
+}
+
+void perf_json_close(FILE *f)
+{
+	if (!f)
+		return;
+	fputs("\n]\n", f);
+	if (f != stdout)
+		fclose(f);
+}

@@ -1,0 +1,90 @@
+/* tcpx_perf: point-to-point bandwidth and latency through libtcpx_p2p.
+ * Exit status: 0 success, 1 error or verification mismatch, 2 usage,
+ * 77 --mem cuda without a usable GPU. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_mem.h"
+#include "perf.h"
+
+struct loopback {
+	const struct perf_opts *o;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int port; /* -1 until the server listens, 0 if it failed */
+	int rc;
+};
+
+static void on_listening(void *arg, uint16_t port)
+{
+	struct loopback *lb = arg;
+
+	pthread_mutex_lock(&lb->lock);
+	lb->port = port;
+	pthread_cond_signal(&lb->cond);
+	pthread_mutex_unlock(&lb->lock);
+}
+
+static void *server_thread(void *arg)
+{
+	struct loopback *lb = arg;
+
+	lb->rc = perf_run(lb->o, 0, 1, on_listening, lb);
+	on_listening(lb, 0); /* wake the client if the server never listened */
+	return NULL;
+}
+
+/* Both peers in this process: the server (receiver) reports. */
+static int run_loopback(const struct perf_opts *o)
+{
+	struct perf_opts server = *o, client = *o;
+	struct loopback lb = { .o = &server, .port = -1 };
+	pthread_t th;
+	int rc;
+
+	server.bind = "127.0.0.1";
+	server.port = 0;
+	pthread_mutex_init(&lb.lock, NULL);
+	pthread_cond_init(&lb.cond, NULL);
+	if (pthread_create(&th, NULL, server_thread, &lb))
+		return -1;
+	pthread_mutex_lock(&lb.lock);
+	while (lb.port < 0)
+		pthread_cond_wait(&lb.cond, &lb.lock);
+	pthread_mutex_unlock(&lb.lock);
+	client.host = "127.0.0.1";
+	client.port = (uint16_t)lb.port;
+	rc = lb.port ? perf_run(&client, 1, 0, NULL, NULL) : -1;
+	pthread_join(th, NULL);
+	return rc ? rc : lb.rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct perf_opts o;
+	int rc = perf_parse(argc, argv, &o);
+
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (o.dump_config) {
+		perf_dump_config(&o, stdout);
+		return 0;
+	}
+	if (o.cuda && bench_gpu_count() == 0) {
+		fprintf(stderr, "tcpx_perf: --mem cuda: no usable CUDA device, skipping\n");
+		return 77;
+	}
+	switch (o.mode) {
+	case PERF_LOOPBACK:
+		rc = run_loopback(&o);
+		break;
+	case PERF_SERVER:
+		rc = perf_run(&o, 0, 1, NULL, NULL);
+		break;
+	default:
+		rc = perf_run(&o, 1, 1, NULL, NULL);
+		break;
+	}
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,134 @@
+/* Devices, pointers, streams and events through the CUDA runtime. */
+#include <stdlib.h>
+
+#include "dev_priv.h"
+#include "util/error.h"
+#include "util/log.h"
+
+int tp__dev_count(int *n)
+{
+	int count = 0;
+	cudaError_t err = cudaGetDeviceCount(&count);
+
+	/* Build machines carry cudart without a driver: that is "no GPU",
+	 * and the count is left unwritten, so never read it then. */
+	if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) {
+		(void)cudaGetLastError();
+		*n = 0;
+		return 0;
+	}
+	if (err != cudaSuccess)
+		return tp__dev_cuda_check(err, "cudaGetDeviceCount");
+	*n = count;
+	return 0;
+}
+
+int tp__dev_set(int gpu)
+{
+	return TP_CUDA(cudaSetDevice, gpu);
+}
+
+int tp__dev_ptr_is_device(const void *p, int *is_dev)
+{
+	struct cudaPointerAttributes a;
+
+	/* Unknown (never registered) host memory may fail on old drivers:
+	 * it is host memory all the same. */
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		*is_dev = 0;
+		return 0;
+	}
+	*is_dev = a.type == cudaMemoryTypeDevice;
+	return 0;
+}
+
+int tp__dev_memcpy(void *dst, const void *src, size_t n)
+{
+	return TP_CUDA(cudaMemcpy, dst, src, n, cudaMemcpyDefault);
+}
+
+int tp__dev_stream_create(tp_dev_stream **s)
+{
+	struct tp_dev_stream *ds = calloc(1, sizeof(*ds));
+	int err;
+
+	if (!ds)
+		return tp__error(TCPX_P2P_ENOMEM, "cannot allocate a device stream");
+	/* Non-blocking: the legacy default stream of other code in the
+	 * process must not serialise against our unpacks. */
+	err = TP_CUDA(cudaStreamCreateWithFlags, &ds->st, cudaStreamNonBlocking);
+	if (err)
+		goto free_ds;
+	*s = ds;
+	return 0;
+
+free_ds:
+	free(ds);
+	return err;
+}
+
+void tp__dev_stream_destroy(tp_dev_stream *s)
+{
+	if (!s)
+		return;
+	/* The staging buffer may still be read by queued copies. */
+	if (TP_CUDA(cudaStreamSynchronize, s->st) ||
+	    (s->stage && TP_CUDA(cudaFreeHost, s->stage)) || TP_CUDA(cudaStreamDestroy, s->st))
+		TP_WARN("dev", "stream teardown: %s", tcpx_p2p_last_error());
+	free(s);
+}
+
+int tp__dev_stream_sync(tp_dev_stream *s)
+{
+	return TP_CUDA(cudaStreamSynchronize, s->st);
+}
+
+int tp__dev_event_create(tp_dev_event **e)
+{
+	struct tp_dev_event *de = malloc(sizeof(*de));
+	int err;
+
+	if (!de)
+		return tp__error(TCPX_P2P_ENOMEM, "cannot allocate a device event");
+	/* Timing off: such events are cheaper to record and to query. */
+	err = TP_CUDA(cudaEventCreateWithFlags, &de->ev, cudaEventDisableTiming);
+	if (err)
+		goto free_de;
+	*e = de;
+	return 0;
+
+free_de:
+	free(de);
+	return err;
+}
+
+void tp__dev_event_destroy(tp_dev_event *e)
+{
+	if (!e)
+		return;
+	if (TP_CUDA(cudaEventDestroy, e->ev))
+		TP_WARN("dev", "event teardown: %s", tcpx_p2p_last_error());
+	free(e);
+}
+
+int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s)
+{
+	return TP_CUDA(cudaEventRecord, e->ev, s->st);
+}
+
+int tp__dev_event_query(tp_dev_event *e, int *done)
+{
+	cudaError_t err = cudaEventQuery(e->ev);
+
+	if (err == cudaErrorNotReady) {
+		/* Not an error, but some runtimes latch it like one. */
+		(void)cudaGetLastError();
+		*done = 0;
+		return 0;
+	}
+	if (err != cudaSuccess)
+		return tp__dev_cuda_check(err, "cudaEventQuery");
+	*done = 1;
+	return 0;
+}

@@ -1,0 +1,98 @@
+/* The reference unpack variants: the host reads the records (pinned host
+ * memory, readable at the same address under UVA) and issues copies.
+ * cudaMemcpyDefault lets bounce and dst each be device or host memory, so
+ * these also serve host destinations and host bounce buffers. */
+#include "dev_priv.h"
+#include "util/error.h"
+
+/* cnt is published by the plugin before test reports done; read it once. */
+static uint32_t job_count(const struct tp_unpack_job *job)
+{
+	uint64_t c = *(const volatile uint64_t *)job->cnt;
+
+	return c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
+}
+
+int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
+{
+	uint32_t cnt = job_count(job);
+
+	for (uint32_t i = 0; i < cnt; i++) {
+		tp_unpack_rec r = job->recs[i];
+		int err = TP_CUDA(cudaMemcpyAsync, job->dst + r.dst_off, job->bounce + r.src_off,
+				  r.len, cudaMemcpyDefault, s->st);
+
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Grow the stream's pinned staging buffer.  Queued copies may still use
+ * the old one, so growing waits for the stream: acceptable on this
+ * reference path, and it happens only when a larger chunk first shows up. */
+static int stage_reserve(struct tp_dev_stream *s, size_t n)
+{
+	void *p;
+	int err;
+
+	if (n <= s->stage_cap)
+		return 0;
+	err = TP_CUDA(cudaStreamSynchronize, s->st);
+	if (err)
+		return err;
+	err = TP_CUDA(cudaMallocHost, &p, n);
+	if (err)
+		return err;
+	if (s->stage && (err = TP_CUDA(cudaFreeHost, s->stage))) {
+		(void)cudaFreeHost(p);
+		return err;
+	}
+	s->stage = p;
+	s->stage_cap = n;
+	return 0;
+}
+
+/* Fragments go into a host image of dst[lo, hi), which then goes to dst
+ * in one copy.  All copies are queued on the stream in order (the staging
+ * memory is pinned), so nothing waits except stage_reserve. */
+int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
+{
+	uint32_t cnt = job_count(job);
+	uint64_t lo = UINT64_MAX, hi = 0, covered = 0;
+	int err;
+
+	for (uint32_t i = 0; i < cnt; i++) {
+		tp_unpack_rec r = job->recs[i];
+
+		if (!r.len)
+			continue;
+		lo = r.dst_off < lo ? r.dst_off : lo;
+		hi = r.dst_off + r.len > hi ? r.dst_off + r.len : hi;
+		covered += r.len;
+	}
+	if (!covered)
+		return 0;
+	err = stage_reserve(s, hi - lo);
+	if (err)
+		return err;
+	/* Destinations are disjoint, so full coverage means no gaps; else the
+	 * gaps must keep what dst holds, so the image starts as a copy of it. */
+	if (covered != hi - lo) {
+		err = TP_CUDA(cudaMemcpyAsync, s->stage, job->dst + lo, hi - lo, cudaMemcpyDefault,
+			      s->st);
+		if (err)
+			return err;
+	}
+	for (uint32_t i = 0; i < cnt; i++) {
+		tp_unpack_rec r = job->recs[i];
+
+		if (!r.len)
+			continue;
+		err = TP_CUDA(cudaMemcpyAsync, s->stage + (r.dst_off - lo), job->bounce + r.src_off,
+			      r.len, cudaMemcpyDefault, s->st);
+		if (err)
+			return err;
+	}
+	return TP_CUDA(cudaMemcpyAsync, job->dst + lo, s->stage, hi - lo, cudaMemcpyDefault, s->st);
+}

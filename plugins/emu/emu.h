@@ -1,0 +1,262 @@
+/*
+ * Internal declarations of the TCPX emulator plugin: a real NCCL net plugin
+ * over TCP sockets that obeys the GPUDirect-TCPX contract (docs: DESIGN.md
+ * sections 4-6).  Nothing here is exported; the only public symbol is
+ * ncclNetPlugin_v7 in emu_plugin.c.
+ */
+#ifndef TP_EMU_H
+#define TP_EMU_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <sys/uio.h>
+#include <netinet/in.h>
+
+#include "abi/nccl_net.h"
+
+#define EMU_MAX_REQS 16
+#define EMU_MAX_SOCKS 8
+#define EMU_PAGE TP_UNPACK_PAGE_SIZE
+#define EMU_SLICE_MIN (64u << 10)
+#define EMU_SLICE_MAX (1u << 20)
+#define EMU_MAX_BOUNCE_BYTES (4u << 20)
+#define EMU_MAGIC 0x54435845u /* "TCXE" */
+
+/* ---- logging: everything goes through the logger given to init ------- */
+
+extern ncclDebugLogger_t tp__emu_logger;
+
+#define EMU_NET_FLAG 0x10 /* NCCL_NET */
+#define EMU_LOG(lvl, fmt, ...)                                                          \
+	do {                                                                            \
+		if (tp__emu_logger)                                                     \
+			tp__emu_logger(lvl, EMU_NET_FLAG, __FILE__, __LINE__,           \
+				       "TCPXEmu: " fmt, ##__VA_ARGS__);                 \
+	} while (0)
+#define EMU_WARN(fmt, ...) EMU_LOG(NCCL_LOG_WARN, fmt, ##__VA_ARGS__)
+#define EMU_INFO(fmt, ...) EMU_LOG(NCCL_LOG_INFO, fmt, ##__VA_ARGS__)
+
+/* ---- configuration, read from the environment for every new comm ------- */
+
+enum emu_bounce { EMU_BOUNCE_OFF, EMU_BOUNCE_HOST, EMU_BOUNCE_DEVICE };
+
+struct emu_config {
+	enum emu_bounce bounce;
+	int nsocks;      /* total sockets per comm (NSOCKS_PERTHREAD x NTHREADS) */
+	int nthreads;    /* helper threads per comm */
+	uint32_t pages;  /* bounce pool pages per comm */
+	int poison;
+	int strict_tags;
+	int null_pct;
+	int cuda_batch;  /* device bounce: cudaMemcpyBatchAsync per slice */
+	struct in_addr addr;
+};
+
+void tp__emu_config_load(struct emu_config *cfg);
+
+/* ---- CUDA seam (emu_cuda.c); every function fails cleanly without a GPU - */
+
+int tp__emu_cuda_usable(void);
+int tp__emu_cuda_get_device(int *dev);
+int tp__emu_cuda_set_device(int dev);
+int tp__emu_cuda_malloc(void **ptr, size_t size);
+void tp__emu_cuda_free(void *ptr);
+int tp__emu_cuda_host_alloc(void **ptr, size_t size);
+int tp__emu_cuda_host_alloc_mapped(void **host, void **dev_alias, size_t size);
+void tp__emu_cuda_host_free(void *ptr);
+int tp__emu_cuda_stream_create(void **stream);
+void tp__emu_cuda_stream_destroy(void *stream);
+int tp__emu_cuda_copy(void *dst, const void *src, size_t n, void *stream);
+int tp__emu_cuda_copy_batch(void **dst, const void **src, size_t *len, size_t n, int use_batch,
+			    void *stream);
+int tp__emu_cuda_memset(void *dst, int val, size_t n, void *stream);
+int tp__emu_cuda_sync(void *stream);
+int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n);
+
+/* ---- wire formats ------------------------------------------------------ */
+
+/* Lives in the caller's 128-byte handle: connect keeps its progress here. */
+enum emu_stage { EMU_STAGE_FRESH = 0, EMU_STAGE_CONNECTING = 1, EMU_STAGE_DONE = 2 };
+
+struct emu_handle {
+	uint32_t magic;
+	uint32_t stage;
+	uint64_t nonce;
+	struct sockaddr_in addr;
+	uint32_t calls;
+	uint32_t pad;
+	uint64_t comm; /* the send comm under construction */
+};
+
+struct emu_hello {
+	uint32_t magic;
+	uint32_t idx;
+	uint64_t nonce;
+	uint32_t nsocks;
+	uint32_t nthreads;
+};
+
+/* Sent on every socket before that socket's slices of each request. */
+struct emu_hdr {
+	uint64_t seq;
+	uint64_t size;
+	int32_t tag;
+	uint32_t magic;
+};
+
+/* ---- memory registration ----------------------------------------------- */
+
+struct emu_mr {
+	int type;
+	void *base;
+	size_t size;
+};
+
+/* ---- bounce pool + meta ring (emu_bounce.c) ---------------------------- */
+
+struct emu_pool {
+	enum emu_bounce mode;
+	uint32_t npages;
+	uint32_t nfree;
+	uint32_t *free_pages;
+	char *buf;                     /* host or device memory */
+	struct tp_unpack_meta *meta;   /* host view of the meta ring */
+	struct tp_unpack_meta *meta_dev;
+	struct tp_unpack_handle *uh;   /* host or device copy */
+	void *stream;                  /* device mode: poison + copies at consume */
+	uint64_t rng;
+};
+
+int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t npages,
+			uint64_t seed);
+void tp__emu_pool_destroy(struct emu_pool *pool);
+/* Writes slot's records with intra-page offsets; returns the page count. */
+uint32_t tp__emu_pool_layout(struct emu_pool *pool, int slot, uint64_t size);
+/* Takes n scattered pages (n <= nfree) and places slot's records on them. */
+void tp__emu_pool_take(struct emu_pool *pool, int slot, uint32_t *pages, uint32_t n);
+void tp__emu_pool_publish(struct emu_pool *pool, int slot, uint32_t n);
+void tp__emu_pool_release(struct emu_pool *pool, const uint32_t *pages, uint32_t npages,
+			  int poison);
+
+/* ---- requests and comms ------------------------------------------------ */
+
+enum emu_req_state {
+	EMU_REQ_FREE = 0,
+	EMU_REQ_POSTED,   /* helper threads own it */
+	EMU_REQ_DONE,     /* helpers finished; test has not reported it yet */
+	EMU_REQ_REPORTED, /* receive reported done; waiting for irecvConsumed */
+};
+
+struct emu_comm;
+
+struct emu_req {
+	struct emu_comm *comm;
+	enum emu_req_state state;
+	uint64_t seq;
+	char *data;
+	uint64_t cap;      /* receive: posted size; send: size */
+	uint64_t size;     /* the sender's size */
+	int tag;
+	int cuda;          /* data is device memory */
+	ncclResult_t result;
+	int parts_done;
+	int setup;         /* 0 none, 1 in progress, 2 done (receive) */
+	int discard;       /* receive failed early: drain the bytes */
+	uint32_t *pages;   /* bounce pages held until irecvConsumed */
+	uint32_t npages;
+};
+
+enum emu_kind { EMU_SEND, EMU_RECV };
+
+struct emu_thread {
+	struct emu_comm *comm;
+	int idx;
+	pthread_t tid;
+	int started;
+	char *scratch;     /* drain buffer for failed receives */
+	char *staging;     /* pinned host memory for CUDA buffers */
+	void *stream;
+	struct iovec *iov;
+	void **cp_dst;     /* device bounce: one batched H2D per slice */
+	const void **cp_src;
+	size_t *cp_len;
+};
+
+struct emu_comm {
+	enum emu_kind kind;
+	struct emu_config cfg;
+	int nsocks;
+	int nthreads;
+	int fds[EMU_MAX_SOCKS];
+	int cuda_dev;      /* -1 without a GPU */
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	uint64_t npost;
+	uint64_t ntested;
+	uint64_t nconsumed;
+	int closing;
+	ncclResult_t broken; /* set when a helper hit a socket error */
+	uint32_t rng;
+	struct emu_req reqs[EMU_MAX_REQS];
+	struct emu_thread threads[EMU_MAX_SOCKS];
+	struct emu_pool pool; /* receive comms in bounce mode */
+	/* connect progress */
+	int hello_sent[EMU_MAX_SOCKS];
+	int connected[EMU_MAX_SOCKS];
+	struct emu_hello hello;
+};
+
+struct emu_listen {
+	int fd;
+	struct emu_config cfg;
+	uint64_t nonce;
+	int used;
+	int npend;
+	struct {
+		int fd;
+		size_t got;
+		struct emu_hello hello;
+	} pend[2 * EMU_MAX_SOCKS];
+	struct emu_comm *comm; /* receive comm being assembled */
+	uint32_t calls;
+};
+
+/* emu_sock.c */
+int tp__emu_sock_set_nonblock(int fd, int on);
+int tp__emu_sock_tune(int fd);
+int tp__emu_send_full(int fd, const void *buf, size_t n);
+int tp__emu_recv_full(int fd, void *buf, size_t n);
+int tp__emu_recv_iov(int fd, struct iovec *iov, int cnt);
+int tp__emu_addr_resolve(struct in_addr *addr);
+
+/* emu_comm.c */
+struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config *cfg);
+int tp__emu_comm_start(struct emu_comm *c);
+void tp__emu_comm_free(struct emu_comm *c);
+uint32_t tp__emu_rand(uint32_t *state);
+uint64_t tp__emu_slice_size(uint64_t size, int nsocks);
+
+/* emu_xfer.c: helper thread bodies */
+void *tp__emu_send_thread(void *arg);
+void *tp__emu_recv_thread(void *arg);
+
+/* entry points, one file each group */
+ncclResult_t tp__emu_listen(int dev, void *handle, void **listen_comm);
+ncclResult_t tp__emu_connect(int dev, void *handle, void **send_comm,
+			     ncclNetDeviceHandle_v7_t **dev_handle);
+ncclResult_t tp__emu_accept(void *listen_comm, void **recv_comm,
+			    ncclNetDeviceHandle_v7_t **dev_handle);
+ncclResult_t tp__emu_close_send(void *send_comm);
+ncclResult_t tp__emu_close_recv(void *recv_comm);
+ncclResult_t tp__emu_close_listen(void *listen_comm);
+ncclResult_t tp__emu_reg_mr(void *comm, void *data, int size, int type, void **mhandle);
+ncclResult_t tp__emu_dereg_mr(void *comm, void *mhandle);
+ncclResult_t tp__emu_isend(void *send_comm, void *data, int size, int tag, void *mhandle,
+			   void **request);
+ncclResult_t tp__emu_irecv(void *recv_comm, int n, void **data, int *sizes, int *tags,
+			   void **mhandles, void **request);
+ncclResult_t tp__emu_test(void *request, int *done, int *sizes);
+ncclResult_t tp__emu_irecv_consumed(void *recv_comm, int n, void *request);
+
+#endif

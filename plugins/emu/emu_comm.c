@@ -1,0 +1,161 @@
+/*
+ * Comm lifetime: allocation, helper-thread start, and a teardown that never
+ * hangs: shutdown() wakes every helper blocked in the kernel, the condition
+ * variable wakes those waiting for requests or pages, then all are joined.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "emu.h"
+
+#define EMU_SCRATCH (64u << 10)
+#define EMU_MAX_IOV (EMU_SLICE_MAX / (EMU_PAGE / 2) + 2)
+
+uint32_t tp__emu_rand(uint32_t *state)
+{
+	uint32_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	*state = x;
+	return x;
+}
+
+uint64_t tp__emu_slice_size(uint64_t size, int nsocks)
+{
+	uint64_t s = (size + (uint64_t)nsocks - 1) / (uint64_t)nsocks;
+
+	s = (s + EMU_PAGE - 1) & ~(uint64_t)(EMU_PAGE - 1);
+	if (s < EMU_SLICE_MIN)
+		s = EMU_SLICE_MIN;
+	if (s > EMU_SLICE_MAX)
+		s = EMU_SLICE_MAX;
+	return s;
+}
+
+struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config *cfg)
+{
+	struct emu_comm *c = calloc(1, sizeof(*c));
+	struct timespec ts;
+
+	if (!c)
+		return NULL;
+	c->kind = kind;
+	c->cfg = *cfg;
+	c->nsocks = cfg->nsocks;
+	c->nthreads = cfg->nthreads;
+	for (int i = 0; i < EMU_MAX_SOCKS; i++)
+		c->fds[i] = -1;
+	if (tp__emu_cuda_get_device(&c->cuda_dev))
+		c->cuda_dev = -1;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c->rng = (uint32_t)(ts.tv_nsec ^ (uintptr_t)c) | 1;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	return c;
+}
+
+static int thread_prepare(struct emu_comm *c, struct emu_thread *t)
+{
+	t->scratch = malloc(EMU_SCRATCH);
+	t->iov = malloc(EMU_MAX_IOV * sizeof(*t->iov));
+	if (!t->scratch || !t->iov)
+		return -1;
+	if (c->cuda_dev < 0)
+		return 0;
+	t->cp_dst = malloc(EMU_MAX_IOV * sizeof(*t->cp_dst));
+	t->cp_src = malloc(EMU_MAX_IOV * sizeof(*t->cp_src));
+	t->cp_len = malloc(EMU_MAX_IOV * sizeof(*t->cp_len));
+	if (!t->cp_dst || !t->cp_src || !t->cp_len)
+		return -1;
+	if (tp__emu_cuda_host_alloc((void **)&t->staging, EMU_SLICE_MAX))
+		return -1;
+	return tp__emu_cuda_stream_create(&t->stream);
+}
+
+int tp__emu_comm_start(struct emu_comm *c)
+{
+	void *(*body)(void *) = c->kind == EMU_SEND ? tp__emu_send_thread : tp__emu_recv_thread;
+
+	for (int i = 0; i < c->nsocks; i++) {
+		if (tp__emu_sock_set_nonblock(c->fds[i], 0) || tp__emu_sock_tune(c->fds[i])) {
+			EMU_WARN("cannot configure socket %d of a comm", i);
+			return -1;
+		}
+	}
+	for (int i = 0; c->pool.meta && i < EMU_MAX_REQS; i++) {
+		c->reqs[i].pages = malloc(TP_UNPACK_MAX_PAGES * sizeof(*c->reqs[i].pages));
+		if (!c->reqs[i].pages)
+			return -1;
+	}
+	for (int i = 0; i < c->nthreads; i++) {
+		struct emu_thread *t = &c->threads[i];
+
+		t->comm = c;
+		t->idx = i;
+		if (thread_prepare(c, t)) {
+			EMU_WARN("cannot allocate helper thread buffers");
+			return -1;
+		}
+		if (pthread_create(&t->tid, NULL, body, t)) {
+			EMU_WARN("cannot start a helper thread");
+			return -1;
+		}
+		t->started = 1;
+	}
+	return 0;
+}
+
+void tp__emu_comm_free(struct emu_comm *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->closing = 1;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	for (int i = 0; i < EMU_MAX_SOCKS; i++)
+		if (c->fds[i] >= 0)
+			shutdown(c->fds[i], SHUT_RDWR);
+	for (int i = 0; i < EMU_MAX_SOCKS; i++) {
+		struct emu_thread *t = &c->threads[i];
+
+		if (t->started)
+			pthread_join(t->tid, NULL);
+		if (t->stream) {
+			tp__emu_cuda_set_device(c->cuda_dev);
+			tp__emu_cuda_stream_destroy(t->stream);
+		}
+		tp__emu_cuda_host_free(t->staging);
+		free(t->scratch);
+		free(t->iov);
+		free(t->cp_dst);
+		free(t->cp_src);
+		free(t->cp_len);
+	}
+	for (int i = 0; i < EMU_MAX_SOCKS; i++)
+		if (c->fds[i] >= 0)
+			close(c->fds[i]);
+	for (int i = 0; i < EMU_MAX_REQS; i++)
+		free(c->reqs[i].pages);
+	tp__emu_pool_destroy(&c->pool);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+ncclResult_t tp__emu_close_send(void *send_comm)
+{
+	tp__emu_comm_free(send_comm);
+	return ncclSuccess;
+}
+
+ncclResult_t tp__emu_close_recv(void *recv_comm)
+{
+	tp__emu_comm_free(recv_comm);
+	return ncclSuccess;
+}

@@ -1,0 +1,134 @@
+/*
+ * The exported table plus init, devices, properties and the environment.
+ * Settings are read for every new comm, so one process can try several
+ * modes; the properties reflect the settings at the time they are asked.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "emu.h"
+
+ncclDebugLogger_t tp__emu_logger;
+
+static long env_long(const char *name, long def, long lo, long hi)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return def;
+	v = strtol(s, &end, 0);
+	if (*end || v < lo || v > hi) {
+		EMU_WARN("ignoring %s=%s (want %ld..%ld)", name, s, lo, hi);
+		return def;
+	}
+	return v;
+}
+
+static enum emu_bounce bounce_mode(void)
+{
+	const char *s = getenv("TCPX_EMU_BOUNCE");
+	int gpu = tp__emu_cuda_usable();
+
+	if (!s || !*s || !strcasecmp(s, "auto"))
+		return gpu ? EMU_BOUNCE_DEVICE : EMU_BOUNCE_OFF;
+	if (!strcasecmp(s, "off"))
+		return EMU_BOUNCE_OFF;
+	if (!strcasecmp(s, "host"))
+		return EMU_BOUNCE_HOST;
+	if (!strcasecmp(s, "device")) {
+		if (gpu)
+			return EMU_BOUNCE_DEVICE;
+		EMU_WARN("TCPX_EMU_BOUNCE=device without a usable GPU: using host bounce buffers");
+		return EMU_BOUNCE_HOST;
+	}
+	EMU_WARN("unknown TCPX_EMU_BOUNCE=%s (auto|device|host|off): using auto", s);
+	return gpu ? EMU_BOUNCE_DEVICE : EMU_BOUNCE_OFF;
+}
+
+void tp__emu_config_load(struct emu_config *cfg)
+{
+	long per = env_long("NCCL_NSOCKS_PERTHREAD", 2, 1, 64);
+	long nthr = env_long("NCCL_SOCKET_NTHREADS", 1, 1, 64);
+	long total = per * nthr;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->bounce = bounce_mode();
+	if (total > EMU_MAX_SOCKS) {
+		EMU_WARN("NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS = %ld exceeds %d: clamped",
+			 total, EMU_MAX_SOCKS);
+		total = EMU_MAX_SOCKS;
+	}
+	cfg->nsocks = (int)total;
+	cfg->nthreads = (int)(nthr < total ? nthr : total);
+	cfg->pages = (uint32_t)env_long("TCPX_EMU_BOUNCE_PAGES", 8192, 1, 1 << 20);
+	cfg->poison = env_long("TCPX_EMU_POISON", 0, 0, 1) != 0;
+	cfg->strict_tags = env_long("TCPX_EMU_STRICT_TAGS", 0, 0, 1) != 0;
+	cfg->null_pct = (int)env_long("TCPX_EMU_NULL_REQ_PCT", 0, 0, 100);
+	cfg->cuda_batch = env_long("TCPX_EMU_CUDA_BATCH", 1, 0, 1) != 0;
+}
+
+static ncclResult_t emu_init(ncclDebugLogger_t logger)
+{
+	tp__emu_logger = logger;
+	EMU_INFO("initialised (GPU %s)", tp__emu_cuda_usable() ? "usable" : "not usable");
+	return ncclSuccess;
+}
+
+static ncclResult_t emu_devices(int *ndev)
+{
+	*ndev = 1;
+	return ncclSuccess;
+}
+
+static char prop_name[] = "tcpxemu";
+static char prop_pci[] = "";
+
+static ncclResult_t emu_get_properties(int dev, ncclNetProperties_v7_t *props)
+{
+	int unpack;
+
+	if (dev != 0) {
+		EMU_WARN("getProperties: no device %d", dev);
+		return ncclInvalidArgument;
+	}
+	unpack = bounce_mode() != EMU_BOUNCE_OFF;
+	memset(props, 0, sizeof(*props));
+	props->name = prop_name;
+	props->pciPath = prop_pci;
+	props->guid = 0;
+	props->ptrSupport = NCCL_PTR_HOST | (tp__emu_cuda_usable() ? NCCL_PTR_CUDA : 0);
+	props->speed = 100000;
+	props->port = 0;
+	props->latency = 0;
+	props->maxComms = 65536;
+	props->maxRecvs = 1;
+	props->netDeviceType = unpack ? NCCL_NET_DEVICE_UNPACK : NCCL_NET_DEVICE_HOST;
+	props->netDeviceVersion = unpack ? NCCL_NET_DEVICE_UNPACK_VERSION
+					 : NCCL_NET_DEVICE_INVALID_VERSION;
+	return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlugin_v7 = {
+	.name = "TCPXEmu_v7",
+	.init = emu_init,
+	.devices = emu_devices,
+	.getProperties = emu_get_properties,
+	.listen = tp__emu_listen,
+	.connect = tp__emu_connect,
+	.accept = tp__emu_accept,
+	.regMr = tp__emu_reg_mr,
+	.regMrDmaBuf = NULL,
+	.deregMr = tp__emu_dereg_mr,
+	.isend = tp__emu_isend,
+	.irecv = tp__emu_irecv,
+	.iflush = NULL,
+	.test = tp__emu_test,
+	.closeSend = tp__emu_close_send,
+	.closeRecv = tp__emu_close_recv,
+	.closeListen = tp__emu_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = tp__emu_irecv_consumed,
+};

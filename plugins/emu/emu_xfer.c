@@ -1,0 +1,324 @@
+/*
+ * Helper threads.  Each request is cut into slices (64 KiB .. 1 MiB) dealt
+ * round-robin over the comm's sockets; every socket first carries a small
+ * header {seq, size, tag} for every request, so each thread knows the
+ * sender's size on its own.  Thread t owns sockets t, t+T, ...; both ends
+ * walk them in the same order with blocking I/O, so no socket can starve.
+ * Host data moves straight between the user buffer and the socket.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "emu.h"
+
+#define EMU_SCRATCH (64u << 10)
+
+struct part {
+	uint64_t seq;
+	char *data;
+	uint64_t size;
+	int tag;
+	int cuda;
+};
+
+static void min_u64(uint64_t *a, uint64_t b)
+{
+	if (b < *a)
+		*a = b;
+}
+
+/* Marks the comm dead and wakes everyone; pending requests fail at test. */
+static void comm_break(struct emu_comm *c, int sock, const char *what, int err)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!c->broken && !c->closing)
+		EMU_WARN("%s comm socket %d: %s: %s; failing pending requests",
+			 c->kind == EMU_SEND ? "send" : "recv", sock, what, strerror(err));
+	if (!c->broken)
+		c->broken = err == ECONNRESET || err == EPIPE ? ncclRemoteError : ncclSystemError;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	for (int i = 0; i < c->nsocks; i++)
+		shutdown(c->fds[i], SHUT_RDWR);
+}
+
+/* Waits for request seq to be posted; NULL when the comm is going away. */
+static struct emu_req *next_req(struct emu_comm *c, uint64_t seq)
+{
+	struct emu_req *r = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->closing && !c->broken && seq >= c->npost)
+		pthread_cond_wait(&c->cv, &c->lock);
+	if (!c->closing && !c->broken)
+		r = &c->reqs[seq % EMU_MAX_REQS];
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+static void part_done(struct emu_comm *c, struct emu_req *r)
+{
+	pthread_mutex_lock(&c->lock);
+	if (++r->parts_done == c->nthreads) {
+		if (c->kind == EMU_RECV && c->pool.meta)
+			tp__emu_pool_publish(&c->pool, (int)(r->seq % EMU_MAX_REQS),
+					     r->discard ? 0 : r->npages);
+		r->state = EMU_REQ_DONE;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+static int send_slices(struct emu_thread *t, int s, const struct part *p)
+{
+	struct emu_comm *c = t->comm;
+	uint64_t slice = tp__emu_slice_size(p->size, c->nsocks);
+	uint64_t nslices = (p->size + slice - 1) / slice;
+	struct emu_hdr hdr = {
+		.seq = p->seq, .size = p->size, .tag = p->tag, .magic = EMU_MAGIC,
+	};
+
+	if (tp__emu_send_full(c->fds[s], &hdr, sizeof(hdr)))
+		return -1;
+	for (uint64_t i = (uint64_t)s; i < nslices; i += (uint64_t)c->nsocks) {
+		uint64_t off = i * slice, len = slice;
+		const char *src = p->data + off;
+
+		min_u64(&len, p->size - off);
+		if (p->cuda) {
+			if (tp__emu_cuda_copy(t->staging, src, len, t->stream) ||
+			    tp__emu_cuda_sync(t->stream)) {
+				errno = EIO;
+				return -1;
+			}
+			src = t->staging;
+		}
+		if (tp__emu_send_full(c->fds[s], src, len))
+			return -1;
+	}
+	return 0;
+}
+
+void *tp__emu_send_thread(void *arg)
+{
+	struct emu_thread *t = arg;
+	struct emu_comm *c = t->comm;
+
+	tp__emu_cuda_set_device(c->cuda_dev);
+	for (uint64_t seq = 0;; seq++) {
+		struct emu_req *r = next_req(c, seq);
+		struct part p;
+
+		if (!r)
+			break;
+		p = (struct part){ r->seq, r->data, r->size, r->tag, r->cuda };
+		for (int s = t->idx; s < c->nsocks; s += c->nthreads) {
+			if (send_slices(t, s, &p)) {
+				comm_break(c, s, "send", errno);
+				return NULL;
+			}
+		}
+		part_done(c, r);
+	}
+	return NULL;
+}
+
+/*
+ * First header of a request on this side: decide its fate and, in bounce
+ * mode, lay out its fragments and take pages (waiting for irecvConsumed to
+ * return some if the pool is short).  Called with the lock held.
+ */
+static int recv_setup(struct emu_comm *c, struct emu_req *r, const struct emu_hdr *h)
+{
+	int slot = (int)(r->seq % EMU_MAX_REQS);
+	uint32_t n;
+
+	while (r->setup == 1 && !c->closing && !c->broken)
+		pthread_cond_wait(&c->cv, &c->lock);
+	if (c->closing || c->broken)
+		return -1;
+	if (r->setup == 2) {
+		errno = EPROTO;
+		return h->size == r->size ? 0 : -1;
+	}
+	r->setup = 1;
+	r->size = h->size;
+	if (h->size > r->cap) {
+		EMU_WARN("message truncated: sender posted %llu bytes, receive buffer holds %llu",
+			 (unsigned long long)h->size, (unsigned long long)r->cap);
+		r->result = ncclRemoteError;
+		r->discard = 1;
+	} else if (c->cfg.strict_tags && h->tag != r->tag) {
+		EMU_WARN("tag mismatch: send tag %d, posted receive tag %d", h->tag, r->tag);
+		r->result = ncclInvalidUsage;
+		r->discard = 1;
+	} else if (c->pool.meta && h->size > EMU_MAX_BOUNCE_BYTES) {
+		EMU_WARN("receive of %llu bytes exceeds the 4 MiB bounce limit",
+			 (unsigned long long)h->size);
+		r->result = ncclInternalError;
+		r->discard = 1;
+	}
+	if (c->pool.meta && !r->discard) {
+		n = tp__emu_pool_layout(&c->pool, slot, h->size);
+		if (n > c->pool.npages) {
+			EMU_WARN("receive of %llu bytes needs %u pages, the pool has %u",
+				 (unsigned long long)h->size, n, c->pool.npages);
+			r->result = ncclInternalError;
+			r->discard = 1;
+		} else {
+			while (c->pool.nfree < n && !c->closing && !c->broken)
+				pthread_cond_wait(&c->cv, &c->lock);
+			if (c->closing || c->broken)
+				return -1;
+			tp__emu_pool_take(&c->pool, slot, r->pages, n);
+			r->npages = n;
+		}
+	}
+	r->setup = 2;
+	pthread_cond_broadcast(&c->cv);
+	return 0;
+}
+
+static int drain(struct emu_thread *t, int fd, uint64_t len)
+{
+	while (len) {
+		uint64_t n = EMU_SCRATCH;
+
+		min_u64(&n, len);
+		if (tp__emu_recv_full(fd, t->scratch, n))
+			return -1;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Index of the record holding byte off (records ascend in dst_off). */
+static uint32_t rec_find(const tp_unpack_rec *rec, uint32_t n, uint64_t off)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		uint32_t mid = (lo + hi) / 2;
+
+		if (rec[mid].dst_off <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int recv_bounce(struct emu_thread *t, int fd, struct emu_req *r, uint64_t off,
+		       uint64_t len)
+{
+	struct emu_pool *pool = &t->comm->pool;
+	const tp_unpack_rec *rec = pool->meta->mem[r->seq % EMU_MAX_REQS];
+	int dev = pool->mode == EMU_BOUNCE_DEVICE;
+	uint64_t end = off + len;
+	int cnt = 0;
+
+	if (dev && tp__emu_recv_full(fd, t->staging, len))
+		return -1;
+	for (uint32_t i = rec_find(rec, r->npages, off); i < r->npages; i++) {
+		uint64_t a = rec[i].dst_off, b = a + rec[i].len;
+		char *dst;
+
+		if (a >= end)
+			break;
+		if (a < off)
+			a = off;
+		min_u64(&b, end);
+		dst = pool->buf + rec[i].src_off + (a - rec[i].dst_off);
+		if (dev) {
+			t->cp_dst[cnt] = dst;
+			t->cp_src[cnt] = t->staging + (a - off);
+			t->cp_len[cnt++] = b - a;
+		} else {
+			t->iov[cnt].iov_base = dst;
+			t->iov[cnt++].iov_len = b - a;
+		}
+	}
+	if (!dev)
+		return tp__emu_recv_iov(fd, t->iov, cnt);
+	if (tp__emu_cuda_copy_batch(t->cp_dst, t->cp_src, t->cp_len, (size_t)cnt,
+				    t->comm->cfg.cuda_batch, t->stream) ||
+	    tp__emu_cuda_sync(t->stream)) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
+{
+	struct emu_comm *c = t->comm;
+	uint64_t slice = tp__emu_slice_size(r->size, c->nsocks);
+	uint64_t nslices = (r->size + slice - 1) / slice;
+	int fd = c->fds[s];
+
+	for (uint64_t i = (uint64_t)s; i < nslices; i += (uint64_t)c->nsocks) {
+		uint64_t off = i * slice, len = slice;
+		int ret;
+
+		min_u64(&len, r->size - off);
+		if (r->discard)
+			ret = drain(t, fd, len);
+		else if (c->pool.meta)
+			ret = recv_bounce(t, fd, r, off, len);
+		else if (!r->cuda)
+			ret = tp__emu_recv_full(fd, r->data + off, len);
+		else if (tp__emu_recv_full(fd, t->staging, len))
+			ret = -1;
+		else if (tp__emu_cuda_copy(r->data + off, t->staging, len, t->stream) ||
+			 tp__emu_cuda_sync(t->stream))
+			ret = (errno = EIO, -1);
+		else
+			ret = 0;
+		if (ret)
+			return -1;
+	}
+	return 0;
+}
+
+static int recv_socket(struct emu_thread *t, int s, struct emu_req *r)
+{
+	struct emu_comm *c = t->comm;
+	struct emu_hdr h;
+	int ret;
+
+	if (tp__emu_recv_full(c->fds[s], &h, sizeof(h)))
+		return -1;
+	if (h.magic != EMU_MAGIC || h.seq != r->seq) {
+		errno = EPROTO;
+		return -1;
+	}
+	pthread_mutex_lock(&c->lock);
+	ret = recv_setup(c, r, &h);
+	pthread_mutex_unlock(&c->lock);
+	if (ret)
+		return -1;
+	return recv_slices(t, s, r);
+}
+
+void *tp__emu_recv_thread(void *arg)
+{
+	struct emu_thread *t = arg;
+	struct emu_comm *c = t->comm;
+
+	tp__emu_cuda_set_device(c->cuda_dev);
+	for (uint64_t seq = 0;; seq++) {
+		struct emu_req *r = next_req(c, seq);
+
+		if (!r)
+			break;
+		for (int s = t->idx; s < c->nsocks; s += c->nthreads) {
+			if (recv_socket(t, s, r)) {
+				comm_break(c, s, "receive", errno);
+				return NULL;
+			}
+		}
+		part_done(c, r);
+	}
+	return NULL;
+}

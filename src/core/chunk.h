@@ -1,0 +1,70 @@
+/* Pure arithmetic of the transfer engine, kept apart so that unit tests can
+ * check it without a plugin: how a transfer is cut into chunks, which
+ * channel carries each chunk, its tag, and the per-comm FIFO window. */
+#ifndef TP_CORE_CHUNK_H
+#define TP_CORE_CHUNK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A transfer of len bytes is max(1, ceil(len / chunk)) chunks: a zero-byte
+ * transfer still sends one (empty) request so that both sides count it. */
+static inline uint64_t tp_chunk_count(size_t len, size_t chunk)
+{
+	return len == 0 ? 1 : (len + chunk - 1) / chunk;
+}
+
+/* Chunks are numbered per connection and direction (seq); both peers number
+ * them identically because transfers match in posting order with equal
+ * lengths.  Chunk seq travels on channel seq % nchan, so consecutive chunks
+ * spread over every channel even when transfers are small. */
+static inline unsigned tp_chunk_channel(uint64_t seq, unsigned nchan)
+{
+	return (unsigned)(seq % nchan);
+}
+
+/* Unique per chunk within 2^31 chunks of a direction (tags are ints; TCPX
+ * ignores them, the emulator's strict mode and our logs use them). */
+static inline int tp_chunk_tag(uint64_t seq)
+{
+	return (int)(seq & 0x7fffffff);
+}
+
+/* Byte range of chunk i (0-based within its transfer). */
+static inline void tp_chunk_range(size_t len, size_t chunk, uint64_t i, size_t *off,
+				  size_t *n)
+{
+	size_t o = (size_t)i * chunk;
+	*off = o;
+	*n = o >= len ? 0 : (len - o < chunk ? len - o : chunk);
+}
+
+/* The FIFO window of one comm.  Requests move through stages in order:
+ *   posted -> tested (done) -> unpacked (launched) -> retired (consumed)
+ * Each counter is the number of requests that have passed that stage;
+ * retired <= unpacked <= tested <= posted, and posted - retired <= limit.
+ * Slot of request k: k % TP_WINDOW_SLOTS. */
+#define TP_WINDOW_SLOTS 16u
+
+struct tp_window {
+	uint32_t posted, tested, unpacked, retired;
+	uint32_t limit; /* 1..16 */
+};
+
+static inline uint32_t tp_window_inflight(const struct tp_window *w)
+{
+	return w->posted - w->retired;
+}
+
+static inline bool tp_window_can_post(const struct tp_window *w)
+{
+	return tp_window_inflight(w) < w->limit;
+}
+
+static inline unsigned tp_window_slot(uint32_t k)
+{
+	return k % TP_WINDOW_SLOTS;
+}
+
+#endif

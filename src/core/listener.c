@@ -1,0 +1,253 @@
+/* Connection set-up by blob exchange.  Each side listens on nchan plugin
+ * listen comms and publishes their handles in a blob; with the peer's blob,
+ * each side connects its send comm i to the peer's listen comm i and
+ * accepts its own listen comm i, both asynchronously, until all 2 x nchan
+ * comms exist.  Both sides therefore run the same code: no client/server
+ * asymmetry, no message through the plugin before the comms are complete. */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "util/config.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
+#define TP_BLOB_VERSION 1u
+#define TP_BLOB_NAME 32
+
+struct tp_blob_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t nchan;
+	uint32_t chunk_bytes;
+	uint32_t handle_size;
+	char plugin[TP_BLOB_NAME];
+};
+
+static size_t blob_size(int nchan)
+{
+	return sizeof(struct tp_blob_hdr) + (size_t)nchan * NCCL_NET_HANDLE_MAXSIZE;
+}
+
+int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
+{
+	struct tcpx_p2p_listener *l;
+	struct tp_blob_hdr hdr;
+	int i, rc;
+
+	if (!s || !out)
+		return tp__error(TCPX_P2P_EINVAL, "listen: NULL argument");
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
+	l->s = s;
+	l->nchan = s->cfg.num_channels;
+	l->blob_len = blob_size(l->nchan);
+	l->lcomm = calloc((size_t)l->nchan, sizeof(*l->lcomm));
+	l->blob = calloc(1, l->blob_len);
+	if (!l->lcomm || !l->blob) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
+		goto free_listener;
+	}
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.magic = htonl(TP_BLOB_MAGIC);
+	hdr.version = htons(TP_BLOB_VERSION);
+	hdr.nchan = htons((uint16_t)l->nchan);
+	hdr.chunk_bytes = htonl((uint32_t)s->cfg.chunk_bytes);
+	hdr.handle_size = htonl(NCCL_NET_HANDLE_MAXSIZE);
+	strncpy(hdr.plugin, s->net->name, sizeof(hdr.plugin) - 1);
+	memcpy(l->blob, &hdr, sizeof(hdr));
+	rc = tp__session_use_gpu(s);
+	for (i = 0; !rc && i < l->nchan; i++)
+		rc = s->net->ops->listen(s->net, s->net_dev,
+					 l->blob + sizeof(hdr) + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
+					 &l->lcomm[i]);
+	if (rc)
+		goto close_comms;
+	pthread_mutex_lock(&s->lock);
+	s->nlisteners++;
+	pthread_mutex_unlock(&s->lock);
+	*out = l;
+	return 0;
+
+close_comms:
+	for (i = 0; i < l->nchan; i++)
+		if (l->lcomm[i])
+			s->net->ops->close_listen(s->net, l->lcomm[i]);
+free_listener:
+	free(l->blob);
+	free(l->lcomm);
+	free(l);
+	return rc;
+}
+
+int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t *len)
+{
+	if (!l || !blob || !len)
+		return tp__error(TCPX_P2P_EINVAL, "listener_blob: NULL argument");
+	*blob = l->blob;
+	*len = l->blob_len;
+	return 0;
+}
+
+int tp__blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len)
+{
+	struct tp_blob_hdr hdr;
+	unsigned nchan;
+
+	if (!blob || len < sizeof(hdr))
+		return tp__error(TCPX_P2P_EPROTO, "peer blob of %zu bytes is too short", len);
+	memcpy(&hdr, blob, sizeof(hdr));
+	if (ntohl(hdr.magic) != TP_BLOB_MAGIC)
+		return tp__error(TCPX_P2P_EPROTO, "peer blob has bad magic 0x%08x",
+				 ntohl(hdr.magic));
+	if (ntohs(hdr.version) != TP_BLOB_VERSION)
+		return tp__error(TCPX_P2P_EPROTO, "peer blob version %u, ours %u",
+				 ntohs(hdr.version), TP_BLOB_VERSION);
+	if (ntohl(hdr.handle_size) != NCCL_NET_HANDLE_MAXSIZE)
+		return tp__error(TCPX_P2P_EPROTO, "peer handle size %u, ours %u",
+				 ntohl(hdr.handle_size), NCCL_NET_HANDLE_MAXSIZE);
+	nchan = ntohs(hdr.nchan);
+	if (nchan != (unsigned)s->cfg.num_channels)
+		return tp__error(TCPX_P2P_EPROTO, "peer uses %u channels, we use %d "
+				 "(set TCPX_P2P_NUM_CHANNELS alike on both sides)",
+				 nchan, s->cfg.num_channels);
+	if (ntohl(hdr.chunk_bytes) != s->cfg.chunk_bytes)
+		return tp__error(TCPX_P2P_EPROTO, "peer chunk is %u bytes, ours %zu "
+				 "(set TCPX_P2P_CHUNK_BYTES alike on both sides)",
+				 ntohl(hdr.chunk_bytes), s->cfg.chunk_bytes);
+	if (strncmp(hdr.plugin, s->net->name, sizeof(hdr.plugin) - 1) != 0)
+		return tp__error(TCPX_P2P_EPROTO, "peer uses plugin \"%.*s\", we use \"%s\"",
+				 TP_BLOB_NAME, hdr.plugin, s->net->name);
+	if (len != blob_size((int)nchan))
+		return tp__error(TCPX_P2P_EPROTO, "peer blob is %zu bytes, expected %zu", len,
+				 blob_size((int)nchan));
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Drive every pending connect and accept until all comms exist. */
+static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int timeout_ms,
+		     void **send, void **recv, ncclNetDeviceHandle_v7_t *devh)
+{
+	struct tcpx_p2p_session *s = l->s;
+	const struct tp_net_ops *ops = s->net->ops;
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	struct timespec pause = { 0, 200 * 1000 };
+	int i, pending, rc;
+
+	for (;;) {
+		pending = 0;
+		for (i = 0; i < l->nchan; i++) {
+			if (!send[i]) {
+				rc = ops->connect(s->net, s->net_dev,
+						  handles + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
+						  &send[i]);
+				if (rc)
+					return rc;
+				pending += !send[i];
+			}
+			if (!recv[i]) {
+				rc = ops->accept(s->net, l->lcomm[i], &recv[i], &devh[i]);
+				if (rc)
+					return rc;
+				pending += !recv[i];
+			}
+		}
+		if (!pending)
+			return 0;
+		if (now_ms() >= deadline)
+			return tp__error(TCPX_P2P_ETIMEDOUT,
+					 "connect: %d of %d comms still pending after %d ms",
+					 pending, 2 * l->nchan, timeout_ms);
+		nanosleep(&pause, NULL);
+	}
+}
+
+int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_len,
+		     int timeout_ms, tcpx_p2p_conn **out)
+{
+	struct tcpx_p2p_session *s;
+	ncclNetDeviceHandle_v7_t *devh = NULL;
+	unsigned char *handles = NULL;
+	void **send = NULL, **recv = NULL;
+	size_t hlen;
+	int i, rc;
+
+	if (!l || !out)
+		return tp__error(TCPX_P2P_EINVAL, "connect: NULL argument");
+	s = l->s;
+	rc = tp__blob_check(s, peer_blob, peer_len);
+	if (rc)
+		return rc;
+	/* Connect from private copies: plugins keep connect state in the
+	 * handle and each handle serves one connection (DESIGN §4.4). */
+	hlen = (size_t)l->nchan * NCCL_NET_HANDLE_MAXSIZE;
+	handles = malloc(hlen);
+	send = calloc((size_t)l->nchan, sizeof(*send));
+	recv = calloc((size_t)l->nchan, sizeof(*recv));
+	devh = calloc((size_t)l->nchan, sizeof(*devh));
+	if (!handles || !send || !recv || !devh) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "connect: out of memory");
+		goto free_arrays;
+	}
+	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
+	rc = tp__session_use_gpu(s);
+	if (!rc)
+		rc = establish(l, handles, timeout_ms, send, recv, devh);
+	if (!rc)
+		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
+	if (rc)
+		goto close_comms;
+	/* Each listen comm served its one connection. */
+	pthread_mutex_lock(&s->lock);
+	s->nlisteners--;
+	pthread_mutex_unlock(&s->lock);
+	for (i = 0; i < l->nchan; i++)
+		s->net->ops->close_listen(s->net, l->lcomm[i]);
+	free(l->lcomm);
+	free(l->blob);
+	free(l);
+	goto free_arrays;
+
+close_comms:
+	for (i = 0; i < l->nchan; i++) {
+		if (send[i])
+			s->net->ops->close_send(s->net, send[i]);
+		if (recv[i])
+			s->net->ops->close_recv(s->net, recv[i]);
+	}
+free_arrays:
+	free(devh);
+	free(recv);
+	free(send);
+	free(handles);
+	return rc;
+}
+
+int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l)
+{
+	int i;
+
+	if (!l)
+		return tp__error(TCPX_P2P_EINVAL, "listener_destroy: NULL listener");
+	for (i = 0; i < l->nchan; i++)
+		l->s->net->ops->close_listen(l->s->net, l->lcomm[i]);
+	pthread_mutex_lock(&l->s->lock);
+	l->s->nlisteners--;
+	pthread_mutex_unlock(&l->s->lock);
+	free(l->lcomm);
+	free(l->blob);
+	free(l);
+	return 0;
+}

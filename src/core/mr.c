@@ -1,0 +1,196 @@
+/* Memory regions: registered with the plugin lazily, once per comm, and
+ * cached in the region. */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#define TP_CUDA_REG_ALIGN 4096u /* TCPX CUDA regMr wants a 4 KiB-aligned base */
+
+static int check_type(const struct tcpx_p2p_session *s, int type)
+{
+	int need;
+
+	if (type == TCPX_P2P_MEM_HOST) {
+		need = NCCL_PTR_HOST;
+	} else if (type == TCPX_P2P_MEM_CUDA) {
+		if (s->cfg.gpu < 0)
+			return tp__error(TCPX_P2P_EINVAL,
+					 "mr_register: CUDA memory on a host-only session (gpu -1)");
+		need = NCCL_PTR_CUDA;
+	} else {
+		return tp__error(TCPX_P2P_EINVAL, "mr_register: unknown mem_type %d", type);
+	}
+	if (!(s->props.ptr_support & need))
+		return tp__error(TCPX_P2P_ENOTSUP, "plugin %s does not support %s memory",
+				 s->net->name, type == TCPX_P2P_MEM_CUDA ? "CUDA" : "host");
+	return 0;
+}
+
+int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+			 tcpx_p2p_mr **out)
+{
+	struct tcpx_p2p_mr *mr;
+	uintptr_t base, end;
+	int rc;
+
+	if (!s || !ptr || !len || !out)
+		return tp__error(TCPX_P2P_EINVAL, "mr_register: NULL argument or zero length");
+	if ((uintptr_t)ptr + len < (uintptr_t)ptr)
+		return tp__error(TCPX_P2P_EINVAL, "mr_register: range wraps around");
+	rc = check_type(s, mem_type);
+	if (rc)
+		return rc;
+	base = (uintptr_t)ptr;
+	end = base + len;
+	if (mem_type == TCPX_P2P_MEM_CUDA) {
+		base &= ~(uintptr_t)(TP_CUDA_REG_ALIGN - 1);
+		end = (end + TP_CUDA_REG_ALIGN - 1) & ~(uintptr_t)(TP_CUDA_REG_ALIGN - 1);
+	}
+	if (s->net->abi < 8 && end - base > INT_MAX)
+		return tp__error(TCPX_P2P_EINVAL,
+				 "mr_register: %zu bytes; plugin %s (ABI v%d) registers < 2 GiB",
+				 (size_t)(end - base), s->net->name, s->net->abi);
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return tp__error(TCPX_P2P_ENOMEM, "mr_register: out of memory");
+	mr->s = s;
+	mr->ptr = ptr;
+	mr->len = len;
+	mr->type = mem_type;
+	mr->reg_base = (char *)base;
+	mr->reg_len = end - base;
+	pthread_mutex_lock(&s->lock);
+	mr->id = ++s->mr_ids;
+	mr->next = s->mrs;
+	s->mrs = mr;
+	pthread_mutex_unlock(&s->lock);
+	*out = mr;
+	return 0;
+}
+
+static void unlink_mr(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr)
+{
+	struct tcpx_p2p_mr **p;
+
+	for (p = &s->mrs; *p; p = &(*p)->next) {
+		if (*p == mr) {
+			*p = mr->next;
+			return;
+		}
+	}
+}
+
+int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
+{
+	struct tcpx_p2p_session *s;
+	int i;
+
+	if (!mr)
+		return tp__error(TCPX_P2P_EINVAL, "mr_deregister: NULL mr");
+	s = mr->s;
+	pthread_mutex_lock(&s->lock);
+	if (mr->inflight) {
+		pthread_mutex_unlock(&s->lock);
+		return tp__error(TCPX_P2P_EBUSY, "mr_deregister: %d transfer(s) still use it",
+				 mr->inflight);
+	}
+	unlink_mr(s, mr);
+	pthread_mutex_unlock(&s->lock);
+	/* Comms that still hold registrations are alive (conn teardown drops
+	 * its comms from every region first), so deregMr is safe here. */
+	tp__session_use_gpu(s);
+	for (i = 0; i < mr->nregs; i++) {
+		if (s->net->ops->dereg_mr(s->net, mr->regs[i].comm, mr->regs[i].mhandle))
+			TP_WARN("mr", "deregMr failed: %s", tcpx_p2p_last_error());
+	}
+	free(mr->regs);
+	free(mr);
+	return 0;
+}
+
+static int add_reg(struct tcpx_p2p_mr *mr, void *comm, void *mh)
+{
+	struct tp_mr_reg *r;
+	int cap;
+
+	if (mr->nregs == mr->cap) {
+		cap = mr->cap ? 2 * mr->cap : 8;
+		r = realloc(mr->regs, (size_t)cap * sizeof(*r));
+		if (!r)
+			return tp__error(TCPX_P2P_ENOMEM, "mr: out of memory");
+		mr->regs = r;
+		mr->cap = cap;
+	}
+	mr->regs[mr->nregs].comm = comm;
+	mr->regs[mr->nregs].mhandle = mh;
+	mr->nregs++;
+	return 0;
+}
+
+int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
+{
+	struct tcpx_p2p_session *s = mr->s;
+	void *mh = NULL;
+	int i, rc = 0;
+
+	/* Ids, not pointers: a new region may reuse a freed one's address. */
+	if (cm->mr_cached == mr->id) {
+		*mhandle = cm->mh_cached;
+		return 0;
+	}
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < mr->nregs; i++) {
+		if (mr->regs[i].comm == cm->comm) {
+			mh = mr->regs[i].mhandle;
+			break;
+		}
+	}
+	if (!mh) {
+		rc = tp__session_use_gpu(s);
+		if (!rc)
+			rc = s->net->ops->reg_mr(s->net, cm->comm, mr->reg_base, mr->reg_len,
+						 mr->type == TCPX_P2P_MEM_CUDA ? NCCL_PTR_CUDA
+									       : NCCL_PTR_HOST,
+						 &mh);
+		if (!rc) {
+			rc = add_reg(mr, cm->comm, mh);
+			if (rc)
+				s->net->ops->dereg_mr(s->net, cm->comm, mh);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc)
+		return rc;
+	cm->mr_cached = mr->id;
+	cm->mh_cached = mh;
+	*mhandle = mh;
+	return 0;
+}
+
+void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm)
+{
+	struct tcpx_p2p_mr *mr;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	for (mr = s->mrs; mr; mr = mr->next) {
+		for (i = 0; i < mr->nregs; i++) {
+			if (mr->regs[i].comm != comm)
+				continue;
+			if (s->net->ops->dereg_mr(s->net, comm, mr->regs[i].mhandle))
+				TP_WARN("mr", "deregMr failed: %s", tcpx_p2p_last_error());
+			mr->regs[i--] = mr->regs[--mr->nregs];
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void tp__mr_put(struct tcpx_p2p_mr *mr)
+{
+	pthread_mutex_lock(&mr->s->lock);
+	mr->inflight--;
+	pthread_mutex_unlock(&mr->s->lock);
+}

@@ -1,0 +1,158 @@
+/* Sessions: one process + one GPU (or host memory only) + one plugin. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "util/config.h"
+#include "util/error.h"
+#include "util/log.h"
+
+static __thread int tp_current_gpu = -1;
+
+int tp__session_use_gpu(struct tcpx_p2p_session *s)
+{
+	int rc;
+
+	if (s->cfg.gpu < 0 || tp_current_gpu == s->cfg.gpu)
+		return 0;
+	rc = tp__dev_set(s->cfg.gpu);
+	if (rc == 0)
+		tp_current_gpu = s->cfg.gpu;
+	return rc;
+}
+
+/* Without topology information, spread GPUs evenly over the plugin's
+ * devices: on A3 (8 GPUs, 4 data NICs) GPU g gets NIC g / 2, the NIC on its
+ * PCIe switch (DESIGN §11). */
+static int pick_net_dev(const struct tcpx_p2p_session *s, int ndev, int ngpu)
+{
+	if (s->cfg.net_dev >= 0)
+		return s->cfg.net_dev;
+	if (s->cfg.gpu < 0 || ngpu <= 0)
+		return 0;
+	return (int)((long)s->cfg.gpu * ndev / ngpu) % ndev;
+}
+
+static int open_gpu(struct tcpx_p2p_session *s, int *ngpu)
+{
+	int rc = tp__dev_count(ngpu);
+
+	if (rc)
+		return rc;
+	if (s->cfg.gpu < 0)
+		return 0;
+	if (s->cfg.gpu >= *ngpu)
+		return tp__error(TCPX_P2P_ECUDA, "gpu %d requested but %d usable CUDA device(s)",
+				 s->cfg.gpu, *ngpu);
+	return tp__session_use_gpu(s);
+}
+
+int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
+{
+	struct tcpx_p2p_session *s;
+	tcpx_p2p_config defaults;
+	int ndev = 0, ngpu = 0, rc;
+
+	tp__log_init();
+	if (!out)
+		return tp__error(TCPX_P2P_EINVAL, "session_create: out is NULL");
+	if (!cfg) {
+		rc = tcpx_p2p_config_init(&defaults);
+		if (rc)
+			return rc;
+		cfg = &defaults;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: out of memory");
+	rc = tp__config_resolve(cfg, &s->cfg);
+	if (rc)
+		goto free_session;
+	if (s->cfg.plugin_path && s->cfg.plugin_path[0]) {
+		if (strlen(s->cfg.plugin_path) >= sizeof(s->plugin_path)) {
+			rc = tp__error(TCPX_P2P_EINVAL, "plugin_path longer than %zu bytes",
+				       sizeof(s->plugin_path) - 1);
+			goto free_session;
+		}
+		strcpy(s->plugin_path, s->cfg.plugin_path);
+		s->cfg.plugin_path = s->plugin_path;
+	} else {
+		s->cfg.plugin_path = NULL;
+	}
+	rc = open_gpu(s, &ngpu);
+	if (rc)
+		goto free_session;
+	rc = tp__net_load(s->cfg.plugin_path, &s->net);
+	if (rc)
+		goto free_session;
+	rc = s->net->ops->devices(s->net, &ndev);
+	if (rc)
+		goto unload;
+	if (ndev <= 0) {
+		rc = tp__error(TCPX_P2P_EPLUGIN, "plugin %s reports no network devices",
+			       s->net->name);
+		goto unload;
+	}
+	s->net_dev = pick_net_dev(s, ndev, ngpu);
+	if (s->net_dev >= ndev) {
+		rc = tp__error(TCPX_P2P_EINVAL, "net_dev %d but plugin %s has %d device(s)",
+			       s->net_dev, s->net->name, ndev);
+		goto unload;
+	}
+	rc = s->net->ops->get_properties(s->net, s->net_dev, &s->props);
+	if (rc)
+		goto unload;
+	if (pthread_mutex_init(&s->lock, NULL)) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
+		goto unload;
+	}
+	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s), gpu %d, %d channels, "
+		"chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
+		s->props.name, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
+	*out = s;
+	return 0;
+
+unload:
+	tp__net_unload(s->net);
+free_session:
+	free(s);
+	return rc;
+}
+
+int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
+{
+	int busy;
+
+	if (!s)
+		return tp__error(TCPX_P2P_EINVAL, "session_destroy: NULL session");
+	pthread_mutex_lock(&s->lock);
+	busy = s->nconns || s->nlisteners || s->nservers || s->mrs;
+	pthread_mutex_unlock(&s->lock);
+	if (busy)
+		return tp__error(TCPX_P2P_EBUSY,
+				 "session_destroy: conns, listeners, servers or mrs remain");
+	tp__unpacker_destroy(s->unpacker);
+	tp__net_unload(s->net);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return 0;
+}
+
+int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *info)
+{
+	tcpx_p2p_session_info out;
+	size_t n;
+
+	if (!s || !info || info->struct_size < sizeof(size_t))
+		return tp__error(TCPX_P2P_EINVAL, "session_query: NULL argument or struct_size");
+	n = info->struct_size < sizeof(out) ? info->struct_size : sizeof(out);
+	out.struct_size = n;
+	out.plugin_path = s->net->path;
+	out.plugin_name = s->net->name;
+	out.plugin_abi = s->net->abi;
+	out.net_dev = s->net_dev;
+	out.gpu = s->cfg.gpu;
+	out.unpack = s->cfg.unpack;
+	memcpy(info, &out, n);
+	return 0;
+}

@@ -1,0 +1,397 @@
+/* The configuration table: one row per setting feeds the environment
+ * parser, tcpx_p2p_config_describe() (--dump-config) and
+ * docs/configuration.md (tests/unit/test_config_doc.c keeps them in step). */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/config.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/log_level.h"
+
+enum tp_cfg_type {
+	TP_CFG_INT,  /* int field */
+	TP_CFG_SIZE, /* size_t field; K/M/KiB/MiB suffixes are 1024-multiples */
+	TP_CFG_ENUM, /* int field holding an index into names */
+	TP_CFG_PATH, /* const char * field; the default "(search)" is NULL */
+	TP_CFG_LOG,  /* no field: the process-wide level that log.c applies */
+};
+
+struct tp_cfg_row {
+	const char *name;
+	const char *alias;
+	const char *field; /* member name, for tp__config_resolve() details */
+	enum tp_cfg_type type;
+	size_t offset;
+	long long min, max;
+	int minus_one_ok; /* -1 is allowed besides min..max */
+	const char *const *names;
+	int nnames;
+	const char *def;
+	const char *range;
+	const char *help;
+};
+
+static const char *const tp_unpack_names[] = { "kernel", "d2d", "host" };
+
+#define TP_OFF(f) offsetof(tcpx_p2p_config, f)
+
+static const struct tp_cfg_row tp_cfg_rows[] = {
+	{ "TCPX_P2P_GPU", NULL, "gpu", TP_CFG_INT, TP_OFF(gpu), -1, 1023, 0, NULL, 0,
+	  "-1", "-1..1023",
+	  "CUDA device of the session; -1 = host memory only" },
+	{ "TCPX_P2P_NET_DEV", NULL, "net_dev", TP_CFG_INT, TP_OFF(net_dev), -1, 255, 0, NULL, 0,
+	  "-1", "-1..255",
+	  "plugin network device index; -1 = the NIC closest to the GPU" },
+	{ "TCPX_P2P_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", "num_channels", TP_CFG_INT,
+	  TP_OFF(num_channels), 1, TP_MAX_CHANNELS, 0, NULL, 0,
+	  "2", "1..16",
+	  "channels (plugin send+recv comm pairs) per connection; must match the peer" },
+	{ "TCPX_P2P_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", "chunk_bytes", TP_CFG_SIZE,
+	  TP_OFF(chunk_bytes), 1, TP_MAX_CHUNK, 0, NULL, 0,
+	  "524288", "1..4194304 (K, M, KiB, MiB suffixes = 1024-multiples)",
+	  "bytes per plugin request; must match the peer" },
+	{ "TCPX_P2P_SEND_WINDOW", NULL, "send_window", TP_CFG_INT, TP_OFF(send_window), 1,
+	  TP_MAX_WINDOW, 0, NULL, 0,
+	  "16", "1..16",
+	  "sends in flight per channel" },
+	{ "TCPX_P2P_RECV_WINDOW", NULL, "recv_window", TP_CFG_INT, TP_OFF(recv_window), 1,
+	  TP_MAX_WINDOW, 0, NULL, 0,
+	  "16", "1..16",
+	  "receives in flight per channel, counted until their pages are consumed" },
+	{ "TCPX_P2P_UNPACK", "UCCL_TCPX_UNPACK_IMPL", "unpack", TP_CFG_ENUM, TP_OFF(unpack), 0, 2,
+	  0, tp_unpack_names, 3,
+	  "kernel", "kernel|d2d|host",
+	  "how received fragments reach the user's buffer: one CUDA kernel, "
+	  "cudaMemcpyAsync per fragment, or through host memory" },
+	{ "TCPX_P2P_TIMEOUT_MS", NULL, "timeout_ms", TP_CFG_INT, TP_OFF(timeout_ms), 1, 86400000,
+	  1, NULL, 0,
+	  "60000", "-1 (no limit) or 1..86400000",
+	  "deadline of each connection set-up step, in milliseconds" },
+	{ "TCPX_P2P_PLUGIN", "UCCL_TCPX_PLUGIN_PATH", "plugin_path", TP_CFG_PATH,
+	  TP_OFF(plugin_path), 0, 0, 0, NULL, 0,
+	  "(search)", "a file path",
+	  "NCCL net plugin to load instead of searching the default locations" },
+	{ "TCPX_P2P_LOG_LEVEL", "UCCL_TCPX_DEBUG", NULL, TP_CFG_LOG, 0, 0, 4, 0, NULL, 0,
+	  "warn", "none|warn|info|debug|trace or 0..4",
+	  "process-wide log level (UCCL_TCPX_DEBUG set to non-zero means debug)" },
+};
+
+#define TP_CFG_NROWS ((int)(sizeof(tp_cfg_rows) / sizeof(tp_cfg_rows[0])))
+
+static atomic_int tp_alias_noticed[TP_CFG_NROWS];
+
+/* Base 10 only, no leading blanks, no overflow; *rest is what follows. */
+static int tp_parse_ll(const char *s, long long *v, const char **rest)
+{
+	char *end;
+	const char *digits = (s[0] == '-' || s[0] == '+') ? s + 1 : s;
+
+	if (!isdigit((unsigned char)digits[0]))
+		return -1;
+	errno = 0;
+	*v = strtoll(s, &end, 10);
+	if (errno == ERANGE)
+		return -1;
+	*rest = end;
+	return 0;
+}
+
+static int tp_parse_size(const char *s, long long *v)
+{
+	static const struct {
+		const char *suffix;
+		long long mult;
+	} units[] = { { "", 1 }, { "K", 1 << 10 }, { "KiB", 1 << 10 }, { "M", 1 << 20 },
+		      { "MiB", 1 << 20 } };
+	const char *rest;
+	size_t i;
+
+	if (tp_parse_ll(s, v, &rest))
+		return -1;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(rest, units[i].suffix))
+			continue;
+		if (*v > LLONG_MAX / units[i].mult || *v < LLONG_MIN / units[i].mult)
+			return -1;
+		*v *= units[i].mult;
+		return 0;
+	}
+	return -1;
+}
+
+static int tp_row_in_range(const struct tp_cfg_row *row, long long v)
+{
+	return (v >= row->min && v <= row->max) || (row->minus_one_ok && v == -1);
+}
+
+/* Text to a value (enum: its index); -1 if malformed or out of range. */
+static int tp_row_parse(const struct tp_cfg_row *row, const char *text, long long *v)
+{
+	const char *rest;
+	int i, level;
+
+	switch (row->type) {
+	case TP_CFG_INT:
+		if (tp_parse_ll(text, v, &rest) || *rest)
+			return -1;
+		break;
+	case TP_CFG_SIZE:
+		if (tp_parse_size(text, v))
+			return -1;
+		break;
+	case TP_CFG_ENUM:
+		for (i = 0; i < row->nnames; i++) {
+			if (!strcasecmp(text, row->names[i])) {
+				*v = i;
+				return 0;
+			}
+		}
+		return -1;
+	case TP_CFG_LOG:
+		if (tp__log_level_parse(text, &level))
+			return -1;
+		*v = level;
+		return 0;
+	case TP_CFG_PATH:
+		*v = 0;
+		return 0;
+	}
+	return tp_row_in_range(row, *v) ? 0 : -1;
+}
+
+static void *tp_field(const struct tp_cfg_row *row, tcpx_p2p_config *cfg)
+{
+	return (char *)cfg + row->offset;
+}
+
+static const void *tp_field_c(const struct tp_cfg_row *row, const tcpx_p2p_config *cfg)
+{
+	return (const char *)cfg + row->offset;
+}
+
+static void tp_row_store(const struct tp_cfg_row *row, tcpx_p2p_config *cfg, long long v,
+			 const char *text)
+{
+	switch (row->type) {
+	case TP_CFG_INT:
+	case TP_CFG_ENUM:
+		*(int *)tp_field(row, cfg) = (int)v;
+		break;
+	case TP_CFG_SIZE:
+		*(size_t *)tp_field(row, cfg) = (size_t)v;
+		break;
+	case TP_CFG_PATH:
+		*(const char **)tp_field(row, cfg) = text;
+		break;
+	case TP_CFG_LOG:
+		break;
+	}
+}
+
+static void tp_config_defaults(tcpx_p2p_config *cfg)
+{
+	const struct tp_cfg_row *row;
+	long long v = 0;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->struct_size = sizeof(*cfg);
+	for (row = tp_cfg_rows; row < tp_cfg_rows + TP_CFG_NROWS; row++) {
+		if (row->type == TP_CFG_PATH) {
+			tp_row_store(row, cfg, 0, NULL);
+			continue;
+		}
+		tp_row_parse(row, row->def, &v);
+		tp_row_store(row, cfg, v, NULL);
+	}
+}
+
+/* The value of one environment row, or NULL when unset (an empty value is
+ * unset too, so that `VAR= cmd` restores the default). */
+static const char *tp_row_getenv(int i, const char **used)
+{
+	const struct tp_cfg_row *row = &tp_cfg_rows[i];
+	const char *text = getenv(row->name);
+
+	*used = row->name;
+	if (text && *text) {
+		if (row->alias && getenv(row->alias))
+			TP_DEBUG("config", "%s ignored: %s is set", row->alias, row->name);
+		return text;
+	}
+	if (!row->alias)
+		return NULL;
+	text = getenv(row->alias);
+	if (!text || !*text)
+		return NULL;
+	*used = row->alias;
+	/* log.c gives UCCL_TCPX_DEBUG its own meaning and notice. */
+	if (row->type != TP_CFG_LOG && !atomic_exchange(&tp_alias_noticed[i], 1))
+		TP_INFO("config", "%s is deprecated; use %s", row->alias, row->name);
+	return text;
+}
+
+int tcpx_p2p_config_init(tcpx_p2p_config *cfg)
+{
+	char detail[512] = "";
+	int i, nbad = 0;
+
+	if (!cfg)
+		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
+	tp__log_init();
+	tp_config_defaults(cfg);
+
+	for (i = 0; i < TP_CFG_NROWS; i++) {
+		const struct tp_cfg_row *row = &tp_cfg_rows[i];
+		const char *used, *text = tp_row_getenv(i, &used);
+		long long v;
+
+		if (!text || (row->type == TP_CFG_LOG && used == row->alias))
+			continue;
+		if (tp_row_parse(row, text, &v) == 0) {
+			tp_row_store(row, cfg, v, text);
+			continue;
+		}
+		TP_WARN("config", "%s=\"%.64s\" is not valid: expected %s; keeping the default %s",
+			used, text, row->range, row->def);
+		if (nbad++ == 0)
+			snprintf(detail, sizeof(detail),
+				 "%s%s%s%s=\"%.64s\" is not valid: expected %s; "
+				 "keeping the default %s",
+				 used, used == row->alias ? " (alias of " : "",
+				 used == row->alias ? row->name : "", used == row->alias ? ")" : "",
+				 text, row->range, row->def);
+	}
+	if (nbad > 1)
+		return tp__error(TCPX_P2P_EINVAL, "%s (and %d more, see the log)", detail,
+				 nbad - 1);
+	if (nbad)
+		return tp__error(TCPX_P2P_EINVAL, "%s", detail);
+	return 0;
+}
+
+/* A caller's struct, possibly older and smaller, over a defaults-only one. */
+static int tp_config_upgrade(const tcpx_p2p_config *in, tcpx_p2p_config *out)
+{
+	size_t n;
+
+	tp_config_defaults(out);
+	if (!in)
+		return 0;
+	if (in->struct_size < offsetof(tcpx_p2p_config, gpu))
+		return tp__error(TCPX_P2P_EINVAL,
+				 "config struct_size %zu is too small "
+				 "(set it to sizeof(tcpx_p2p_config))",
+				 in->struct_size);
+	n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
+	memcpy(out, in, n);
+	out->struct_size = sizeof(*out);
+	return 0;
+}
+
+static long long tp_row_value(const struct tp_cfg_row *row, const tcpx_p2p_config *cfg)
+{
+	switch (row->type) {
+	case TP_CFG_INT:
+	case TP_CFG_ENUM:
+		return *(const int *)tp_field_c(row, cfg);
+	case TP_CFG_SIZE:
+		/* Clamp so that huge values stay huge rather than wrapping. */
+		if (*(const size_t *)tp_field_c(row, cfg) > (size_t)LLONG_MAX)
+			return LLONG_MAX;
+		return (long long)*(const size_t *)tp_field_c(row, cfg);
+	case TP_CFG_LOG:
+		return tp__log_level;
+	case TP_CFG_PATH:
+		break;
+	}
+	return 0;
+}
+
+int tp__config_resolve(const tcpx_p2p_config *in, tcpx_p2p_config *out)
+{
+	const struct tp_cfg_row *row;
+	tcpx_p2p_config tmp;
+	int rc;
+
+	if (!in || !out)
+		return tp__error(TCPX_P2P_EINVAL, "config is NULL");
+	rc = tp_config_upgrade(in, &tmp);
+	for (row = tp_cfg_rows; rc == 0 && row < tp_cfg_rows + TP_CFG_NROWS; row++) {
+		long long v;
+
+		if (row->type == TP_CFG_PATH || row->type == TP_CFG_LOG)
+			continue;
+		v = tp_row_value(row, &tmp);
+		if (!tp_row_in_range(row, v))
+			rc = tp__error(TCPX_P2P_EINVAL,
+				       "config.%s = %lld is out of range: expected %s", row->field,
+				       v, row->range);
+	}
+	*out = tmp;
+	return rc;
+}
+
+int tcpx_p2p_config_count(void)
+{
+	return TP_CFG_NROWS;
+}
+
+int tcpx_p2p_config_describe(const tcpx_p2p_config *cfg, int index, const char **env_name,
+			     const char **help, char *value, size_t value_len)
+{
+	const struct tp_cfg_row *row;
+	tcpx_p2p_config full;
+	char buf[4096];
+	const char *s;
+	long long v;
+	int rc, n;
+
+	if (index < 0 || index >= TP_CFG_NROWS)
+		return tp__error(TCPX_P2P_EINVAL, "config index %d out of range 0..%d", index,
+				 TP_CFG_NROWS - 1);
+	if (!value && value_len)
+		return tp__error(TCPX_P2P_EINVAL, "value is NULL but value_len is %zu", value_len);
+	rc = tp_config_upgrade(cfg, &full);
+	if (rc)
+		return rc;
+	row = &tp_cfg_rows[index];
+	v = tp_row_value(row, &full);
+
+	switch (row->type) {
+	case TP_CFG_ENUM:
+		if (v >= 0 && v < row->nnames)
+			n = snprintf(buf, sizeof(buf), "%s", row->names[v]);
+		else
+			n = snprintf(buf, sizeof(buf), "%lld", v);
+		break;
+	case TP_CFG_PATH:
+		s = *(const char *const *)tp_field_c(row, &full);
+		n = snprintf(buf, sizeof(buf), "%s", s ? s : row->def);
+		break;
+	case TP_CFG_LOG:
+		s = tp__log_level_name((int)v);
+		n = s ? snprintf(buf, sizeof(buf), "%s", s) : snprintf(buf, sizeof(buf), "%lld", v);
+		break;
+	default:
+		n = snprintf(buf, sizeof(buf), "%lld", v);
+		break;
+	}
+	if (value && (n < 0 || (size_t)n >= value_len || (size_t)n >= sizeof(buf)))
+		return tp__error(TCPX_P2P_EINVAL, "%s: value needs %d bytes, value_len is %zu",
+				 row->name, n + 1, value_len);
+	if (env_name)
+		*env_name = row->name;
+	if (help)
+		*help = row->help;
+	if (value)
+		memcpy(value, buf, (size_t)n + 1);
+	return 0;
+}

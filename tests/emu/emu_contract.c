@@ -1,0 +1,537 @@
+/*
+ * Contract tests of the TCPX emulator plugin, driven through
+ * ncclNetPlugin_v7 in one process over loopback.  argv[1] picks a group;
+ * CMake registers one test per group with the environment of its mode.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "emu_harness.h"
+
+static const int data_sizes[] = { 0, 1, 4095, 4096, (1 << 20) + 3, 4 << 20 };
+#define NSIZES ((int)(sizeof(data_sizes) / sizeof(data_sizes[0])))
+
+static int bounce_mode(void)
+{
+	const char *b = getenv("TCPX_EMU_BOUNCE");
+
+	return b && strcmp(b, "off") != 0;
+}
+
+/* Receives into rbuf and returns the payload as the caller sees it. */
+static void complete_recv(struct emu_pair *p, void *req, uint64_t k, char *rbuf, char *out,
+			  uint64_t size)
+{
+	const struct tp_unpack_handle *uh = emu_unpack_handle(p);
+	ncclResult_t res;
+
+	assert_int_equal(emu_wait(req, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	if (uh) {
+		int cnt = emu_unpack(uh, (int)(k % TP_UNPACK_QUEUE_DEPTH), out, size);
+
+		assert_true(cnt >= 0);
+		assert_true(size == 0 || cnt > 0);
+	} else if (out != rbuf) {
+		memcpy(out, rbuf, size);
+	}
+	assert_int_equal(net->irecvConsumed(p->rcomm, 1, req), ncclSuccess);
+}
+
+static void test_properties(void **state)
+{
+	ncclNetProperties_v7_t props;
+	int n = 0;
+
+	assert_string_equal(net->name, "TCPXEmu_v7");
+	assert_int_equal(net->devices(&n), ncclSuccess);
+	assert_int_equal(n, 1);
+	assert_int_equal(net->getProperties(0, &props), ncclSuccess);
+	assert_string_equal(props.name, "tcpxemu");
+	assert_string_equal(props.pciPath, "");
+	assert_true(props.ptrSupport & NCCL_PTR_HOST);
+	assert_int_equal(props.maxRecvs, 1);
+	assert_int_equal(props.maxComms, 65536);
+	assert_int_equal(props.speed, 100000);
+	assert_int_equal(props.netDeviceType,
+			 bounce_mode() ? NCCL_NET_DEVICE_UNPACK : NCCL_NET_DEVICE_HOST);
+	if (bounce_mode())
+		assert_int_equal(props.netDeviceVersion, NCCL_NET_DEVICE_UNPACK_VERSION);
+	assert_null(net->regMrDmaBuf);
+	assert_null(net->iflush);
+	assert_null(net->getDeviceMr);
+}
+
+/*
+ * Every size, several rounds so the meta slots wrap, with up to 8
+ * transfers in flight; the posted receive is larger than the send (the
+ * sender's size wins).  Bounce mode: a sentinel in cnt[k % 16] proves
+ * the k-th receive used that slot.
+ */
+static void test_data_integrity(void **state)
+{
+	struct emu_pair p;
+	const int total = 3 * NSIZES + 4, depth = 8;
+	char *sbuf[8], *rbuf[8], *out = malloc(4 << 20);
+	void *sreq[8], *rreq[8], *smh, *rmh[8];
+	const struct tp_unpack_handle *uh;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	uh = emu_unpack_handle(&p);
+	assert_int_equal(uh != NULL, bounce_mode());
+	for (int i = 0; i < depth; i++) {
+		sbuf[i] = malloc(4 << 20);
+		rbuf[i] = malloc((4 << 20) + 64);
+		assert_int_equal(net->regMr(p.rcomm, rbuf[i], (4 << 20) + 64, NCCL_PTR_HOST,
+					    &rmh[i]), ncclSuccess);
+	}
+	assert_int_equal(net->regMr(p.scomm, sbuf[0], 4 << 20, NCCL_PTR_HOST, &smh),
+			 ncclSuccess);
+	for (int k = 0; k < total + depth; k++) {
+		if (k >= depth) {
+			int j = k - depth, b = j % depth;
+			uint64_t size = (uint64_t)data_sizes[j % NSIZES];
+			ncclResult_t res;
+
+			assert_int_equal(emu_wait(sreq[b], &res), 0);
+			assert_int_equal(res, ncclSuccess);
+			memset(out, 0x5a, size);
+			complete_recv(&p, rreq[b], (uint64_t)j, rbuf[b], uh ? out : rbuf[b], size);
+			assert_memory_equal(uh ? out : rbuf[b], sbuf[b], size);
+		}
+		if (k < total) {
+			int b = k % depth, size = data_sizes[k % NSIZES];
+
+			emu_fill_random(sbuf[b], (size_t)size, (uint32_t)k + 1);
+			if (uh)
+				((struct tp_unpack_meta *)uh->meta)->cnt[k % 16] = 0xdead;
+			assert_int_equal(emu_irecv(&p, rbuf[b], size + 64, k, rmh[b], &rreq[b]),
+					 ncclSuccess);
+			assert_int_equal(emu_isend(&p, sbuf[b], size, k, smh, &sreq[b]),
+					 ncclSuccess);
+		}
+	}
+	for (int i = 0; i < depth; i++) {
+		net->deregMr(p.rcomm, rmh[i]);
+		free(sbuf[i]);
+		free(rbuf[i]);
+	}
+	net->deregMr(p.scomm, smh);
+	free(out);
+	emu_pair_close(&p);
+}
+
+static void test_async_connect(void **state)
+{
+	struct emu_pair p;
+	void *again = NULL;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	/* One call to start, then at least two more before a comm appears. */
+	assert_true(p.connect_calls >= 3);
+	assert_true(p.accept_calls >= 2);
+	emu_clear_warn();
+	assert_int_equal(net->connect(0, p.handle, &again, NULL), ncclInvalidUsage);
+	assert_null(again);
+	assert_true(emu_warned("already used"));
+	emu_clear_warn();
+	assert_int_equal(net->accept(p.lcomm, &again, &p.dh), ncclInvalidUsage);
+	assert_null(again);
+	assert_true(emu_warned("one connection"));
+	emu_pair_close(&p);
+}
+
+static void test_request_limit(void **state)
+{
+	struct emu_pair p;
+	char sbuf[16], rbuf[16];
+	void *sreq[17], *rreq[17];
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	for (int i = 0; i < 16; i++) {
+		sbuf[i] = (char)i;
+		assert_int_equal(emu_irecv(&p, &rbuf[i], 1, i, NULL, &rreq[i]), ncclSuccess);
+		assert_int_equal(emu_isend(&p, &sbuf[i], 1, i, NULL, &sreq[i]), ncclSuccess);
+	}
+	emu_clear_warn();
+	rreq[16] = (void *)1;
+	assert_int_equal(emu_irecv(&p, rbuf, 1, 16, NULL, &rreq[16]), ncclInternalError);
+	assert_null(rreq[16]);
+	assert_true(emu_warned("unable to allocate requests"));
+	emu_clear_warn();
+	assert_int_equal(emu_isend(&p, sbuf, 1, 16, NULL, &sreq[16]), ncclInternalError);
+	assert_true(emu_warned("unable to allocate requests"));
+
+	/* Sends free their slot at test; receives only at irecvConsumed. */
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(emu_wait(sreq[i], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+	}
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(emu_wait(rreq[i], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+	}
+	assert_int_equal(emu_irecv(&p, rbuf, 1, 16, NULL, &rreq[16]), ncclInternalError);
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[0]), ncclSuccess);
+	assert_int_equal(emu_irecv(&p, rbuf, 1, 16, NULL, &rreq[16]), ncclSuccess);
+	for (int i = 1; i < 16; i++)
+		assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[i]), ncclSuccess);
+	if (!bounce_mode())
+		assert_memory_equal(rbuf, sbuf, 16);
+	assert_int_equal(emu_isend(&p, sbuf, 1, 16, NULL, &sreq[16]), ncclSuccess);
+	assert_int_equal(emu_wait(sreq[16], &res), 0);
+	assert_int_equal(emu_wait(rreq[16], &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	emu_pair_close(&p);
+}
+
+static void test_fifo_rules(void **state)
+{
+	struct emu_pair p;
+	char s[2] = { 7, 9 }, r[2];
+	void *sreq[2], *rreq[2];
+	ncclResult_t res;
+	int done = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(emu_irecv(&p, &r[i], 1, i, NULL, &rreq[i]), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(net->test(rreq[1], &done, NULL), ncclInvalidUsage);
+	assert_true(emu_warned("test on non-head request"));
+	emu_clear_warn();
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[0]), ncclInvalidUsage);
+	assert_true(emu_warned("irecvConsumed out of order"));
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(emu_isend(&p, &s[i], 1, i, NULL, &sreq[i]), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(net->test(sreq[1], &done, NULL), ncclInvalidUsage);
+	assert_true(emu_warned("test on non-head request"));
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(emu_wait(sreq[i], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+		assert_int_equal(emu_wait(rreq[i], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+	}
+	emu_clear_warn();
+	assert_int_equal(net->test(sreq[0], &done, NULL), ncclInvalidUsage);
+	assert_true(emu_warned("test after done"));
+	emu_clear_warn();
+	assert_int_equal(net->test(rreq[0], &done, NULL), ncclInvalidUsage);
+	assert_true(emu_warned("test after done"));
+	emu_clear_warn();
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[1]), ncclInvalidUsage);
+	assert_true(emu_warned("irecvConsumed out of order"));
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[0]), ncclSuccess);
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[1]), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[1]), ncclInvalidUsage);
+	if (!bounce_mode())
+		assert_memory_equal(r, s, 2);
+	emu_clear_warn();
+	assert_int_equal(net->irecv(p.rcomm, 2, (void *[]){ r, r }, (int[]){ 1, 1 },
+				    (int[]){ 0, 0 }, (void *[]){ NULL, NULL }, &rreq[0]),
+			 ncclInvalidArgument);
+	emu_pair_close(&p);
+}
+
+/* A too-large send fails that receive only; the comm keeps working. */
+static void test_truncation(void **state)
+{
+	struct emu_pair p;
+	char *s = malloc(300000), *r = malloc(300000), *out = malloc(300000);
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	emu_fill_random(s, 300000, 3);
+	assert_int_equal(emu_irecv(&p, r, 100, 1, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, 200000, 1, NULL, &sreq), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(emu_wait(rreq, &res), 0);
+	assert_int_equal(res, ncclRemoteError);
+	assert_true(emu_warned("message truncated"));
+	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+
+	assert_int_equal(emu_irecv(&p, r, 300000, 2, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s + 5, 250000, 2, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	complete_recv(&p, rreq, 1, r, out, 250000);
+	assert_memory_equal(out, s + 5, 250000);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+static void test_accept_needs_storage(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	ncclNetDeviceHandle_v7_t *none = NULL;
+	void *l, *rc = (void *)1;
+
+	assert_int_equal(net->listen(0, handle, &l), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(net->accept(l, &rc, NULL), ncclInvalidArgument);
+	assert_null(rc);
+	assert_true(emu_warned("accept needs caller-owned ncclNetDeviceHandle storage"));
+	assert_int_equal(net->accept(l, &rc, &none), ncclInvalidArgument);
+	assert_int_equal(net->closeListen(l), ncclSuccess);
+}
+
+static void test_unpack_handle(void **state)
+{
+	struct emu_pair p;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_int_equal(p.dh_storage.netDeviceType, NCCL_NET_DEVICE_UNPACK);
+	assert_int_equal(p.dh_storage.netDeviceVersion, 7);
+	assert_int_equal(p.dh_storage.size, sizeof(struct tp_unpack_handle));
+	assert_int_equal(p.dh_storage.needsProxyProgress, 1);
+	assert_non_null(emu_unpack_handle(&p)->meta);
+	assert_non_null(emu_unpack_handle(&p)->bounce_buf);
+	assert_true(emu_unpack_handle(&p)->head == (uint64_t)-1);
+	emu_pair_close(&p);
+}
+
+/* After irecvConsumed the pages the records pointed at hold 0xA5. */
+static void test_poison(void **state)
+{
+	struct emu_pair p;
+	const int size = (1 << 20) + 3;
+	char *s = malloc(size), *r = malloc(size), *out = malloc(size);
+	tp_unpack_rec *recs = malloc(2048 * sizeof(*recs));
+	const struct tp_unpack_handle *uh;
+	void *sreq, *rreq;
+	ncclResult_t res;
+	int cnt;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	uh = emu_unpack_handle(&p);
+	assert_non_null(uh);
+	emu_fill_random(s, size, 11);
+	assert_int_equal(emu_irecv(&p, r, size, 0, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, size, 0, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(emu_wait(rreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	cnt = emu_unpack(uh, 0, out, size);
+	assert_true(cnt > 0);
+	assert_memory_equal(out, s, size);
+	memcpy(recs, uh->meta->mem[0], (size_t)cnt * sizeof(*recs));
+	assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq), ncclSuccess);
+	for (int i = 0; i < cnt; i++) {
+		const unsigned char *b = (const unsigned char *)uh->bounce_buf + recs[i].src_off;
+
+		for (uint32_t j = 0; j < recs[i].len; j++)
+			assert_int_equal(b[j], 0xA5);
+	}
+	free(recs);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+/* Six 4 MiB receives outstanding against a 2048-page pool: each waits for
+ * the consume of an earlier one, and all complete. */
+static void test_small_pool(void **state)
+{
+	struct emu_pair p;
+	const int n = 6, size = 4 << 20;
+	char *s = malloc((size_t)n * size), *r = malloc(size), *out = malloc(size);
+	void *sreq[6], *rreq[6];
+	ncclResult_t res;
+	int sdone = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	emu_fill_random(s, (size_t)n * size, 5);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(emu_irecv(&p, r, size, i, NULL, &rreq[i]), ncclSuccess);
+		assert_int_equal(emu_isend(&p, s + (size_t)i * size, size, i, NULL, &sreq[i]),
+				 ncclSuccess);
+	}
+	for (int i = 0; i < n; i++) {
+		complete_recv(&p, rreq[i], (uint64_t)i, r, out, size);
+		assert_memory_equal(out, s + (size_t)i * size, size);
+		while (sdone < n) {
+			int done = 0;
+
+			res = net->test(sreq[sdone], &done, NULL);
+			assert_int_equal(res, ncclSuccess);
+			if (!done)
+				break;
+			sdone++;
+		}
+	}
+	while (sdone < n) {
+		assert_int_equal(emu_wait(sreq[sdone++], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+	}
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+static void test_strict_tags(void **state)
+{
+	struct emu_pair p;
+	char s[64], r[64], out[64];
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	emu_fill_random(s, sizeof(s), 9);
+	assert_int_equal(emu_irecv(&p, r, 64, 6, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, 64, 5, NULL, &sreq), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(emu_wait(rreq, &res), 0);
+	assert_int_equal(res, ncclInvalidUsage);
+	assert_true(emu_warned("tag mismatch: send tag 5, posted receive tag 6"));
+	assert_int_equal(emu_wait(sreq, &res), 0);
+
+	assert_int_equal(emu_irecv(&p, r, 64, 7, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, 64, 7, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(sreq, &res), 0);
+	complete_recv(&p, rreq, 1, r, out, 64);
+	assert_memory_equal(out, s, 64);
+	emu_pair_close(&p);
+}
+
+static void test_null_requests(void **state)
+{
+	test_data_integrity(state);
+	assert_true(emu_null_seen() > 0);
+}
+
+static void test_socket_clamp(void **state)
+{
+	/* The clamp warning comes at connect/listen; the pair must still work. */
+	emu_clear_warn();
+	test_data_integrity(state);
+	assert_true(emu_warned("clamped"));
+}
+
+/* Close both ends with receives and a large send in flight: no hang. */
+static void test_close_in_flight(void **state)
+{
+	struct emu_pair p;
+	const int big = 64 << 20;
+	char *s = malloc(big), *r = malloc(4096);
+	void *req;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	memset(s, 1, big);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(emu_irecv(&p, r, 1, i, NULL, &req), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, big, 0, NULL, &req), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, big, 1, NULL, &req), ncclSuccess);
+	emu_pair_close(&p);
+	free(s);
+	free(r);
+}
+
+static void test_peer_death_recv(void **state)
+{
+	struct emu_pair p;
+	char r[64];
+	void *req;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_int_equal(emu_irecv(&p, r, 64, 0, NULL, &req), ncclSuccess);
+	net->closeSend(p.scomm);
+	p.scomm = NULL;
+	assert_int_equal(emu_wait(req, &res), 0);
+	assert_true(res == ncclRemoteError || res == ncclSystemError);
+	emu_pair_close(&p);
+}
+
+static void test_peer_death_send(void **state)
+{
+	struct emu_pair p;
+	const int big = 16 << 20;
+	char *s = malloc(big);
+	ncclResult_t res = ncclSuccess;
+	void *req;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	memset(s, 2, big);
+	net->closeRecv(p.rcomm);
+	p.rcomm = NULL;
+	for (int i = 0; i < 64 && res == ncclSuccess; i++) {
+		assert_int_equal(emu_isend(&p, s, big, i, NULL, &req), ncclSuccess);
+		assert_int_equal(emu_wait(req, &res), 0);
+	}
+	assert_true(res == ncclRemoteError || res == ncclSystemError);
+	emu_pair_close(&p);
+	free(s);
+}
+
+static int setup_group(void **state)
+{
+	return emu_load() ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *group = argc > 1 ? argv[1] : "off";
+	const struct CMUnitTest contract[] = {
+		cmocka_unit_test(test_properties),
+		cmocka_unit_test(test_data_integrity),
+		cmocka_unit_test(test_async_connect),
+		cmocka_unit_test(test_request_limit),
+		cmocka_unit_test(test_fifo_rules),
+		cmocka_unit_test(test_truncation),
+	};
+	const struct CMUnitTest bounce[] = {
+		cmocka_unit_test(test_accept_needs_storage),
+		cmocka_unit_test(test_unpack_handle),
+	};
+	const struct CMUnitTest data[] = { cmocka_unit_test(test_data_integrity) };
+	const struct CMUnitTest clamp[] = { cmocka_unit_test(test_socket_clamp) };
+	const struct CMUnitTest poison[] = { cmocka_unit_test(test_poison) };
+	const struct CMUnitTest pool[] = { cmocka_unit_test(test_small_pool) };
+	const struct CMUnitTest strict[] = { cmocka_unit_test(test_strict_tags) };
+	const struct CMUnitTest nullreq[] = { cmocka_unit_test(test_null_requests) };
+	const struct CMUnitTest fault[] = {
+		cmocka_unit_test(test_close_in_flight),
+		cmocka_unit_test(test_peer_death_recv),
+		cmocka_unit_test(test_peer_death_send),
+	};
+	int fails;
+
+#define RUN(name, tests) cmocka_run_group_tests_name(name, tests, setup_group, NULL)
+	if (!strcmp(group, "off"))
+		return RUN("emu contract (bounce off)", contract) ? 1 : 0;
+	if (!strcmp(group, "host")) {
+		fails = RUN("emu contract (host bounce)", contract);
+		return fails + RUN("emu host bounce", bounce) ? 1 : 0;
+	}
+	if (!strncmp(group, "data", 4))
+		return RUN("emu data", data) ? 1 : 0;
+	if (!strcmp(group, "clamp"))
+		return RUN("emu socket clamp", clamp) ? 1 : 0;
+	if (!strcmp(group, "poison"))
+		return RUN("emu poison", poison) ? 1 : 0;
+	if (!strcmp(group, "pool"))
+		return RUN("emu small pool", pool) ? 1 : 0;
+	if (!strcmp(group, "strict"))
+		return RUN("emu strict tags", strict) ? 1 : 0;
+	if (!strcmp(group, "nullreq"))
+		return RUN("emu null requests", nullreq) ? 1 : 0;
+	if (!strcmp(group, "fault"))
+		return RUN("emu faults", fault) ? 1 : 0;
+	fprintf(stderr, "unknown group %s\n", group);
+	return 1;
+}

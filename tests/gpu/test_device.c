@@ -1,0 +1,139 @@
+/* The non-unpack half of the device seam: pointer kinds, copies, streams,
+ * events (including a deterministic not-ready query) and the translation
+ * of CUDA errors into TCPX_P2P_ECUDA with a detail naming the call. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dev_priv.h"
+#include "tcpx_p2p.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, __VA_ARGS__);                            \
+			fputc('\n', stderr);                                     \
+			failures++;                                              \
+		}                                                                \
+	} while (0)
+
+#define CK(expr)                                                                 \
+	do {                                                                     \
+		int ck_ = (expr);                                                \
+		if (ck_) {                                                       \
+			fprintf(stderr, "FAIL %s:%d: %s = %d (%s)\n", __FILE__,   \
+				__LINE__, #expr, ck_, tcpx_p2p_last_error());    \
+			return 1;                                                \
+		}                                                                \
+	} while (0)
+
+static atomic_int gate;
+
+static void CUDART_CB hold_stream(void *arg)
+{
+	struct timespec ts = { 0, 1000000 };
+	int spins = 0;
+
+	/* Bounded: a broken test must not hang the stream forever. */
+	while (!atomic_load(&gate) && spins++ < 10000)
+		nanosleep(&ts, NULL);
+}
+
+static void test_ptr_kinds(void)
+{
+	void *d = NULL, *h = NULL, *m = malloc(64);
+	int is_dev = -1;
+
+	CHECK(cudaMalloc(&d, 64) == cudaSuccess, "cudaMalloc");
+	CHECK(cudaMallocHost(&h, 64) == cudaSuccess, "cudaMallocHost");
+	CHECK(!tp__dev_ptr_is_device(d, &is_dev) && is_dev == 1, "device memory: %d", is_dev);
+	CHECK(!tp__dev_ptr_is_device(h, &is_dev) && is_dev == 0, "pinned host memory: %d", is_dev);
+	CHECK(!tp__dev_ptr_is_device(m, &is_dev) && is_dev == 0, "malloc memory: %d", is_dev);
+	CHECK(!tp__dev_ptr_is_device(NULL, &is_dev) && is_dev == 0, "NULL: %d", is_dev);
+	CHECK(cudaGetLastError() == cudaSuccess, "pointer queries left an error behind");
+	cudaFree(d);
+	cudaFreeHost(h);
+	free(m);
+}
+
+static void test_memcpy(void)
+{
+	unsigned char a[4099], b[4099];
+	void *d = NULL;
+
+	for (size_t i = 0; i < sizeof(a); i++)
+		a[i] = (unsigned char)(i * 7 + 3);
+	memset(b, 0, sizeof(b));
+	CHECK(cudaMalloc(&d, sizeof(a)) == cudaSuccess, "cudaMalloc");
+	CHECK(!tp__dev_memcpy(d, a, sizeof(a)), "H2D: %s", tcpx_p2p_last_error());
+	CHECK(!tp__dev_memcpy(b, d, sizeof(b)), "D2H: %s", tcpx_p2p_last_error());
+	CHECK(!memcmp(a, b, sizeof(a)), "round trip lost bytes");
+	cudaFree(d);
+}
+
+static int test_stream_event(void)
+{
+	tp_dev_stream *s;
+	tp_dev_event *e;
+	int done = -1;
+	unsigned flags = 0;
+
+	CK(tp__dev_stream_create(&s));
+	CK(tp__dev_event_create(&e));
+	CHECK(cudaStreamGetFlags(s->st, &flags) == cudaSuccess && flags == cudaStreamNonBlocking,
+	      "stream flags %u", flags);
+
+	atomic_store(&gate, 0);
+	CHECK(cudaLaunchHostFunc(s->st, hold_stream, NULL) == cudaSuccess, "cudaLaunchHostFunc");
+	CK(tp__dev_event_record(e, s));
+	CK(tp__dev_event_query(e, &done));
+	CHECK(done == 0, "event done while the stream is held: %d", done);
+	CHECK(cudaGetLastError() == cudaSuccess, "not-ready query left an error behind");
+	atomic_store(&gate, 1);
+	CK(tp__dev_stream_sync(s));
+	CK(tp__dev_event_query(e, &done));
+	CHECK(done == 1, "event not done after sync: %d", done);
+
+	tp__dev_event_destroy(e);
+	tp__dev_stream_destroy(s);
+	tp__dev_event_destroy(NULL);
+	tp__dev_stream_destroy(NULL);
+	return 0;
+}
+
+static void test_errors(void)
+{
+	int n = 0, err;
+
+	CHECK(!tp__dev_count(&n) && n > 0, "count %d", n);
+	err = tp__dev_set(n + 1000);
+	CHECK(err == TCPX_P2P_ECUDA, "cudaSetDevice(bad) gave %d", err);
+	CHECK(strstr(tcpx_p2p_last_error(), "cudaSetDevice") != NULL, "detail '%s'",
+	      tcpx_p2p_last_error());
+	CHECK(cudaGetLastError() == cudaSuccess, "translated error left latched");
+	CHECK(!tp__dev_set(0), "cudaSetDevice(0): %s", tcpx_p2p_last_error());
+}
+
+int main(void)
+{
+	int n;
+
+	CK(tp__dev_count(&n));
+	if (n == 0) {
+		printf("no CUDA device: skipping\n");
+		return 77;
+	}
+	CK(tp__dev_set(0));
+	test_ptr_kinds();
+	test_memcpy();
+	if (test_stream_event())
+		return 1;
+	test_errors();
+	printf("%s\n", failures ? "FAILED" : "device seam checks passed");
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,310 @@
+/* The three unpack variants against a CPU reference: random fragment
+ * layouts (scattered, shuffled 4 KiB bounce pages, random intra-page
+ * offsets and lengths), chunk sizes from 0 B to 4 MiB, 1-32 jobs per
+ * kernel launch, unaligned destinations, device and host memory.  The
+ * whole destination allocation is compared, so a byte written outside a
+ * chunk (or a record beyond cnt copied) fails the test. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "tp_device.h"
+#include "tcpx_p2p.h"
+
+#define PAGE TP_UNPACK_PAGE_SIZE
+#define GUARD 4096
+#define POISON 0xa5
+#define NMETA 2 /* 32 jobs use slots k % 16 of two rings */
+
+enum layout { LAYOUT_RANDOM, LAYOUT_ALIGNED, LAYOUT_EMU };
+enum variant { VAR_KERNEL, VAR_D2D, VAR_HOST };
+
+static const char *const layout_name[] = { "random", "aligned16", "emu" };
+static const char *const variant_name[] = { "kernel", "d2d", "host" };
+
+static const uint64_t sizes[] = {
+	0, 1, 17, 4095, 4096, 4097, 65536 + 13, 512 << 10, (1 << 20) + 1, 4 << 20,
+};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+static const uint32_t dst_shifts[] = { 0, 1, 3, 5, 8, 13, 15, 4 };
+#define NSHIFTS (sizeof(dst_shifts) / sizeof(dst_shifts[0]))
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static struct tp_unpack_meta *meta[NMETA];
+static tp_dev_stream *stream;
+static int failures;
+
+#define FAIL(...)                                                                \
+	do {                                                                     \
+		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
+		fprintf(stderr, __VA_ARGS__);                                    \
+		fputc('\n', stderr);                                             \
+		failures++;                                                      \
+	} while (0)
+
+#define CK(expr)                                                                 \
+	do {                                                                     \
+		int ck_ = (expr);                                                \
+		if (ck_) {                                                       \
+			FAIL("%s = %d (%s)", #expr, ck_, tcpx_p2p_last_error()); \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+
+#define CKC(expr)                                                                \
+	do {                                                                     \
+		cudaError_t ckc_ = (expr);                                       \
+		if (ckc_ != cudaSuccess) {                                       \
+			FAIL("%s: %s", #expr, cudaGetErrorString(ckc_));          \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static uint32_t below(uint32_t n)
+{
+	return n ? (uint32_t)(next() % n) : 0;
+}
+
+/* Split [0, size) into fragments; each gets (page-less) src_off = intra-page
+ * offset for now.  At most TP_UNPACK_MAX_PAGES fragments, as on TCPX. */
+static uint32_t gen_layout(tp_unpack_rec *rec, uint64_t size, enum layout lay)
+{
+	uint64_t off = 0;
+	uint32_t n = 0;
+
+	while (off < size) {
+		uint64_t left = size - off;
+		uint64_t slack = (uint64_t)(TP_UNPACK_MAX_PAGES - n - 1) * PAGE;
+		uint32_t min = left > slack ? (uint32_t)(left - slack) : 1;
+		uint32_t max = left < PAGE ? (uint32_t)left : PAGE;
+		uint32_t len, intra;
+
+		switch (lay) {
+		case LAYOUT_EMU:
+			intra = below(PAGE / 2);
+			len = PAGE - intra;
+			break;
+		case LAYOUT_ALIGNED:
+			len = 16 * (1 + below(PAGE / 16));
+			intra = 16 * below((PAGE - len) / 16 + 1);
+			break;
+		default:
+			len = next() & 1 ? PAGE : 1 + below(PAGE);
+			intra = 0;
+			break;
+		}
+		len = len < min ? min : len > max ? max : len;
+		if (lay == LAYOUT_RANDOM || intra > PAGE - len)
+			intra = below(PAGE - len + 1);
+		rec[n].src_off = intra;
+		rec[n].len = len;
+		rec[n].dst_off = off;
+		off += len;
+		n++;
+	}
+	return n;
+}
+
+struct batch {
+	int njobs;
+	uint64_t size[TP_UNPACK_MAX_JOBS];
+	uint32_t shift[TP_UNPACK_MAX_JOBS];
+	int host_bounce, host_dst;
+};
+
+/* One batch: lay out, fill, run the variant, compare everything. */
+static void run_batch(const struct batch *b, enum layout lay, enum variant var)
+{
+	static tp_unpack_rec recs[TP_UNPACK_MAX_JOBS][TP_UNPACK_MAX_PAGES];
+	struct tp_unpack_job jobs[TP_UNPACK_MAX_JOBS];
+	uint32_t nrec[TP_UNPACK_MAX_JOBS], npages = 0, *perm;
+	uint64_t region[TP_UNPACK_MAX_JOBS], dst_bytes = 0;
+	unsigned char *bounce_h, *ref, *out;
+	char *bounce, *dst;
+
+	for (int j = 0; j < b->njobs; j++) {
+		nrec[j] = gen_layout(recs[j], b->size[j], lay);
+		npages += nrec[j];
+		region[j] = dst_bytes;
+		/* 16-aligned regions: the shift alone sets the dst alignment. */
+		dst_bytes = (dst_bytes + GUARD + b->size[j] + GUARD + 15) & ~(uint64_t)15;
+	}
+	/* Every fragment on its own page, pages of all jobs shuffled together. */
+	npages = npages ? npages : 1;
+	perm = malloc(npages * sizeof(*perm));
+	bounce_h = malloc((size_t)npages * PAGE);
+	ref = malloc(dst_bytes);
+	out = malloc(dst_bytes);
+	if (!perm || !bounce_h || !ref || !out) {
+		FAIL("out of host memory");
+		exit(1);
+	}
+	for (uint32_t i = 0; i < npages; i++)
+		perm[i] = i;
+	for (uint32_t i = npages - 1; i > 0; i--) {
+		uint32_t k = below(i + 1), t = perm[i];
+
+		perm[i] = perm[k];
+		perm[k] = t;
+	}
+	for (size_t i = 0; i < (size_t)npages * PAGE; i += 8) {
+		uint64_t v = next();
+
+		memcpy(bounce_h + i, &v, 8);
+	}
+	memset(ref, POISON, dst_bytes);
+
+	if (b->host_bounce) {
+		bounce = (char *)bounce_h;
+	} else {
+		CKC(cudaMalloc((void **)&bounce, (size_t)npages * PAGE));
+		CKC(cudaMemcpy(bounce, bounce_h, (size_t)npages * PAGE, cudaMemcpyHostToDevice));
+	}
+	if (b->host_dst) {
+		dst = malloc(dst_bytes);
+		if (!dst) {
+			FAIL("out of host memory");
+			exit(1);
+		}
+		memset(dst, POISON, dst_bytes);
+	} else {
+		CKC(cudaMalloc((void **)&dst, dst_bytes));
+		CKC(cudaMemset(dst, POISON, dst_bytes));
+	}
+
+	for (int j = 0, p = 0; j < b->njobs; j++) {
+		struct tp_unpack_meta *m = meta[j / TP_UNPACK_QUEUE_DEPTH];
+		int slot = j % TP_UNPACK_QUEUE_DEPTH;
+		uint64_t base = region[j] + GUARD + b->shift[j];
+		void *dm;
+
+		for (uint32_t i = 0; i < nrec[j]; i++, p++) {
+			recs[j][i].src_off += perm[p] * PAGE;
+			memcpy(ref + base + recs[j][i].dst_off, bounce_h + recs[j][i].src_off,
+			       recs[j][i].len);
+			m->mem[slot][i] = recs[j][i];
+		}
+		/* Stale records past cnt aim at the guard zone: copying any of
+		 * them (the kernel must stop at cnt) shows up as lost poison. */
+		for (uint32_t i = nrec[j]; i < nrec[j] + 4 && i < TP_UNPACK_MAX_PAGES; i++) {
+			m->mem[slot][i].src_off = 0;
+			m->mem[slot][i].len = 64;
+			m->mem[slot][i].dst_off = b->size[j] + 8;
+		}
+		m->cnt[slot] = nrec[j];
+		CKC(cudaHostGetDevicePointer(&dm, m, 0));
+		jobs[j].recs = ((struct tp_unpack_meta *)dm)->mem[slot];
+		jobs[j].cnt = &((struct tp_unpack_meta *)dm)->cnt[slot];
+		jobs[j].bounce = bounce;
+		jobs[j].dst = dst + base;
+	}
+
+	if (var == VAR_KERNEL) {
+		CK(tp__dev_unpack_kernel(stream, jobs, b->njobs));
+	} else {
+		for (int j = 0; j < b->njobs; j++)
+			CK((var == VAR_D2D ? tp__dev_unpack_d2d : tp__dev_unpack_host)(stream, &jobs[j]));
+	}
+	CK(tp__dev_stream_sync(stream));
+	if (b->host_dst)
+		memcpy(out, dst, dst_bytes);
+	else
+		CKC(cudaMemcpy(out, dst, dst_bytes, cudaMemcpyDeviceToHost));
+
+	if (memcmp(out, ref, dst_bytes)) {
+		uint64_t i = 0;
+		int j = 0;
+
+		while (out[i] == ref[i])
+			i++;
+		while (j + 1 < b->njobs && region[j + 1] <= i)
+			j++;
+		FAIL("%s/%s njobs %d%s%s: job %d (size %llu, dst shift %u) byte %lld of the "
+		     "chunk is 0x%02x, want 0x%02x",
+		     layout_name[lay], variant_name[var], b->njobs,
+		     b->host_bounce ? " host-bounce" : "", b->host_dst ? " host-dst" : "", j,
+		     (unsigned long long)b->size[j], b->shift[j],
+		     (long long)(i - region[j] - GUARD - b->shift[j]), out[i], ref[i]);
+	}
+
+	if (b->host_dst)
+		free(dst);
+	else
+		CKC(cudaFree(dst));
+	if (!b->host_bounce)
+		CKC(cudaFree(bounce));
+	free(out);
+	free(ref);
+	free(bounce_h);
+	free(perm);
+}
+
+/* Each size alone, then 4, 16 and 32 jobs per batch cycling through the
+ * sizes and destination shifts. */
+static void run_all(enum layout lay, enum variant var, int host_bounce, int host_dst)
+{
+	static const int njobs[] = { 4, 16, 32 };
+	struct batch b = { .host_bounce = host_bounce, .host_dst = host_dst };
+
+	for (size_t s = 0; s < NSIZES; s++) {
+		b.njobs = 1;
+		b.size[0] = sizes[s];
+		b.shift[0] = dst_shifts[s % NSHIFTS];
+		run_batch(&b, lay, var);
+	}
+	/* Host memory through pageable copies is slow: one batch is enough. */
+	for (size_t k = host_bounce || host_dst ? 1 : 0; k < (host_bounce || host_dst ? 2 : 3); k++) {
+		b.njobs = njobs[k];
+		for (int j = 0; j < b.njobs; j++) {
+			b.size[j] = sizes[(j + k) % NSIZES];
+			b.shift[j] = dst_shifts[(j * 3 + k) % NSHIFTS];
+		}
+		run_batch(&b, lay, var);
+	}
+}
+
+int main(void)
+{
+	struct tp_unpack_job none[1] = { { 0 } };
+	int ngpu;
+
+	CK(tp__dev_count(&ngpu));
+	if (ngpu == 0) {
+		printf("no CUDA device: skipping\n");
+		return 77;
+	}
+	CK(tp__dev_set(0));
+	CK(tp__dev_stream_create(&stream));
+	for (int i = 0; i < NMETA; i++)
+		CKC(cudaHostAlloc((void **)&meta[i], sizeof(*meta[i]), cudaHostAllocMapped));
+
+	if (tp__dev_unpack_kernel(stream, none, TP_UNPACK_MAX_JOBS + 1) != TCPX_P2P_EINVAL)
+		FAIL("a launch of %d jobs was accepted", TP_UNPACK_MAX_JOBS + 1);
+	CK(tp__dev_unpack_kernel(stream, none, 0));
+
+	for (int lay = LAYOUT_RANDOM; lay <= LAYOUT_EMU; lay++)
+		for (int var = VAR_KERNEL; var <= VAR_HOST; var++)
+			run_all(lay, var, 0, 0);
+	for (int var = VAR_D2D; var <= VAR_HOST; var++) {
+		run_all(LAYOUT_RANDOM, var, 1, 0);
+		run_all(LAYOUT_RANDOM, var, 0, 1);
+		run_all(LAYOUT_RANDOM, var, 1, 1);
+	}
+
+	for (int i = 0; i < NMETA; i++)
+		CKC(cudaFreeHost(meta[i]));
+	tp__dev_stream_destroy(stream);
+	printf("%s\n", failures ? "FAILED" : "all unpack checks passed");
+	return failures ? 1 : 0;
+}

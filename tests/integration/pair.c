@@ -1,0 +1,143 @@
+#include "pair.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static unsigned char pattern_byte(uint64_t seed, size_t i)
+{
+	return (unsigned char)(mix(seed * 0x9e3779b97f4a7c15ull + (i >> 3)) >> ((i & 7) * 8));
+}
+
+void tp_fill(void *buf, size_t len, uint64_t seed)
+{
+	unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = pattern_byte(seed, i);
+}
+
+size_t tp_check(const void *buf, size_t len, uint64_t seed)
+{
+	const unsigned char *p = buf;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != pattern_byte(seed, i))
+			return i;
+	return (size_t)-1;
+}
+
+struct side {
+	struct tp_pair *p;
+	int idx;
+	int use_blobs;
+	tcpx_p2p_server *srv;
+	uint16_t port;
+	tcpx_p2p_listener *l;
+	const void *peer_blob;
+	size_t peer_len;
+	int rc;
+};
+
+static void *run_side(void *arg)
+{
+	struct side *sd = arg;
+	struct tp_pair *p = sd->p;
+
+	if (sd->use_blobs)
+		sd->rc = tcpx_p2p_connect(sd->l, sd->peer_blob, sd->peer_len, TP_TEST_TIMEOUT_MS,
+					  &p->c[sd->idx]);
+	else if (sd->idx == 0)
+		sd->rc = tcpx_p2p_server_accept(sd->srv, TP_TEST_TIMEOUT_MS, &p->c[0]);
+	else
+		sd->rc = tcpx_p2p_dial(p->s[1], "127.0.0.1", sd->port, TP_TEST_TIMEOUT_MS,
+				       &p->c[1]);
+	if (sd->rc)
+		fprintf(stderr, "pair side %d: %s: %s\n", sd->idx, tcpx_p2p_strerror(sd->rc),
+			tcpx_p2p_last_error());
+	return NULL;
+}
+
+int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs)
+{
+	struct side sd[2];
+	pthread_t th;
+	static unsigned char copy[2][8192];
+	const void *blob;
+	size_t len;
+	int i, rc;
+
+	memset(p, 0, sizeof(*p));
+	memset(sd, 0, sizeof(sd));
+	for (i = 0; i < 2; i++) {
+		rc = tcpx_p2p_session_create(cfg, &p->s[i]);
+		if (rc) {
+			fprintf(stderr, "session_create: %s\n", tcpx_p2p_last_error());
+			goto fail;
+		}
+		sd[i].p = p;
+		sd[i].idx = i;
+		sd[i].use_blobs = use_blobs;
+	}
+	if (use_blobs) {
+		for (i = 0; i < 2; i++) {
+			rc = tcpx_p2p_listen(p->s[i], &sd[i].l);
+			if (rc)
+				goto fail;
+			tcpx_p2p_listener_blob(sd[i].l, &blob, &len);
+			if (len > sizeof(copy[0]))
+				return TCPX_P2P_EINTERNAL;
+			/* as an application would ship it: a copy */
+			memcpy(copy[1 - i], blob, len);
+			sd[1 - i].peer_blob = copy[1 - i];
+			sd[1 - i].peer_len = len;
+		}
+	} else {
+		rc = tcpx_p2p_server_create(p->s[0], "127.0.0.1", 0, &sd[0].srv);
+		if (rc)
+			goto fail;
+		tcpx_p2p_server_port(sd[0].srv, &sd[1].port);
+	}
+	pthread_create(&th, NULL, run_side, &sd[0]);
+	run_side(&sd[1]);
+	pthread_join(th, NULL);
+	for (i = 0; i < 2; i++)
+		if (sd[i].rc && sd[i].l)
+			tcpx_p2p_listener_destroy(sd[i].l);
+	if (sd[0].srv)
+		tcpx_p2p_server_destroy(sd[0].srv);
+	rc = sd[0].rc ? sd[0].rc : sd[1].rc;
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	tp_pair_close(p);
+	return rc;
+}
+
+void tp_pair_close(struct tp_pair *p)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (p->c[i] && tcpx_p2p_conn_destroy(p->c[i]))
+			fprintf(stderr, "conn_destroy: %s\n", tcpx_p2p_last_error());
+		p->c[i] = NULL;
+	}
+	for (i = 0; i < 2; i++) {
+		if (p->s[i] && tcpx_p2p_session_destroy(p->s[i]))
+			fprintf(stderr, "session_destroy: %s\n", tcpx_p2p_last_error());
+		p->s[i] = NULL;
+	}
+}

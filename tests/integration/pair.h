@@ -1,0 +1,28 @@
+/* Two sessions in one process joined by a connection over the emulator on
+ * loopback, plus byte patterns to verify what moved. */
+#ifndef TP_TEST_PAIR_H
+#define TP_TEST_PAIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tcpx_p2p.h"
+
+struct tp_pair {
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_conn *c[2];
+};
+
+/* cfg NULL: defaults + environment.  Connects through the rendezvous
+ * (use_blobs 0) or by blob exchange (1).  Returns 0 or a TCPX_P2P_E*. */
+int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs);
+void tp_pair_close(struct tp_pair *p);
+
+/* Deterministic pattern: byte i of stream `seed` (any offset). */
+void tp_fill(void *buf, size_t len, uint64_t seed);
+/* First mismatching offset, or (size_t)-1 when buf holds the pattern. */
+size_t tp_check(const void *buf, size_t len, uint64_t seed);
+
+#define TP_TEST_TIMEOUT_MS 60000
+
+#endif

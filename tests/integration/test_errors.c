@@ -1,0 +1,174 @@
+/* Bad input and failures: a clear code, nothing lost, nothing hangs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pair.h"
+
+static void test_bad_config(void **state)
+{
+	tcpx_p2p_session *s = NULL;
+	tcpx_p2p_config cfg;
+
+	tcpx_p2p_config_init(&cfg);
+	cfg.num_channels = 0;
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &s), TCPX_P2P_EINVAL);
+	assert_null(s);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "channels"));
+	tcpx_p2p_config_init(&cfg);
+	cfg.chunk_bytes = (4u << 20) + 1;
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &s), TCPX_P2P_EINVAL);
+	tcpx_p2p_config_init(&cfg);
+	cfg.gpu = 0;
+	/* CI machines have no GPU: then the session refuses gpu 0 clearly. */
+	if (tcpx_p2p_session_create(&cfg, &s) == 0)
+		assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	else
+		assert_non_null(strstr(tcpx_p2p_last_error(), "gpu"));
+	assert_int_equal(tcpx_p2p_session_create(NULL, NULL), TCPX_P2P_EINVAL);
+}
+
+static void test_missing_plugin(void **state)
+{
+	tcpx_p2p_session *s = NULL;
+	tcpx_p2p_config cfg;
+
+	tcpx_p2p_config_init(&cfg);
+	cfg.plugin_path = "/nonexistent/libnccl-net-nothere.so";
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &s), TCPX_P2P_ENOPLUGIN);
+	assert_null(s);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "/nonexistent/libnccl-net-nothere.so"));
+}
+
+struct mismatch {
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_listener *l[2];
+};
+
+/* Blobs of peers configured differently are refused before any comm is
+ * made; the detail says what differs. */
+static void test_mismatched_peers(void **state)
+{
+	struct mismatch m;
+	tcpx_p2p_config cfg[2];
+	tcpx_p2p_conn *c = NULL;
+	const void *blob;
+	size_t len;
+	unsigned char bad[8192];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		tcpx_p2p_config_init(&cfg[i]);
+		cfg[i].num_channels = i + 1;
+		assert_int_equal(tcpx_p2p_session_create(&cfg[i], &m.s[i]), 0);
+		assert_int_equal(tcpx_p2p_listen(m.s[i], &m.l[i]), 0);
+	}
+	assert_int_equal(tcpx_p2p_listener_blob(m.l[1], &blob, &len), 0);
+	assert_int_equal(tcpx_p2p_connect(m.l[0], blob, len, 1000, &c), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "channels"));
+	assert_null(c);
+	/* malformed: truncated, bad magic */
+	assert_int_equal(tcpx_p2p_connect(m.l[0], blob, 10, 1000, &c), TCPX_P2P_EPROTO);
+	assert_int_equal(tcpx_p2p_listener_blob(m.l[0], &blob, &len), 0);
+	memcpy(bad, blob, len);
+	bad[0] ^= 0xff;
+	assert_int_equal(tcpx_p2p_connect(m.l[1], bad, len, 1000, &c), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "magic"));
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_session_destroy(m.s[i]), TCPX_P2P_EBUSY);
+		assert_int_equal(tcpx_p2p_listener_destroy(m.l[i]), 0);
+		assert_int_equal(tcpx_p2p_session_destroy(m.s[i]), 0);
+	}
+}
+
+static void test_bad_arguments_and_busy(void **state)
+{
+	struct tp_pair p;
+	unsigned char *buf = malloc(1 << 20);
+	tcpx_p2p_mr *mr, *mr1;
+	tcpx_p2p_xfer *xs = NULL, *xr = NULL;
+	int done = 1;
+
+	assert_non_null(buf);
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], NULL, 10, TCPX_P2P_MEM_HOST, &mr),
+			 TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 0, TCPX_P2P_MEM_HOST, &mr),
+			 TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 10, 99, &mr), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 1 << 20, TCPX_P2P_MEM_CUDA, &mr),
+			 TCPX_P2P_EINVAL); /* host-only session */
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 1 << 20, TCPX_P2P_MEM_HOST, &mr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], buf, 1 << 20, TCPX_P2P_MEM_HOST, &mr1), 0);
+	assert_int_equal(tcpx_p2p_send(p.c[0], mr, 1, 1 << 20, &xs), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_send(p.c[0], mr, (size_t)-1, 2, &xs), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_send(p.c[0], mr1, 0, 1, &xs), TCPX_P2P_EINVAL);
+	assert_null(xs);
+
+	/* A receive with no matching send yet: wait times out, nothing is
+	 * lost, and the xfer, its region and the conn are busy. */
+	tp_fill(buf, 1 << 19, 9);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], mr1, 1 << 19, 1 << 19, &xr), 0);
+	assert_int_equal(tcpx_p2p_wait(xr, 50), TCPX_P2P_ETIMEDOUT);
+	assert_int_equal(tcpx_p2p_xfer_release(xr), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_mr_deregister(mr1), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_test(xr, &done), 0);
+	assert_int_equal(done, 0);
+	/* The send arrives late, from the first half of the same buffer. */
+	assert_int_equal(tcpx_p2p_send(p.c[0], mr, 0, 1 << 19, &xs), 0);
+	assert_int_equal(tcpx_p2p_wait(xr, TP_TEST_TIMEOUT_MS), 0);
+	assert_int_equal(tcpx_p2p_wait(xs, TP_TEST_TIMEOUT_MS), 0);
+	assert_int_equal(tp_check(buf + (1 << 19), 1 << 19, 9), (size_t)-1);
+	assert_int_equal(tcpx_p2p_xfer_release(xs), 0);
+	assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(p.s[0]), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_mr_deregister(mr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(mr1), 0);
+	tp_pair_close(&p);
+	free(buf);
+}
+
+/* The peer goes away with a receive pending: the receive fails with an
+ * error instead of hanging, and later calls report the same error. */
+static void test_peer_gone(void **state)
+{
+	struct tp_pair p;
+	unsigned char *buf = malloc(1 << 20);
+	tcpx_p2p_mr *mr;
+	tcpx_p2p_xfer *xr, *x2 = NULL;
+	int rc;
+
+	assert_non_null(buf);
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 1 << 20, TCPX_P2P_MEM_HOST, &mr), 0);
+	assert_int_equal(tcpx_p2p_recv(p.c[0], mr, 0, 1 << 20, &xr), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), 0);
+	p.c[1] = NULL;
+	rc = tcpx_p2p_wait(xr, 20000);
+	assert_true(rc != 0 && rc != TCPX_P2P_ETIMEDOUT);
+	assert_int_equal(tcpx_p2p_recv(p.c[0], mr, 0, 1, &x2), rc);
+	assert_null(x2);
+	assert_int_equal(tcpx_p2p_progress(p.c[0]), rc);
+	assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(mr), 0);
+	tp_pair_close(&p);
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_missing_plugin),
+		cmocka_unit_test(test_mismatched_peers),
+		cmocka_unit_test(test_bad_arguments_and_busy),
+		cmocka_unit_test(test_peer_gone),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
