@@ -17,14 +17,16 @@
 #define MAX_CHUNKS TP_UNPACK_QUEUE_DEPTH
 
 enum layout { LAYOUT_EMU, LAYOUT_PAGES };
-enum variant { VAR_KERNEL, VAR_D2D, VAR_HOST, VAR_MEMCPY, NVARIANTS };
+/* kern-dev is a diagnostic: the kernel reading a device copy of the ring,
+ * which separates the cost of reading host memory from the copy itself. */
+enum variant { VAR_KERNEL, VAR_KERNEL_DEVMETA, VAR_D2D, VAR_HOST, VAR_MEMCPY, NVARIANTS };
 
 static const char *const layout_name[] = { "emu", "pages" };
-static const char *const variant_name[] = { "kernel", "d2d", "host", "memcpy" };
+static const char *const variant_name[] = { "kernel", "kern-dev", "d2d", "host", "memcpy" };
 
 struct opts {
 	size_t chunk;
-	int reps, warmup, json, gpu;
+	int reps, warmup, json, gpu, blocks;
 };
 
 struct setup {
@@ -36,6 +38,8 @@ struct setup {
 	unsigned char *ref;      /* expected dst */
 	char *bounce, *dst, *src; /* device: bounce pages, dst, memcpy source */
 	struct tp_unpack_job jobs[MAX_CHUNKS];
+	struct tp_unpack_job jobs_dev[MAX_CHUNKS]; /* ring copy in device memory */
+	struct tp_unpack_meta *dmeta;
 };
 
 static struct tp_unpack_meta *meta;
@@ -84,10 +88,11 @@ static void *xmalloc(size_t n)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unpack_bench [--chunk BYTES] [--reps N] [--warmup N] [--gpu N] "
-		   "[--json]\n"
+		   "[--blocks N] [--json]\n"
 		   "  --chunk   bytes per chunk (default 524288, at most 4 MiB)\n"
 		   "  --reps    timed repetitions, the median is reported (default 50)\n"
 		   "  --warmup  untimed repetitions first (default 5)\n"
+		   "  --blocks  unpack kernel blocks per chunk (default: the library's)\n"
 		   "  --json    one JSON object per row instead of the table\n");
 }
 
@@ -126,6 +131,10 @@ static int parse(int argc, char **argv, struct opts *o)
 		} else if (i + 1 < argc && !strcmp(argv[i], "--warmup") &&
 			   !parse_num(argv[i + 1], 0, 100000, &v)) {
 			o->warmup = (int)v;
+			i++;
+		} else if (i + 1 < argc && !strcmp(argv[i], "--blocks") &&
+			   !parse_num(argv[i + 1], 1, 256, &v)) {
+			o->blocks = (int)v;
 			i++;
 		} else if (i + 1 < argc && !strcmp(argv[i], "--gpu") &&
 			   !parse_num(argv[i + 1], 0, 1023, &v)) {
@@ -208,11 +217,19 @@ static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t 
 	}
 	/* memcpy copies the same payload bytes from a contiguous source. */
 	CKC(cudaMemcpy(st->src, st->ref, total, cudaMemcpyHostToDevice));
+	CKC(cudaMalloc((void **)&st->dmeta, sizeof(*meta)));
+	CKC(cudaMemcpy(st->dmeta, meta, sizeof(*meta), cudaMemcpyHostToDevice));
+	for (int j = 0; j < nchunks; j++) {
+		st->jobs_dev[j] = st->jobs[j];
+		st->jobs_dev[j].recs = st->dmeta->mem[j];
+		st->jobs_dev[j].cnt = &st->dmeta->cnt[j];
+	}
 	free(perm);
 }
 
 static void setup_destroy(struct setup *st)
 {
+	CKC(cudaFree(st->dmeta));
 	CKC(cudaFree(st->src));
 	CKC(cudaFree(st->dst));
 	CKC(cudaFree(st->bounce));
@@ -225,6 +242,9 @@ static void run_once(struct setup *st, enum variant var)
 	switch (var) {
 	case VAR_KERNEL:
 		CK(tp__dev_unpack_kernel(stream, st->jobs, st->nchunks));
+		break;
+	case VAR_KERNEL_DEVMETA:
+		CK(tp__dev_unpack_kernel(stream, st->jobs_dev, st->nchunks));
 		break;
 	case VAR_D2D:
 		for (int j = 0; j < st->nchunks; j++)
@@ -292,6 +312,24 @@ static float time_variant(struct setup *st, enum variant var, const struct opts 
 	return med;
 }
 
+/* Launch plus ring-read latency alone: every job's cnt is 0. */
+static float kernel_floor(int njobs, const struct opts *o, float *ms)
+{
+	struct setup st;
+
+	memset(&st, 0, sizeof(st));
+	st.nchunks = njobs;
+	for (int j = 0; j < njobs; j++) {
+		void *dm;
+
+		meta->cnt[j] = 0;
+		CKC(cudaHostGetDevicePointer(&dm, meta, 0));
+		st.jobs[j].recs = ((struct tp_unpack_meta *)dm)->mem[j];
+		st.jobs[j].cnt = &((struct tp_unpack_meta *)dm)->cnt[j];
+	}
+	return time_variant(&st, VAR_KERNEL, o, ms) * 1e3f;
+}
+
 int main(int argc, char **argv)
 {
 	static const int counts[] = { 1, 4, 16 };
@@ -312,13 +350,17 @@ int main(int argc, char **argv)
 	CK(tp__dev_stream_create(&stream));
 	CKC(cudaHostAlloc((void **)&meta, sizeof(*meta), cudaHostAllocMapped));
 	ms = xmalloc((size_t)o.reps * sizeof(*ms));
+	if (o.blocks)
+		CK(tp__dev_unpack_set_blocks(o.blocks));
 
 	if (!o.json) {
 		printf("# unpack_bench on %s: %zu-byte chunks, median of %d reps after %d warm-up\n"
 		       "# GB/s = 1e9 bytes of chunk payload per second; us/chunk = median time / "
 		       "chunks\n",
 		       prop.name, o.chunk, o.reps, o.warmup);
-		printf("%-7s %-7s %7s %10s %10s %9s\n", "layout", "variant", "chunks", "frags",
+		printf("# kernel floor (every cnt 0): %.2f us for 1 job, %.2f us for 16 jobs\n",
+		       kernel_floor(1, &o, ms), kernel_floor(16, &o, ms));
+		printf("%-7s %-8s %7s %10s %10s %9s\n", "layout", "variant", "chunks", "frags",
 		       "GB/s", "us/chunk");
 	}
 	for (int lay = LAYOUT_EMU; lay <= LAYOUT_PAGES; lay++) {
@@ -343,7 +385,7 @@ int main(int argc, char **argv)
 					       st.chunk, st.npages, med * 1e3, bytes / (med * 1e6),
 					       med * 1e3 / st.nchunks);
 				else
-					printf("%-7s %-7s %7d %10u %10.1f %9.2f\n", layout_name[lay],
+					printf("%-7s %-8s %7d %10u %10.1f %9.2f\n", layout_name[lay],
 					       variant_name[var], st.nchunks, st.npages,
 					       bytes / (med * 1e6), med * 1e3 / st.nchunks);
 			}

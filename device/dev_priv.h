@@ -28,6 +28,10 @@ struct tp_dev_event {
  * cudaGetErrorString(err)" as the detail and returns TCPX_P2P_ECUDA. */
 int tp__dev_cuda_check(cudaError_t err, const char *call);
 
+/* Blocks per job of the unpack kernel (a tuning knob for unpack_bench;
+ * not thread-safe against concurrent launches). */
+int tp__dev_unpack_set_blocks(int blocks);
+
 #define TP_CUDA(fn, ...) tp__dev_cuda_check(fn(__VA_ARGS__), #fn)
 
 #ifdef __cplusplus

@@ -12,10 +12,9 @@ extern "C" {
 
 #define TP_UNPACK_THREADS 256
 #define TP_UNPACK_WARPS (TP_UNPACK_THREADS / 32)
-/* Blocks per job: 256 warps, so a 4 MiB chunk of 2048 records gives each
- * warp 8 and a 512 KiB chunk spreads one record per warp. */
+/* Blocks per job: 256 warps of 8 records each cover a full ring slot. */
 #define TP_UNPACK_BLOCKS 32
-#define TP_UNPACK_UNROLL 4
+#define TP_UNPACK_UNROLL 8 /* a 4 KiB record: 8 uint4 per lane, all in flight */
 
 struct tp_unpack_args {
 	struct tp_unpack_job job[TP_UNPACK_MAX_JOBS];
@@ -99,38 +98,38 @@ static __device__ __forceinline__ void copy_rec(char *d, const char *s, uint32_t
 		copy_shift(d, s, len, lane);
 }
 
-/* Grid: x = TP_UNPACK_BLOCKS blocks per job, y = job.  Each warp owns a
- * contiguous range of records, loads up to 32 of them at once (one 16-byte
- * load per lane: the ring is in host memory, so fetch latency is what
- * matters) and copies them one after another with the whole warp. */
+/* Grid: x = blocks per job, y = job.  Each warp owns a fixed range of
+ * TP_UNPACK_MAX_PAGES / (warps per job) records and loads that range and
+ * cnt in the same round trip (one 16-byte load per lane, coalesced): the
+ * ring is in host memory, so its latency, not the copy, bounds small
+ * chunks.  Records at or past cnt are loaded but never used. */
 static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 	tp_unpack(const __grid_constant__ struct tp_unpack_args a)
 {
 	const struct tp_unpack_job *job = &a.job[blockIdx.y];
-	__shared__ uint32_t cnt_sh;
 	int lane = threadIdx.x & 31;
-	uint32_t warp = blockIdx.x * TP_UNPACK_WARPS + threadIdx.x / 32;
 	uint32_t nwarps = gridDim.x * TP_UNPACK_WARPS;
-
-	if (threadIdx.x == 0) {
-		/* Volatile-like load: the ring slot is rewritten between launches. */
-		uint64_t c = __ldcv((const unsigned long long *)job->cnt);
-		cnt_sh = c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
-	}
-	__syncthreads();
-
-	uint32_t cnt = cnt_sh;
-	uint32_t per = (cnt + nwarps - 1) / nwarps;
-	uint32_t first = warp * per;
-	uint32_t last = min(first + per, cnt);
+	uint32_t per = (TP_UNPACK_MAX_PAGES + nwarps - 1) / nwarps;
+	uint32_t first = (blockIdx.x * TP_UNPACK_WARPS + threadIdx.x / 32) * per;
 	const uint4 *recs = (const uint4 *)job->recs;
+	uint32_t cnt = 0;
 
-	for (uint32_t base = first; base < last; base += 32) {
-		uint32_t n = min(last - base, 32u);
+	/* Volatile-like loads (__ldcv): the slot is rewritten between launches. */
+	for (uint32_t base = first; base < first + per; base += 32) {
+		uint32_t n = min(first + per - base, 32u);
 		uint4 r = make_uint4(0, 0, 0, 0);
 
 		if ((uint32_t)lane < n)
 			r = __ldcv(recs + base + lane);
+		if (base == first) {
+			uint64_t c = lane == 0 ? __ldcv((const unsigned long long *)job->cnt) : 0;
+
+			c = __shfl_sync(0xffffffffu, c, 0);
+			cnt = c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
+		}
+		if (base >= cnt)
+			return;
+		n = min(n, cnt - base);
 		for (uint32_t k = 0; k < n; k++) {
 			uint32_t src_off = __shfl_sync(0xffffffffu, r.x, k);
 			uint32_t len = __shfl_sync(0xffffffffu, r.y, k);
@@ -141,6 +140,16 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 				 min(len, (uint32_t)TP_UNPACK_PAGE_SIZE), lane);
 		}
 	}
+}
+
+static int unpack_blocks = TP_UNPACK_BLOCKS;
+
+extern "C" int tp__dev_unpack_set_blocks(int blocks)
+{
+	if (blocks < 1 || blocks > TP_UNPACK_MAX_PAGES / TP_UNPACK_WARPS)
+		return tp__error(TCPX_P2P_EINVAL, "%d unpack blocks per job", blocks);
+	unpack_blocks = blocks;
+	return 0;
 }
 
 extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs)
@@ -154,6 +163,6 @@ extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_jo
 		return 0;
 	for (int i = 0; i < njobs; i++)
 		a.job[i] = jobs[i];
-	tp_unpack<<<dim3(TP_UNPACK_BLOCKS, njobs), TP_UNPACK_THREADS, 0, s->st>>>(a);
+	tp_unpack<<<dim3(unpack_blocks, njobs), TP_UNPACK_THREADS, 0, s->st>>>(a);
 	return tp__dev_cuda_check(cudaGetLastError(), "tp_unpack<<<>>>");
 }

@@ -12,7 +12,7 @@
  * transfer still sends one (empty) request so that both sides count it. */
 static inline uint64_t tp_chunk_count(size_t len, size_t chunk)
 {
-	return len == 0 ? 1 : (len + chunk - 1) / chunk;
+	return len == 0 ? 1 : len / chunk + (len % chunk != 0);
 }
 
 /* Chunks are numbered per connection and direction (seq); both peers number

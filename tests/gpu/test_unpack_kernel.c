@@ -11,7 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "tp_device.h"
+#include "dev_priv.h"
 #include "tcpx_p2p.h"
 
 #define PAGE TP_UNPACK_PAGE_SIZE
@@ -296,6 +296,17 @@ int main(void)
 	for (int lay = LAYOUT_RANDOM; lay <= LAYOUT_EMU; lay++)
 		for (int var = VAR_KERNEL; var <= VAR_HOST; var++)
 			run_all(lay, var, 0, 0);
+	/* Other grid shapes: 1 and 7 blocks give warps several 32-record
+	 * batches; 256 gives every warp a single record. */
+	if (tp__dev_unpack_set_blocks(0) != TCPX_P2P_EINVAL)
+		FAIL("0 blocks per job accepted");
+	for (size_t i = 0; i < 3; i++) {
+		static const int blocks[] = { 1, 7, 256 };
+
+		CK(tp__dev_unpack_set_blocks(blocks[i]));
+		run_all(LAYOUT_RANDOM, VAR_KERNEL, 0, 0);
+	}
+	CK(tp__dev_unpack_set_blocks(32));
 	for (int var = VAR_D2D; var <= VAR_HOST; var++) {
 		run_all(LAYOUT_RANDOM, var, 1, 0);
 		run_all(LAYOUT_RANDOM, var, 0, 1);

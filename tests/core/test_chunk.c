@@ -1,0 +1,124 @@
+/* The transfer engine's arithmetic: chunking, channel mapping, tags and
+ * window accounting (src/core/chunk.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core/chunk.h"
+
+static void test_chunk_count(void **state)
+{
+	assert_int_equal(tp_chunk_count(0, 512), 1);
+	assert_int_equal(tp_chunk_count(1, 512), 1);
+	assert_int_equal(tp_chunk_count(512, 512), 1);
+	assert_int_equal(tp_chunk_count(513, 512), 2);
+	assert_int_equal(tp_chunk_count(4u << 20, 512u << 10), 8);
+	assert_int_equal(tp_chunk_count((4u << 20) + 1, 512u << 10), 9);
+	assert_int_equal(tp_chunk_count(SIZE_MAX, 4u << 20), (SIZE_MAX - 1) / (4u << 20) + 1);
+}
+
+/* The chunks of a transfer tile it exactly, in order, none over chunk. */
+static void test_chunk_ranges_tile(void **state)
+{
+	const size_t lens[] = { 0, 1, 4095, 4096, 524287, 524288, 524289, 3 * 524288 + 7 };
+	const size_t chunks[] = { 1, 4096, 524288, 4u << 20 };
+	size_t li, ci, off, n, next;
+	uint64_t i, cnt;
+
+	for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+		for (ci = 0; ci < sizeof(chunks) / sizeof(chunks[0]); ci++) {
+			if (lens[li] / chunks[ci] > 100000)
+				continue;
+			cnt = tp_chunk_count(lens[li], chunks[ci]);
+			next = 0;
+			for (i = 0; i < cnt; i++) {
+				tp_chunk_range(lens[li], chunks[ci], i, &off, &n);
+				assert_int_equal(off, next);
+				assert_true(n <= chunks[ci]);
+				assert_true(n > 0 || lens[li] == 0);
+				next = off + n;
+			}
+			assert_int_equal(next, lens[li]);
+		}
+	}
+}
+
+/* Both peers derive the same channel and tag for every chunk from the
+ * sequence alone; consecutive chunks use every channel in turn and each
+ * channel sees its chunks in increasing order. */
+static void test_channel_and_tag(void **state)
+{
+	unsigned nchan, c, count[16];
+	uint64_t seq, last[16];
+
+	for (nchan = 1; nchan <= 16; nchan++) {
+		for (c = 0; c < nchan; c++) {
+			count[c] = 0;
+			last[c] = 0;
+		}
+		for (seq = 0; seq < 10 * nchan; seq++) {
+			c = tp_chunk_channel(seq, nchan);
+			assert_true(c < nchan);
+			assert_true(count[c] == 0 || seq > last[c]);
+			last[c] = seq;
+			count[c]++;
+		}
+		for (c = 0; c < nchan; c++)
+			assert_int_equal(count[c], 10);
+	}
+	assert_int_equal(tp_chunk_tag(0), 0);
+	assert_int_equal(tp_chunk_tag(12345), 12345);
+	assert_int_equal(tp_chunk_tag(0x7fffffffull), 0x7fffffff);
+	assert_int_equal(tp_chunk_tag(0x80000000ull), 0);
+	assert_true(tp_chunk_tag(UINT64_MAX) >= 0);
+}
+
+/* posted - retired never exceeds the limit, across counter wrap-around. */
+static void test_window(void **state)
+{
+	struct tp_window w = { .limit = 16 };
+	uint32_t start = UINT32_MAX - 40, k;
+	int i;
+
+	w.posted = w.tested = w.unpacked = w.retired = start;
+	for (i = 0; i < 16; i++) {
+		assert_true(tp_window_can_post(&w));
+		w.posted++;
+	}
+	assert_false(tp_window_can_post(&w));
+	assert_int_equal(tp_window_inflight(&w), 16);
+	/* tested and unpacked requests still hold their slots */
+	w.tested += 16;
+	w.unpacked += 16;
+	assert_false(tp_window_can_post(&w));
+	w.retired++;
+	assert_true(tp_window_can_post(&w));
+	for (i = 0; i < 200; i++) {
+		w.posted++;
+		w.tested = w.unpacked = w.retired = w.posted - 15;
+		assert_int_equal(tp_window_inflight(&w), 15);
+		assert_true(tp_window_can_post(&w));
+	}
+	w.limit = 1;
+	w.retired = w.posted;
+	assert_true(tp_window_can_post(&w));
+	w.posted++;
+	assert_false(tp_window_can_post(&w));
+	for (k = 0; k < 64; k++)
+		assert_int_equal(tp_window_slot(start + k), (start + k) % 16);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_chunk_count),
+		cmocka_unit_test(test_chunk_ranges_tile),
+		cmocka_unit_test(test_channel_and_tag),
+		cmocka_unit_test(test_window),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
