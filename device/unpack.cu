@@ -12,7 +12,8 @@ extern "C" {
 
 #define TP_UNPACK_THREADS 256
 #define TP_UNPACK_WARPS (TP_UNPACK_THREADS / 32)
-/* Blocks per job: 256 warps of 8 records each cover a full ring slot. */
+/* Blocks per job: up to 256 warps, so a 4 MiB chunk (up to 2048 records)
+ * gives each warp at most 8 and a 512 KiB one about one per warp. */
 #define TP_UNPACK_BLOCKS 32
 #define TP_UNPACK_UNROLL 8 /* a 4 KiB record: 8 uint4 per lane, all in flight */
 
@@ -98,38 +99,39 @@ static __device__ __forceinline__ void copy_rec(char *d, const char *s, uint32_t
 		copy_shift(d, s, len, lane);
 }
 
-/* Grid: x = blocks per job, y = job.  Each warp owns a fixed range of
- * TP_UNPACK_MAX_PAGES / (warps per job) records and loads that range and
- * cnt in the same round trip (one 16-byte load per lane, coalesced): the
- * ring is in host memory, so its latency, not the copy, bounds small
- * chunks.  Records at or past cnt are loaded but never used. */
+/* Grid: x = blocks per job, y = job.  Each block reads cnt once; each warp
+ * then owns a contiguous range of the records below cnt, loads up to 32 of
+ * them at once (one 16-byte load per lane, coalesced) and copies them one
+ * after another with the whole warp.  The ring is in host memory: every
+ * read of it is a PCIe round trip, so nothing reads records past cnt. */
 static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 	tp_unpack(const __grid_constant__ struct tp_unpack_args a)
 {
 	const struct tp_unpack_job *job = &a.job[blockIdx.y];
+	__shared__ uint32_t cnt_sh;
 	int lane = threadIdx.x & 31;
+	uint32_t warp = blockIdx.x * TP_UNPACK_WARPS + threadIdx.x / 32;
 	uint32_t nwarps = gridDim.x * TP_UNPACK_WARPS;
-	uint32_t per = (TP_UNPACK_MAX_PAGES + nwarps - 1) / nwarps;
-	uint32_t first = (blockIdx.x * TP_UNPACK_WARPS + threadIdx.x / 32) * per;
-	const uint4 *recs = (const uint4 *)job->recs;
-	uint32_t cnt = 0;
 
-	/* Volatile-like loads (__ldcv): the slot is rewritten between launches. */
-	for (uint32_t base = first; base < first + per; base += 32) {
-		uint32_t n = min(first + per - base, 32u);
+	if (threadIdx.x == 0) {
+		/* Volatile-like load: the ring slot is rewritten between launches. */
+		uint64_t c = __ldcv((const unsigned long long *)job->cnt);
+		cnt_sh = c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
+	}
+	__syncthreads();
+
+	uint32_t cnt = cnt_sh;
+	uint32_t per = (cnt + nwarps - 1) / nwarps;
+	uint32_t first = warp * per;
+	uint32_t last = min(first + per, cnt);
+	const uint4 *recs = (const uint4 *)job->recs;
+
+	for (uint32_t base = first; base < last; base += 32) {
+		uint32_t n = min(last - base, 32u);
 		uint4 r = make_uint4(0, 0, 0, 0);
 
 		if ((uint32_t)lane < n)
 			r = __ldcv(recs + base + lane);
-		if (base == first) {
-			uint64_t c = lane == 0 ? __ldcv((const unsigned long long *)job->cnt) : 0;
-
-			c = __shfl_sync(0xffffffffu, c, 0);
-			cnt = c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
-		}
-		if (base >= cnt)
-			return;
-		n = min(n, cnt - base);
 		for (uint32_t k = 0; k < n; k++) {
 			uint32_t src_off = __shfl_sync(0xffffffffu, r.x, k);
 			uint32_t len = __shfl_sync(0xffffffffu, r.y, k);
