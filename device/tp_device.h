@@ -35,10 +35,12 @@ int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s);
 /* *done = 1 once all work before the record finished; never blocks. */
 int tp__dev_event_query(tp_dev_event *e, int *done);
 
-/* One received chunk to unpack: the records of its meta-ring slot. */
+/* One received chunk to unpack: the records of its meta-ring slot.  The
+ * caller reads cnt (host memory, published before test reported done) and
+ * passes it by value: it saves the kernel a dependent PCIe read per block. */
 struct tp_unpack_job {
 	const tp_unpack_rec *recs; /* &meta->mem[slot][0] (device-accessible) */
-	const uint64_t *cnt;       /* &meta->cnt[slot] (device-accessible) */
+	uint32_t cnt;              /* meta->cnt[slot], <= TP_UNPACK_MAX_PAGES */
 	const char *bounce;        /* bounce buffer base (device pointer) */
 	char *dst;                 /* receive buffer (device pointer) */
 };
@@ -46,7 +48,7 @@ struct tp_unpack_job {
 #define TP_UNPACK_MAX_JOBS 32 /* jobs per kernel launch (passed by value) */
 
 /* kernel: one launch gathers every record of njobs (<= TP_UNPACK_MAX_JOBS)
- * chunks; the kernel reads cnt and the records itself. */
+ * chunks; the kernel reads the records from the ring itself. */
 int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs);
 /* d2d: cudaMemcpyAsync per record; the host reads the (pinned) records. */
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job);

@@ -99,28 +99,19 @@ static __device__ __forceinline__ void copy_rec(char *d, const char *s, uint32_t
 		copy_shift(d, s, len, lane);
 }
 
-/* Grid: x = blocks per job, y = job.  Each block reads cnt once; each warp
- * then owns a contiguous range of the records below cnt, loads up to 32 of
- * them at once (one 16-byte load per lane, coalesced) and copies them one
- * after another with the whole warp.  The ring is in host memory: every
- * read of it is a PCIe round trip, so nothing reads records past cnt. */
+/* Grid: x = blocks per job, y = job.  Each warp owns a contiguous range of
+ * the records below cnt (passed by value), loads up to 32 of them at once
+ * (one 16-byte load per lane, coalesced) and copies them one after another
+ * with the whole warp.  The ring is in host memory: every read of it is a
+ * PCIe round trip, so nothing reads records past cnt. */
 static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 	tp_unpack(const __grid_constant__ struct tp_unpack_args a)
 {
 	const struct tp_unpack_job *job = &a.job[blockIdx.y];
-	__shared__ uint32_t cnt_sh;
 	int lane = threadIdx.x & 31;
 	uint32_t warp = blockIdx.x * TP_UNPACK_WARPS + threadIdx.x / 32;
 	uint32_t nwarps = gridDim.x * TP_UNPACK_WARPS;
-
-	if (threadIdx.x == 0) {
-		/* Volatile-like load: the ring slot is rewritten between launches. */
-		uint64_t c = __ldcv((const unsigned long long *)job->cnt);
-		cnt_sh = c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
-	}
-	__syncthreads();
-
-	uint32_t cnt = cnt_sh;
+	uint32_t cnt = min(job->cnt, (uint32_t)TP_UNPACK_MAX_PAGES);
 	uint32_t per = (cnt + nwarps - 1) / nwarps;
 	uint32_t first = warp * per;
 	uint32_t last = min(first + per, cnt);

@@ -5,12 +5,9 @@
 #include "dev_priv.h"
 #include "util/error.h"
 
-/* cnt is published by the plugin before test reports done; read it once. */
 static uint32_t job_count(const struct tp_unpack_job *job)
 {
-	uint64_t c = *(const volatile uint64_t *)job->cnt;
-
-	return c > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : (uint32_t)c;
+	return job->cnt > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : job->cnt;
 }
 
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)

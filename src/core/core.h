@@ -20,6 +20,7 @@ struct tcpx_p2p_session {
 	int net_dev;
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
+	bool test_early_consume;      /* test only: consume before the unpack ends */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
 	struct tcpx_p2p_mr *mrs;      /* registered regions (for conn teardown) */
 	uint64_t mr_ids;              /* last region id handed out */

@@ -214,7 +214,7 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 
 	while (cm->win.retired < cm->win.unpacked) {
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
-		if (sl->unpack == TP_UNPACK_DEVICE) {
+		if (sl->unpack == TP_UNPACK_DEVICE && !c->s->test_early_consume) {
 			rc = tp__unpack_done(c->s, sl->launch, &done);
 			if (rc)
 				return rc;

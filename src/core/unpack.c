@@ -134,13 +134,18 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 
 	for (i = 0; i < n; i++) {
 		unsigned k = (unsigned)(slots[i] - cms[i]->slot);
+		uint64_t cnt = *(volatile uint64_t *)&cms[i]->meta->cnt[k];
 		struct tp_unpack_job j = {
 			.recs = cms[i]->meta->mem[k],
-			.cnt = &cms[i]->meta->cnt[k],
+			.cnt = (uint32_t)cnt,
 			.bounce = cms[i]->bounce,
 			.dst = slots[i]->dst,
 		};
 		bool dst_dev = slots[i]->x->mr->type == TCPX_P2P_MEM_CUDA;
+
+		if (cnt > TP_UNPACK_MAX_PAGES)
+			return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
+					 (unsigned long long)cnt);
 
 		if (dst_dev && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
 			jobs[nk++] = j;

@@ -205,7 +205,7 @@ static void run_batch(const struct batch *b, enum layout lay, enum variant var)
 		m->cnt[slot] = nrec[j];
 		CKC(cudaHostGetDevicePointer(&dm, m, 0));
 		jobs[j].recs = ((struct tp_unpack_meta *)dm)->mem[slot];
-		jobs[j].cnt = &((struct tp_unpack_meta *)dm)->cnt[slot];
+		jobs[j].cnt = nrec[j];
 		jobs[j].bounce = bounce;
 		jobs[j].dst = dst + base;
 	}

@@ -71,6 +71,20 @@ static void *run_side(void *arg)
 
 int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs)
 {
+	tcpx_p2p_config both[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (cfg)
+			both[i] = *cfg;
+		else if (tcpx_p2p_config_init(&both[i]))
+			return TCPX_P2P_EINVAL;
+	}
+	return tp_pair_open2(p, both, use_blobs);
+}
+
+int tp_pair_open2(struct tp_pair *p, const tcpx_p2p_config cfg[2], int use_blobs)
+{
 	struct side sd[2];
 	pthread_t th;
 	static unsigned char copy[2][8192];
@@ -81,7 +95,7 @@ int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs)
 	memset(p, 0, sizeof(*p));
 	memset(sd, 0, sizeof(sd));
 	for (i = 0; i < 2; i++) {
-		rc = tcpx_p2p_session_create(cfg, &p->s[i]);
+		rc = tcpx_p2p_session_create(&cfg[i], &p->s[i]);
 		if (rc) {
 			fprintf(stderr, "session_create: %s\n", tcpx_p2p_last_error());
 			goto fail;

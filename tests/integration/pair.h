@@ -16,6 +16,8 @@ struct tp_pair {
 /* cfg NULL: defaults + environment.  Connects through the rendezvous
  * (use_blobs 0) or by blob exchange (1).  Returns 0 or a TCPX_P2P_E*. */
 int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs);
+/* The same with one config per side (cfg[0] for s[0], cfg[1] for s[1]). */
+int tp_pair_open2(struct tp_pair *p, const tcpx_p2p_config cfg[2], int use_blobs);
 void tp_pair_close(struct tp_pair *p);
 
 /* Deterministic pattern: byte i of stream `seed` (any offset). */

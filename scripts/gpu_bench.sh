@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU benchmark batch run after scripts/gpu_ci.sh on a GPU machine:
+# verified tcpx_perf loopback over the emulator for every unpack variant,
+# host-memory channel scaling, and unpack_bench.  Usage (BUILD = build dir):
+#   BUILD=build-gpu scripts/gpu_bench.sh
+set -euo pipefail
+build=${BUILD:-build-gpu}
+perf=$build/bin/tcpx_perf
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+gpus=0,0
+[ "$ngpu" -ge 2 ] && gpus=0,1
+status=0
+
+run() {
+	echo "\$ $*"
+	"$@" || { echo "FAILED: $*"; status=1; }
+}
+
+for unpack in kernel d2d host; do
+	for size in 64M 256M; do
+		run "$perf" loopback --mem cuda --gpu "$gpus" --unpack "$unpack" --size "$size" \
+			-n 5 -w 2 --verify -q
+	done
+done
+for ch in 1 2 4; do
+	run "$perf" loopback --mem host --channels "$ch" --size 64M -n 20 -w 3 -q
+done
+run "$perf" loopback --mem cuda --gpu "$gpus" -b 512K -e 256M -f 4 -n 10 -w 2 -q
+if [ -x "$build/bin/unpack_bench" ]; then
+	run "$build/bin/unpack_bench"
+fi
+exit $status
