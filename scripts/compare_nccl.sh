@@ -21,7 +21,7 @@ warmup=3
 sizes=512K:256M
 gpus=0,1
 
-die() { echo "compare_nccl: $*" >&2; exit "${2:-1}"; }
+die() { echo "compare_nccl: $1" >&2; exit "${2:-1}"; }
 usage() { sed -n '2,15s/^# \{0,1\}//p' "$0"; }
 
 while (($#)); do
@@ -71,11 +71,10 @@ run() {
 	done
 	shift
 	echo "== $name: ${envs[*]} $(basename "$1") ${*:2}"
-	env "${clean[@]}" "${envs[@]}" "$@" --json "$out/$name.json" 2>&1 |
-		tee "$out/$name.log" || rc=$?
-	if ((rc == 0)); then
-		rc=${PIPESTATUS[0]}
-	fi
+	set +e
+	env "${clean[@]}" "${envs[@]}" "$@" --json "$out/$name.json" 2>&1 | tee "$out/$name.log"
+	rc=${PIPESTATUS[0]}
+	set -e
 	if ((rc == 77)); then
 		die "$name: skipped (needs two usable GPUs)" 77
 	fi
@@ -89,7 +88,7 @@ run tcpx_emu TCPX_P2P_PLUGIN="$emu" NCCL_SOCKET_IFNAME=lo -- \
 run tcpx_emu_2x4 TCPX_P2P_PLUGIN="$emu" NCCL_SOCKET_IFNAME=lo "${socks_2x4[@]}" -- \
 	"$perf" loopback -q --mem cuda --gpu "$gpus" "${sweep[@]}"
 
-python3 - "$out" <<'EOF' | tee "$out/compare.txt"
+python3 - "$out" >"$out/compare.txt" <<'EOF' || die "merging the results failed"
 import json, os, sys
 
 out = sys.argv[1]
@@ -122,6 +121,5 @@ for s in sizes:
     cells += ["%.2f" % (res[a][s] / res[b][s]) if res[b][s] > 0 else "-" for a, b in ratios]
     print("  ".join(c.rjust(w[i]) for i, c in enumerate(cells)))
 EOF
-rc=${PIPESTATUS[0]}
-((rc == 0)) || die "merging the results failed"
+cat "$out/compare.txt"
 echo "compare_nccl: results in $out"

@@ -153,7 +153,7 @@ static void test_early_consume_corrupts(void **state)
 	int i;
 
 	setenv("TCPX_P2P_TEST_EARLY_CONSUME", "1", 1);
-	open_pair(&p, sd, 64u << 20, 4);
+	open_pair(&p, sd, (64u << 20) + 8192, 4);
 	for (i = 0; i < 5 && !bad; i++)
 		bad = move(&p, sd, 0, 0, 64u << 20, 900 + (uint64_t)i);
 	close_pair(&p, sd);
