@@ -57,7 +57,6 @@ struct tcpx_p2p_xfer {
 	uint64_t first_seq, nchunks, retired;
 	int err;            /* first error, 0 while fine */
 	bool done;          /* retired == nchunks or err */
-	bool released;      /* the caller let go; free once done */
 	struct tcpx_p2p_xfer *prev, *next; /* the direction's active list */
 };
 

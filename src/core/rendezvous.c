@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/core.h"
 #include "util/error.h"
@@ -59,13 +60,35 @@ int tcpx_p2p_server_destroy(tcpx_p2p_server *srv)
 	return 0;
 }
 
-/* Both sides: listen, send our blob, read the peer's, connect. */
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left before deadline (< 0: none), at least 1 so that an
+ * expired step still reports its own timeout. */
+static int left_ms(int64_t deadline)
+{
+	int64_t left;
+
+	if (deadline < 0)
+		return -1;
+	left = deadline - now_ms();
+	return left < 1 ? 1 : (int)left;
+}
+
+/* Both sides: listen, send our blob, read the peer's, connect; all within
+ * one deadline. */
 static int handshake(struct tcpx_p2p_session *s, int fd, const char *peer, int timeout_ms,
 		     struct tcpx_p2p_conn **out)
 {
 	struct tcpx_p2p_listener *l;
 	const void *blob;
 	unsigned char *peer_blob;
+	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 	size_t len;
 	uint32_t peer_len;
 	int rc;
@@ -77,12 +100,12 @@ static int handshake(struct tcpx_p2p_session *s, int fd, const char *peer, int t
 	if (rc)
 		goto free_blob;
 	tcpx_p2p_listener_blob(l, &blob, &len);
-	rc = tp__frame_send(fd, TP_FRAME_HELLO, blob, (uint32_t)len, timeout_ms);
+	rc = tp__frame_send(fd, TP_FRAME_HELLO, blob, (uint32_t)len, left_ms(deadline));
 	if (!rc)
 		rc = tp__frame_recv(fd, TP_FRAME_HELLO, peer_blob, TP_FRAME_MAX, &peer_len,
-				    timeout_ms);
+				    left_ms(deadline));
 	if (!rc)
-		rc = tcpx_p2p_connect(l, peer_blob, peer_len, timeout_ms, out);
+		rc = tcpx_p2p_connect(l, peer_blob, peer_len, left_ms(deadline), out);
 	if (rc) {
 		TP_WARN("conn", "handshake with %s failed: %s", peer, tcpx_p2p_last_error());
 		tcpx_p2p_listener_destroy(l);

@@ -16,7 +16,7 @@ void tp__log_init(void);
 
 #define TP_LOG(lvl, ss, ...)                                                     \
 	do {                                                                     \
-		if ((lvl) <= tp__log_level)                                      \
+		if ((lvl) <= __atomic_load_n(&tp__log_level, __ATOMIC_RELAXED))  \
 			tp__log((lvl), (ss), __FILE__, __LINE__, __VA_ARGS__);   \
 	} while (0)
 
