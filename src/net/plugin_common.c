@@ -248,6 +248,8 @@ int tp__net_test(struct tp_net *net, tp_nccl_test_fn fn, void *request, int *don
 
 	if (!fn)
 		return tp__net_unsupported(net, "test");
+	/* Some plugins write done only once the request completes. */
+	*done = 0;
 	return tp__net_err(net, "test", fn(request, done, &size));
 }
 
