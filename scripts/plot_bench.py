@@ -90,7 +90,7 @@ def main():
     ap.add_argument("--label", action="append", default=[],
                     help="line name, once per file in order (default: file name)")
     ap.add_argument("--metric", choices=sorted(METRICS), default="gbps")
-    ap.add_argument("--title", default="GPU/host point-to-point bandwidth")
+    ap.add_argument("--title", default="point-to-point bandwidth")
     a = ap.parse_args()
     if len(a.label) > len(a.files):
         ap.error("more --label than files")

@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""Smoke tests of the benchmark programs and scripts, one case per run:
+
+    bench_smoke.py BUILD_DIR SOURCE_DIR CASE
+
+Every case runs real transfers (or the real failure path) and checks bytes
+through --verify, exit codes and the JSON records.  Exit status: 0 pass,
+1 fail, 77 skip.  TCPX_P2P_PLUGIN must name the emulator plugin.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def clean_env(**extra):
+    """The caller's TCPX_P2P_* / NCCL_* / launcher settings would change what
+    the programs do; keep only the plugin path."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith(("TCPX_P2P_", "NCCL_", "TCPX_EMU_", "UCCL_TCPX_"))
+                   or k in ("OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK"))}
+    if "TCPX_P2P_PLUGIN" in os.environ:
+        env["TCPX_P2P_PLUGIN"] = os.environ["TCPX_P2P_PLUGIN"]
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run(cmd, env=None, timeout=60, expect=0):
+    p = subprocess.run(cmd, env=env or clean_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
+    if expect is not None and p.returncode != expect:
+        sys.stdout.write(p.stdout)
+        sys.stderr.write(p.stderr)
+        raise Fail("%s: exit %d, expected %d" % (" ".join(cmd), p.returncode, expect))
+    return p
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            recs = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Fail("%s: %s" % (path, e))
+    check(isinstance(recs, list), "%s: not a JSON array" % path)
+    return recs
+
+
+def sweep(lo, hi, factor):
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s = max(int(s * factor), s + 1)
+    return out
+
+
+def check_records(recs, sizes, iters, **cfg):
+    got = [r.get("size") for r in recs]
+    check(got == sizes, "sizes %s, expected %s" % (got, sizes))
+    for r in recs:
+        for k in ("iters", "time_us", "gbps", "p50_us", "p99_us", "config"):
+            check(k in r, "record for %s lacks %s" % (r["size"], k))
+        check(r["iters"] == iters, "iters %s, expected %d" % (r["iters"], iters))
+        check(r["gbps"] > 0 and r["time_us"] > 0, "no bandwidth at %d: %s" % (r["size"], r))
+        check(0 < r["p50_us"] <= r["p99_us"], "percentiles out of order: %s" % r)
+        # GB/s is 1e9 bytes/s of the average time (twice the bytes both ways).
+        mult = 2 if r["config"].get("bidir") else 1
+        want = mult * r["size"] / (r["time_us"] * 1e3)
+        check(abs(r["gbps"] - want) <= 1e-3 * want + 1e-4,
+              "gbps %s does not match size/time %.4f" % (r["gbps"], want))
+        for k, v in cfg.items():
+            check(r["config"].get(k) == v, "config %s = %r, expected %r"
+                  % (k, r["config"].get(k), v))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Ctx:
+    def __init__(self, build, src, tmp):
+        self.build, self.src, self.tmp = build, src, tmp
+        self.perf = os.path.join(build, "bin", "tcpx_perf")
+        check(os.access(self.perf, os.X_OK), "no %s: build tcpx_perf first" % self.perf)
+        check(os.path.isfile(os.environ.get("TCPX_P2P_PLUGIN", "")),
+              "TCPX_P2P_PLUGIN does not name the emulator plugin")
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def script(self, name):
+        return os.path.join(self.src, "scripts", name)
+
+
+def case_sweep(c):
+    out = c.path("sweep.json")
+    run([c.perf, "loopback", "--mem", "host", "-b", "4K", "-e", "4M", "-f", "4", "-n", "3",
+         "-w", "1", "--verify", "--json", out], env=clean_env(TCPX_P2P_NUM_CHANNELS=3))
+    check_records(load_json(out), sweep(4096, 4 << 20, 4), 3, mem="host", verify=True,
+                  warmup=1, bidir=False, channels=3, role="server", chunk_bytes=512 << 10)
+
+
+def case_bidir(c):
+    out = c.path("bidir.json")
+    p = run([c.perf, "loopback", "--mem", "host", "--bidir", "--chunk", "256K", "-b", "64K",
+             "-e", "2M", "-f", "8", "-n", "3", "-w", "1", "--verify", "--json", out])
+    check("bidirectional" in p.stdout, "table header does not say bidirectional")
+    check_records(load_json(out), sweep(64 << 10, 2 << 20, 8), 3, bidir=True, verify=True,
+                  chunk_bytes=256 << 10)
+
+
+def case_dump_config(c):
+    with open(os.path.join(c.src, "src", "util", "config.c")) as f:
+        names = set(re.findall(r'\{\s*"(TCPX_P2P_[A-Z0-9_]+)"', f.read()))
+    check(len(names) >= 5, "found only %s in the settings table" % sorted(names))
+    names |= {"TCPX_P2P_PERF_SIZE", "TCPX_P2P_PERF_ITERS"}
+    p = run([c.perf, "--dump-config"], env=clean_env(TCPX_P2P_CHUNK_BYTES="1M",
+                                                     TCPX_P2P_PERF_ITERS=7))
+    listed = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"(TCPX_P2P_[A-Z0-9_]+)\s*=\s*(\S+)", line)
+        if m:
+            listed[m.group(1)] = m.group(2)
+    missing = names - set(listed)
+    check(not missing, "--dump-config omits %s" % sorted(missing))
+    check(listed["TCPX_P2P_CHUNK_BYTES"] == "1048576",
+          "TCPX_P2P_CHUNK_BYTES=1M shows as %s" % listed["TCPX_P2P_CHUNK_BYTES"])
+    check(listed["TCPX_P2P_PERF_ITERS"] == "7", "TCPX_P2P_PERF_ITERS=7 not shown")
+
+
+def case_bad_flag(c):
+    for args in (["loopback", "--bogus"], ["loopback", "--mem", "gpu"], ["loopback", "-n", "0"],
+                 ["loopback", "--window", "17"], ["sideways"], [], ["client", "-p", "99999"]):
+        p = run([c.perf] + args, expect=2)
+        check("usage" in p.stderr or "bad value" in p.stderr,
+              "%s: no usage message on stderr" % args)
+    # auto without a launcher rank cannot pick a side.
+    run([c.perf, "auto", "-H", "127.0.0.1"], expect=2)
+
+
+def has_gpu():
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, universal_newlines=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0 and "GPU 0" in p.stdout
+
+
+def case_cuda_skip(c):
+    args = [c.perf, "loopback", "--mem", "cuda", "--gpu", "0,0", "-s", "1M", "-n", "2", "-w", "1", "--verify"]
+    if has_gpu():
+        run(args)  # with a GPU the same run must pass, verified
+        return
+    p = run(args, expect=SKIP)
+    check("no usable CUDA device" in p.stderr, "no skip message: %r" % p.stderr)
+
+
+def start(cmd, env, log):
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def finish(procs, logs, timeout=60):
+    rcs = []
+    for p in procs:
+        try:
+            rcs.append(p.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+                    q.wait()
+            rcs.append("timeout")
+    if any(rc != 0 for rc in rcs):
+        for path in logs:
+            with open(path) as f:
+                sys.stdout.write("---- %s\n%s" % (path, f.read()))
+    return rcs
+
+
+def two_processes(c, name, server_cmd, client_cmd, server_env, client_env):
+    """Run both peers; returns (rcs, server records, client records)."""
+    sj, cj = c.path(name + "-server.json"), c.path(name + "-client.json")
+    sl, cl = c.path(name + "-server.log"), c.path(name + "-client.log")
+    with open(sl, "w") as slog, open(cl, "w") as clog:
+        srv = start(server_cmd + ["--json", sj], server_env, slog)
+        cli = start(client_cmd + ["--json", cj], client_env, clog)
+        rcs = finish([srv, cli], [sl, cl])
+    return rcs, sj, cj
+
+
+def peer_args():
+    return ["-b", "256K", "-e", "1M", "-f", "2", "-n", "3", "-w", "1", "--verify",
+            "--timeout", "20000"]
+
+
+def case_server_client(c):
+    for attempt in range(3):
+        port = str(free_port())
+        rcs, sj, cj = two_processes(
+            c, "sc", [c.perf, "server", "--bind", "127.0.0.1", "-p", port] + peer_args(),
+            [c.perf, "client", "-H", "127.0.0.1", "-p", port] + peer_args(),
+            clean_env(), clean_env())
+        if rcs == [0, 0]:
+            break
+        # Someone else may have taken the port between probe and listen.
+        with open(c.path("sc-server.log")) as f:
+            if "listen" not in f.read() or attempt == 2:
+                raise Fail("server/client exit statuses %s" % rcs)
+    sizes = sweep(256 << 10, 1 << 20, 2)
+    check_records(load_json(sj), sizes, 3, role="server", verify=True)
+    check_records(load_json(cj), sizes, 3, role="client", verify=True)
+
+
+def case_auto(c):
+    port = str(free_port())
+    cmd = [c.perf, "auto", "-p", port] + peer_args()
+    rcs, sj, cj = two_processes(
+        c, "auto", cmd, cmd, clean_env(OMPI_COMM_WORLD_RANK=0),
+        clean_env(OMPI_COMM_WORLD_RANK=1, TCPX_P2P_PEER="127.0.0.1"))
+    check(rcs == [0, 0], "auto ranks 0/1 exit statuses %s" % rcs)
+    check_records(load_json(sj), sweep(256 << 10, 1 << 20, 2), 3, role="server")
+    check_records(load_json(cj), sweep(256 << 10, 1 << 20, 2), 3, role="client")
+
+
+def case_a3_local(c):
+    out = c.path("a3")
+    p = run([c.script("run_a3_8gpu.sh"), "--local", "2", "--out", out, "--build-dir", c.build,
+             "-b", "256K", "-e", "1M", "-f", "4", "-n", "3", "-w", "1", "--verify"],
+            timeout=120)
+    sizes = sweep(256 << 10, 1 << 20, 4)
+    per = []
+    for g in range(2):
+        recs = load_json(os.path.join(out, "local-gpu%d.json" % g))
+        check_records(recs, sizes, 3, mem="host", verify=True)
+        per.append({r["size"]: r["gbps"] for r in recs})
+    rows = [l.split() for l in p.stdout.splitlines() if l.strip() and l.split()[0].isdigit()]
+    check([int(r[0]) for r in rows] == sizes, "summary sizes: %s" % p.stdout)
+    for r in rows:
+        s = int(r[0])
+        check(abs(float(r[3]) - (per[0][s] + per[1][s])) < 0.01,
+              "total %s is not the sum of the pairs at %d" % (r[3], s))
+    # A pair that fails must fail the run.
+    run([c.script("run_a3_8gpu.sh"), "--local", "1", "--out", c.path("a3bad"),
+         "--build-dir", c.build, "--bogus-perf-flag"], expect=1)
+
+
+STUB_PERF = """#!/bin/sh
+# tcpx_perf with host memory instead of GPUs: exercises compare_nccl.sh.
+real=%s
+fail=%s
+[ "$fail" = 1 ] && { echo "stub failure" >&2; exit 1; }
+set -- "$@" END
+while [ "$1" != END ]; do
+	case $1 in
+	--mem) set -- "$@" --mem host; shift 2 ;;
+	--gpu|-g) shift 2 ;;
+	*) set -- "$@" "$1"; shift ;;
+	esac
+done
+shift
+exec "$real" %s "$@"
+"""
+
+
+def make_stub_build(c, name, fail_nccl):
+    root = c.path(name)
+    os.makedirs(os.path.join(root, "bin"))
+    os.symlink(os.path.join(c.build, "lib"), os.path.join(root, "lib"))
+    for prog, mode, fail in (("tcpx_perf", "", 0), ("nccl_pair", "loopback --mem host",
+                                                    1 if fail_nccl else 0)):
+        path = os.path.join(root, "bin", prog)
+        with open(path, "w") as f:
+            f.write(STUB_PERF % (c.perf, fail, mode))
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return root
+
+
+def case_compare_script(c):
+    build = make_stub_build(c, "stub", False)
+    out = c.path("cmp")
+    p = run([c.script("compare_nccl.sh"), "--build-dir", build, "--out", out, "--iters", "2",
+             "--warmup", "1", "--sizes", "512K:2M"], timeout=120)
+    names = ["nccl_sock", "nccl_sock_2x4", "tcpx_emu", "tcpx_emu_2x4"]
+    res = {}
+    for n in names:
+        recs = load_json(os.path.join(out, n + ".json"))
+        check_records(recs, sweep(512 << 10, 2 << 20, 2), 2)
+        res[n] = {r["size"]: r["gbps"] for r in recs}
+    with open(os.path.join(out, "compare.txt")) as f:
+        table = f.read()
+    check(table in p.stdout, "the table is not printed")
+    rows = [l.split() for l in table.splitlines() if l and not l.startswith("#")]
+    check(rows[0][:5] == ["size"] + names, "header %s" % rows[0])
+    check([r[0] for r in rows[1:]] == ["512K", "1M", "2M"], "table sizes %s" % rows[1:])
+    for r, s in zip(rows[1:], (512 << 10, 1 << 20, 2 << 20)):
+        for i, n in enumerate(names):
+            check(abs(float(r[1 + i]) - res[n][s]) < 0.001, "%s at %d" % (n, s))
+        want = res["tcpx_emu"][s] / res["nccl_sock"][s]
+        check(abs(float(r[5]) - want) < 0.01, "ratio %s, expected %.2f" % (r[5], want))
+    bad = make_stub_build(c, "stubbad", True)
+    run([c.script("compare_nccl.sh"), "--build-dir", bad, "--out", c.path("cmpbad"),
+         "--iters", "2", "--sizes", "512K:1M"], expect=1)
+    run([c.script("compare_nccl.sh"), "--sizes", "512K"], expect=2)
+
+
+def case_plot(c):
+    data = c.path("plot.json")
+    run([c.perf, "loopback", "--mem", "host", "-b", "64K", "-e", "4M", "-f", "4", "-n", "3",
+         "-w", "1", "--json", data])
+    png = c.path("plot.png")
+    p = run([c.script("plot_bench.py"), "-o", png, "--label", "emu", data, data], expect=None)
+    if p.returncode == 1 and "matplotlib is missing" in p.stderr:
+        print(p.stderr.strip())
+        return SKIP
+    check(p.returncode == 0, "plot_bench.py: exit %d: %s" % (p.returncode, p.stderr))
+    with open(png, "rb") as f:
+        head = f.read(8)
+    check(head == b"\x89PNG\r\n\x1a\n", "%s is not a PNG" % png)
+    check(os.path.getsize(png) > 10000, "PNG suspiciously small")
+    broken = c.path("broken.json")
+    with open(broken, "w") as f:
+        f.write("[{\"size\": 1}")
+    p = run([c.script("plot_bench.py"), "-o", c.path("x.png"), broken], expect=1)
+    check("plot_bench:" in p.stderr, "no message for a broken file")
+    return 0
+
+
+def case_env_scripts(c):
+    env = clean_env(NCCL_SOCKET_NTHREADS=3)
+    p = run(["bash", "-c", 'set -u; . "$0"; env', c.script("tcpx_env.sh")], env=env)
+    got = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
+    want = {"NCCL_SOCKET_NTHREADS": "3", "NCCL_NSOCKS_PERTHREAD": "4",
+            "NCCL_DYNAMIC_CHUNK_SIZE": "524288", "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
+            "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": "eth1,eth2,eth3,eth4",
+            "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0"}
+    for k, v in want.items():
+        check(got.get(k) == v, "tcpx_env.sh: %s=%r, expected %r" % (k, got.get(k), v))
+    run(["bash", c.script("tcpx_env.sh")], expect=2)
+    for g in range(8):
+        p = run([c.script("run_two_node.sh"), "client", "--peer", "10.0.0.2", "--gpu", str(g),
+                 "--build-dir", c.build, "--dry-run", "--", "-s", "1M"])
+        check("TCPX_P2P_NET_DEV=%d" % (g // 2) in p.stdout.splitlines(),
+              "GPU %d: net dev not %d: %s" % (g, g // 2, p.stdout))
+        check("-> eth%d " % (1 + g // 2) in p.stderr, "GPU %d: NIC: %s" % (g, p.stderr))
+        cmd = p.stdout.splitlines()[-1]
+        check(re.search(r"tcpx_perf client --mem cuda --gpu %d --host 10\.0\.0\.2 -s 1M" % g,
+                        cmd), "GPU %d: command %s" % (g, cmd))
+    run([c.script("run_two_node.sh"), "client", "--dry-run"], expect=2)
+
+
+def case_nccl_pair(c):
+    pair = os.path.join(c.build, "bin", "nccl_pair")
+    if not os.access(pair, os.X_OK):
+        print("nccl_pair not built (needs CUDA and NCCL): skipping")
+        return SKIP
+    run([pair, "--bogus"], expect=2)
+    run([pair, "-g", "1,1"], expect=2)
+    out = c.path("nccl.json")
+    p = run([pair, "-b", "64K", "-e", "4M", "-f", "8", "-n", "3", "-w", "1", "--verify",
+             "--json", out], env=clean_env(NCCL_SOCKET_NTHREADS=2), expect=None)
+    if p.returncode == SKIP:
+        check("skipping" in p.stderr, "77 without a message")
+        print(p.stderr.strip())
+        return SKIP
+    check(p.returncode == 0, "nccl_pair exit %d: %s" % (p.returncode, p.stderr))
+    recs = load_json(out)
+    check_records(recs, sweep(64 << 10, 4 << 20, 8), 3, bench="nccl_pair", verify=True)
+    check(recs[0]["config"]["env"].get("NCCL_SOCKET_NTHREADS") == "2", "env not echoed")
+    return 0
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[3] not in CASES:
+        sys.stderr.write("usage: bench_smoke.py BUILD_DIR SOURCE_DIR {%s}\n"
+                         % "|".join(sorted(CASES)))
+        return 1
+    tmp = tempfile.mkdtemp(prefix="bench_smoke.")
+    try:
+        rc = CASES[sys.argv[3]](Ctx(os.path.abspath(sys.argv[1]),
+                                    os.path.abspath(sys.argv[2]), tmp))
+    except Fail as e:
+        print("FAIL %s: %s (files in %s)" % (sys.argv[3], e, tmp))
+        return 1
+    except subprocess.TimeoutExpired as e:
+        print("FAIL %s: timed out: %s (files in %s)" % (sys.argv[3], e.cmd, tmp))
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("%s %s" % ("SKIP" if rc == SKIP else "PASS", sys.argv[3]))
+    return rc or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
