@@ -5,7 +5,6 @@
  * Exit status: 0 success, 1 error or verification mismatch, 2 usage,
  * 77 fewer than two usable GPUs. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <getopt.h>
 #include <sched.h>
 #include <stdint.h>
@@ -16,6 +15,8 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+
+#include "bench_util.h"
 
 struct opts {
 	size_t min_bytes, max_bytes;
@@ -36,11 +37,6 @@ struct pair {
 	int broken;           /* a transfer failed or stalled: abort, never destroy */
 };
 
-struct row {
-	size_t size;
-	int iters;
-	double avg_us, p50_us, p99_us, gbps;
-};
 
 /* The NCCL settings that decide which transport and how many sockets a
  * send/recv between two local GPUs uses; echoed into every JSON record. */
@@ -72,45 +68,6 @@ static void usage(FILE *f)
 "GB/s means 10^9 bytes per second of completed payload.\n");
 }
 
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	switch (*end) {
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'K': case 'k': shift = 10; end++; break;
-	default: break;
-	}
-	if (*end == 'i' && end[1] == 'B')
-		end += 2;
-	else if (*end == 'B')
-		end++;
-	if (*end || (shift && v > (~0ull >> shift)))
-		return -1;
-	*out = (size_t)(v << shift);
-	return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static int bad(const char *opt, const char *val)
 {
 	fprintf(stderr, "nccl_pair: bad value for %s: '%s'\n", opt, val);
@@ -123,16 +80,16 @@ static int parse_flag(struct opts *o, int c, const char *arg)
 {
 	switch (c) {
 	case 's':
-		if (parse_size(arg, &o->min_bytes))
+		if (bench_parse_size(arg, &o->min_bytes))
 			return bad("--size", arg);
 		o->max_bytes = o->min_bytes;
 		break;
 	case 'b':
-		if (parse_size(arg, &o->min_bytes))
+		if (bench_parse_size(arg, &o->min_bytes))
 			return bad("--min-bytes", arg);
 		break;
 	case 'e':
-		if (parse_size(arg, &o->max_bytes))
+		if (bench_parse_size(arg, &o->max_bytes))
 			return bad("--max-bytes", arg);
 		break;
 	case 'f':
@@ -141,11 +98,11 @@ static int parse_flag(struct opts *o, int c, const char *arg)
 			return bad("--step-factor", arg);
 		break;
 	case 'n':
-		if (parse_int(arg, 1, 1 << 24, &o->iters))
+		if (bench_parse_int(arg, 1, 1 << 24, &o->iters))
 			return bad("--iters", arg);
 		break;
 	case 'w':
-		if (parse_int(arg, 0, 1 << 24, &o->warmup))
+		if (bench_parse_int(arg, 0, 1 << 24, &o->warmup))
 			return bad("--warmup", arg);
 		break;
 	case 'g':
@@ -156,7 +113,7 @@ static int parse_flag(struct opts *o, int c, const char *arg)
 	case O_VERIFY: o->verify = 1; break;
 	case O_JSON: o->json = arg; break;
 	case O_TIMEOUT:
-		if (parse_int(arg, 1, 1 << 30, &o->timeout_ms))
+		if (bench_parse_int(arg, 1, 1 << 30, &o->timeout_ms))
 			return bad("--timeout", arg);
 		break;
 	case 'q': o->quiet = 1; break;
@@ -319,37 +276,8 @@ static int verify_check(struct pair *p, const struct opts *o, size_t bytes, unsi
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile, as tcpx_perf computes it. */
-static double pct(const double *v, int n, double p)
-{
-	int k = (int)(p / 100.0 * n + 0.999999) - 1;
-
-	return v[k < 0 ? 0 : (k >= n ? n - 1 : k)];
-}
-
-static void stats(struct row *r, double *us)
-{
-	double sum = 0;
-	int i;
-
-	for (i = 0; i < r->iters; i++)
-		sum += us[i];
-	qsort(us, (size_t)r->iters, sizeof(*us), cmp_double);
-	r->avg_us = sum / r->iters;
-	r->p50_us = pct(us, r->iters, 50);
-	r->p99_us = pct(us, r->iters, 99);
-	r->gbps = r->avg_us > 0 ? (double)r->size / (r->avg_us * 1e3) : 0;
-}
-
 static int run_size(struct pair *p, const struct opts *o, size_t bytes, double *us,
-		    struct row *r)
+		    struct bench_row *r)
 {
 	unsigned seed = (unsigned)(bytes >> 10);
 	double t0;
@@ -370,7 +298,7 @@ static int run_size(struct pair *p, const struct opts *o, size_t bytes, double *
 	}
 	r->size = bytes;
 	r->iters = o->iters;
-	stats(r, us);
+	bench_stats(r, us, r->size);
 	return 0;
 }
 
@@ -388,7 +316,7 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void json_row(FILE *f, const struct opts *o, const struct row *r, int nccl_version,
+static void json_row(FILE *f, const struct opts *o, const struct bench_row *r, int nccl_version,
 		     int first)
 {
 	size_t i;
@@ -497,7 +425,7 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	struct pair p;
-	struct row r;
+	struct bench_row r;
 	FILE *json = NULL;
 	double *us = NULL;
 	size_t bytes, next;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_util.h"
 #include "tcpx_p2p.h"
 
 enum perf_mode { PERF_SERVER, PERF_CLIENT, PERF_LOOPBACK, PERF_AUTO };
@@ -31,12 +32,6 @@ struct perf_opts {
 int perf_parse(int argc, char **argv, struct perf_opts *o);
 void perf_dump_config(const struct perf_opts *o, FILE *f);
 
-/* One result row. */
-struct perf_row {
-	size_t size;
-	int iters;
-	double avg_us, p50_us, p99_us, gbps;
-};
 
 /* Run one peer: role 0 = server (receiver), 1 = client (sender).  Prints
  * the table when `report` is set; a server calls listening(arg, port) once
@@ -45,12 +40,10 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	     void (*listening)(void *arg, uint16_t port), void *arg);
 
 void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info);
-void perf_print_row(const struct perf_row *r);
+void perf_print_row(const struct bench_row *r);
 int perf_json_open(const struct perf_opts *o, FILE **f);
 void perf_json_row(FILE *f, const struct perf_opts *o, int role,
-		   const tcpx_p2p_session_info *info, const struct perf_row *r, int first);
+		   const tcpx_p2p_session_info *info, const struct bench_row *r, int first);
 void perf_json_close(FILE *f);
-/* Fill r's statistics from per-iteration times (sorted in place). */
-void perf_stats(struct perf_row *r, double *us, size_t bytes_per_iter);
 
 #endif

@@ -1,10 +1,10 @@
 /* tcpx_perf command line.  Settings of the library itself come from its
  * configuration (defaults, then TCPX_P2P_* environment), then flags. */
-#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "perf.h"
 
 static void usage(FILE *f)
@@ -38,45 +38,6 @@ static void usage(FILE *f)
 "GB/s means 10^9 bytes per second of completed payload.\n");
 }
 
-static int parse_size(const char *s, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	switch (*end) {
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'K': case 'k': shift = 10; end++; break;
-	default: break;
-	}
-	if (*end == 'i' && end[1] == 'B')
-		end += 2;
-	else if (*end == 'B')
-		end++;
-	if (*end || (shift && v > (~0ull >> shift)))
-		return -1;
-	*out = (size_t)(v << shift);
-	return 0;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static const char *env2(const char *a, const char *b)
 {
 	const char *v = getenv(a);
@@ -90,7 +51,7 @@ static int launcher_rank(void)
 	int i, r;
 
 	for (i = 0; i < 3; i++)
-		if (getenv(names[i]) && parse_int(getenv(names[i]), 0, 1 << 30, &r) == 0)
+		if (getenv(names[i]) && bench_parse_int(getenv(names[i]), 0, 1 << 30, &r) == 0)
 			return r;
 	return -1;
 }
@@ -112,21 +73,21 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case 'H': o->host = arg; break;
 	case O_BIND: o->bind = arg; break;
 	case 'p':
-		if (parse_int(arg, 1, 65535, &v))
+		if (bench_parse_int(arg, 1, 65535, &v))
 			return bad("--port", arg);
 		o->port = (uint16_t)v;
 		break;
 	case 's':
-		if (parse_size(arg, &o->min_bytes))
+		if (bench_parse_size(arg, &o->min_bytes))
 			return bad("--size", arg);
 		o->max_bytes = o->min_bytes;
 		break;
 	case 'b':
-		if (parse_size(arg, &o->min_bytes))
+		if (bench_parse_size(arg, &o->min_bytes))
 			return bad("--min-bytes", arg);
 		break;
 	case 'e':
-		if (parse_size(arg, &o->max_bytes))
+		if (bench_parse_size(arg, &o->max_bytes))
 			return bad("--max-bytes", arg);
 		break;
 	case 'f':
@@ -135,23 +96,23 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 			return bad("--step-factor", arg);
 		break;
 	case 'n':
-		if (parse_int(arg, 1, 1 << 24, &o->iters))
+		if (bench_parse_int(arg, 1, 1 << 24, &o->iters))
 			return bad("--iters", arg);
 		break;
 	case 'w':
-		if (parse_int(arg, 0, 1 << 24, &o->warmup))
+		if (bench_parse_int(arg, 0, 1 << 24, &o->warmup))
 			return bad("--warmup", arg);
 		break;
 	case O_CHUNK:
-		if (parse_size(arg, &o->cfg.chunk_bytes))
+		if (bench_parse_size(arg, &o->cfg.chunk_bytes))
 			return bad("--chunk", arg);
 		break;
 	case O_CHANNELS:
-		if (parse_int(arg, 1, 64, &o->cfg.num_channels))
+		if (bench_parse_int(arg, 1, 64, &o->cfg.num_channels))
 			return bad("--channels", arg);
 		break;
 	case O_WINDOW:
-		if (parse_int(arg, 1, 16, &v))
+		if (bench_parse_int(arg, 1, 16, &v))
 			return bad("--window", arg);
 		o->cfg.send_window = o->cfg.recv_window = v;
 		break;
@@ -180,7 +141,7 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case O_VERIFY: o->verify = 1; break;
 	case O_JSON: o->json = arg; break;
 	case O_TIMEOUT:
-		if (parse_int(arg, 1, 1 << 30, &o->timeout_ms))
+		if (bench_parse_int(arg, 1, 1 << 30, &o->timeout_ms))
 			return bad("--timeout", arg);
 		break;
 	case O_DUMP: o->dump_config = 1; break;
@@ -246,10 +207,10 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	if (tcpx_p2p_config_init(&o->cfg))
 		fprintf(stderr, "tcpx_perf: %s\n", tcpx_p2p_last_error());
 	if ((v = env2("TCPX_P2P_PERF_SIZE", "UCCL_TCPX_PERF_SIZE")) &&
-	    parse_size(v, &o->min_bytes) == 0)
+	    bench_parse_size(v, &o->min_bytes) == 0)
 		o->max_bytes = o->min_bytes;
 	if ((v = env2("TCPX_P2P_PERF_ITERS", "UCCL_TCPX_PERF_ITERS")) &&
-	    parse_int(v, 1, 1 << 24, &o->iters))
+	    bench_parse_int(v, 1, 1 << 24, &o->iters))
 		return bad("TCPX_P2P_PERF_ITERS", v);
 	while ((c = getopt_long(argc, argv, "H:p:s:b:e:f:n:w:g:qh", longs, NULL)) != -1) {
 		if (c == 'h') {

@@ -4,35 +4,6 @@
 
 #include "perf.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of sorted v[0..n). */
-static double pct(const double *v, int n, double p)
-{
-	int k = (int)(p / 100.0 * n + 0.999999) - 1;
-
-	return v[k < 0 ? 0 : (k >= n ? n - 1 : k)];
-}
-
-void perf_stats(struct perf_row *r, double *us, size_t bytes_per_iter)
-{
-	double sum = 0;
-	int i;
-
-	for (i = 0; i < r->iters; i++)
-		sum += us[i];
-	qsort(us, (size_t)r->iters, sizeof(*us), cmp_double);
-	r->avg_us = sum / r->iters;
-	r->p50_us = pct(us, r->iters, 50);
-	r->p99_us = pct(us, r->iters, 99);
-	r->gbps = r->avg_us > 0 ? (double)bytes_per_iter / (r->avg_us * 1e3) : 0;
-}
-
 static const char *unpack_name(int u)
 {
 	return u == TCPX_P2P_UNPACK_D2D ? "d2d" : u == TCPX_P2P_UNPACK_HOST ? "host" : "kernel";
@@ -55,7 +26,7 @@ void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_sessi
 	fflush(stdout);
 }
 
-void perf_print_row(const struct perf_row *r)
+void perf_print_row(const struct bench_row *r)
 {
 	printf("  %12zu %8d %12.1f %10.3f %12.1f %12.1f\n", r->size, r->iters, r->avg_us, r->gbps,
 	       r->p50_us, r->p99_us);
@@ -77,7 +48,7 @@ int perf_json_open(const struct perf_opts *o, FILE **f)
 }
 
 void perf_json_row(FILE *f, const struct perf_opts *o, int role,
-		   const tcpx_p2p_session_info *info, const struct perf_row *r, int first)
+		   const tcpx_p2p_session_info *info, const struct bench_row *r, int first)
 {
 	if (!f)
 		return;

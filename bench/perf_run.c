@@ -94,7 +94,7 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 static int run_size(struct peer *p, size_t size, int report, FILE *json, int first)
 {
 	const struct perf_opts *o = p->o;
-	struct perf_row row = { .size = size, .iters = o->iters };
+	struct bench_row row = { .size = size, .iters = o->iters };
 	double start = now_s(), last = start, t;
 	int it, rc;
 
@@ -108,7 +108,7 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 				it + 1, o->iters);
 		}
 	}
-	perf_stats(&row, p->us, o->bidir ? 2 * size : size);
+	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
 	if (report) {
 		perf_print_row(&row);
 		perf_json_row(json, o, p->role, &p->info, &row, first);
