@@ -32,7 +32,7 @@ static void usage(FILE *f)
 "      --bidir            both directions at once (GB/s counts both)\n"
 "      --verify           check every byte of every iteration\n"
 "      --json FILE        write results as a JSON array (- = stdout)\n"
-"      --timeout MS       connection and per-transfer deadline (default 60000)\n"
+"      --timeout MS       connection and per-transfer deadline (TCPX_P2P_TIMEOUT_MS)\n"
 "      --dump-config      print the configuration and exit\n"
 "  -q, --quiet            no progress lines\n"
 "GB/s means 10^9 bytes per second of completed payload.\n");
@@ -202,10 +202,10 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	o->warmup = 3;
 	o->gpu[0] = 0;
 	o->gpu[1] = -1;
-	o->timeout_ms = 60000;
 	o->host = getenv("TCPX_P2P_PEER");
 	if (tcpx_p2p_config_init(&o->cfg))
 		fprintf(stderr, "tcpx_perf: %s\n", tcpx_p2p_last_error());
+	o->timeout_ms = o->cfg.timeout_ms;
 	if ((v = env2("TCPX_P2P_PERF_SIZE", "UCCL_TCPX_PERF_SIZE")) &&
 	    bench_parse_size(v, &o->min_bytes) == 0)
 		o->max_bytes = o->min_bytes;

@@ -23,8 +23,14 @@ int tp__dev_count(int *n)
 	return 0;
 }
 
+/* Cheap when gpu is already current (a thread-local read in cudart), so
+ * callers may call it before every plugin or CUDA call. */
 int tp__dev_set(int gpu)
 {
+	int cur = -1;
+
+	if (cudaGetDevice(&cur) == cudaSuccess && cur == gpu)
+		return 0;
 	return TP_CUDA(cudaSetDevice, gpu);
 }
 

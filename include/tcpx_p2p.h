@@ -106,7 +106,7 @@ typedef struct tcpx_p2p_config {
 	int send_window;      /* in-flight sends per channel, 1..16 */
 	int recv_window;      /* in-flight receives per channel (until consumed), 1..16 */
 	int unpack;           /* enum tcpx_p2p_unpack */
-	int timeout_ms;       /* deadline of connection set-up steps */
+	int timeout_ms;       /* set-up deadline used where TCPX_P2P_TIMEOUT_DEFAULT is passed */
 	const char *plugin_path; /* NULL = search (docs/configuration.md) */
 } tcpx_p2p_config;
 
@@ -123,6 +123,10 @@ TCPX_P2P_API int tcpx_p2p_config_count(void);
 TCPX_P2P_API int tcpx_p2p_config_describe(const tcpx_p2p_config *cfg, int index,
 					  const char **env_name, const char **help,
 					  char *value, size_t value_len);
+
+/* Pass as timeout_ms to the connection set-up calls and conn_barrier to use
+ * the session's configured timeout_ms (TCPX_P2P_TIMEOUT_MS). */
+#define TCPX_P2P_TIMEOUT_DEFAULT (-2)
 
 /* ---- session -------------------------------------------------------------- */
 
@@ -165,8 +169,8 @@ enum tcpx_p2p_mem_type {
 
 /* Register [ptr, ptr+len) for transfers on every conn of the session.
  * Plugin registrations are made lazily per comm on first use and cached.
- * CUDA memory is registered from ptr rounded down to 4 KiB; a CUDA region
- * must be smaller than 2 GiB with plugins older than ABI v8.
+ * CUDA memory is registered from ptr rounded down to 4 KiB.  With plugins
+ * older than ABI v8 (TCPX is v7) a region must be smaller than 2 GiB.
  * RETURN VALUE: 0; EINVAL (NULL ptr, len 0, unknown type, CUDA memory on a
  * host-only session); ENOTSUP (the plugin lacks this memory type); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
@@ -186,7 +190,7 @@ TCPX_P2P_API int tcpx_p2p_server_create(tcpx_p2p_session *s, const char *bind_ad
 TCPX_P2P_API int tcpx_p2p_server_port(const tcpx_p2p_server *srv, uint16_t *port);
 
 /* Accept one peer that called tcpx_p2p_dial and build the connection.
- * timeout_ms < 0 waits for ever.
+ * timeout_ms: TCPX_P2P_TIMEOUT_DEFAULT, or -1 to wait for ever.
  * RETURN VALUE: 0; ETIMEDOUT; EPROTO (peer's version, channels or chunk size
  * differ: the detail says which); ECLOSED; EPLUGIN; ENET. */
 TCPX_P2P_API int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out);
@@ -231,7 +235,7 @@ TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
  * chunks of chunk_bytes spread over the channels; it completes when every
  * chunk is on the wire (sends) or in the user's buffer (receives).
  * len may be 0.  RETURN VALUE: 0; EINVAL (range outside mr, NULL out);
- * ECLOSED (the connection failed earlier); ENOMEM. */
+ * the error that failed the connection earlier (ECLOSED, EPLUGIN, ...); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 			       tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,

@@ -112,6 +112,7 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 	if (c->ctrl_fd < 0)
 		return tp__error(TCPX_P2P_ENOTSUP,
 				 "conn_barrier: connection was made by blob exchange");
+	timeout_ms = tp__session_timeout(c->s, timeout_ms);
 	rc = tp__frame_send(c->ctrl_fd, TP_FRAME_BARRIER, NULL, 0, timeout_ms);
 	if (!rc)
 		rc = tp__frame_recv(c->ctrl_fd, TP_FRAME_BARRIER, NULL, 0, &len, timeout_ms);

@@ -125,6 +125,11 @@ struct tcpx_p2p_listener {
 /* Make the session's GPU current on this thread before a plugin or CUDA
  * call that picks its device with cudaGetDevice (DESIGN §4.3). */
 int tp__session_use_gpu(struct tcpx_p2p_session *s);
+/* timeout_ms, or the session's configured one for TCPX_P2P_TIMEOUT_DEFAULT. */
+static inline int tp__session_timeout(const struct tcpx_p2p_session *s, int timeout_ms)
+{
+	return timeout_ms == TCPX_P2P_TIMEOUT_DEFAULT ? s->cfg.timeout_ms : timeout_ms;
+}
 
 /* mr.c */
 int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle);

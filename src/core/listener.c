@@ -187,6 +187,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	if (!l || !out)
 		return tp__error(TCPX_P2P_EINVAL, "connect: NULL argument");
 	s = l->s;
+	timeout_ms = tp__session_timeout(s, timeout_ms);
 	rc = tp__blob_check(s, peer_blob, peer_len);
 	if (rc)
 		return rc;

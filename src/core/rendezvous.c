@@ -126,6 +126,7 @@ int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn *
 
 	if (!srv || !out)
 		return tp__error(TCPX_P2P_EINVAL, "server_accept: NULL argument");
+	timeout_ms = tp__session_timeout(srv->s, timeout_ms);
 	rc = tp__sock_accept(srv->fd, timeout_ms, &fd, peer, sizeof(peer));
 	if (rc)
 		return rc;
@@ -143,6 +144,7 @@ int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int time
 
 	if (!s || !host || !out)
 		return tp__error(TCPX_P2P_EINVAL, "dial: NULL argument");
+	timeout_ms = tp__session_timeout(s, timeout_ms);
 	rc = tp__sock_dial(host, port, timeout_ms, &fd);
 	if (rc)
 		return rc;

@@ -7,18 +7,11 @@
 #include "util/error.h"
 #include "util/log.h"
 
-static __thread int tp_current_gpu = -1;
-
+/* Asks CUDA every time rather than caching per thread: the application may
+ * switch the thread's device between our calls. */
 int tp__session_use_gpu(struct tcpx_p2p_session *s)
 {
-	int rc;
-
-	if (s->cfg.gpu < 0 || tp_current_gpu == s->cfg.gpu)
-		return 0;
-	rc = tp__dev_set(s->cfg.gpu);
-	if (rc == 0)
-		tp_current_gpu = s->cfg.gpu;
-	return rc;
+	return s->cfg.gpu < 0 ? 0 : tp__dev_set(s->cfg.gpu);
 }
 
 /* Without topology information, spread GPUs evenly over the plugin's

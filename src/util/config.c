@@ -74,7 +74,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	{ "TCPX_P2P_TIMEOUT_MS", NULL, "timeout_ms", TP_CFG_INT, TP_OFF(timeout_ms), 1, 86400000,
 	  1, NULL, 0,
 	  "60000", "-1 (no limit) or 1..86400000",
-	  "deadline of each connection set-up step, in milliseconds" },
+	  "connection set-up deadline in ms where TCPX_P2P_TIMEOUT_DEFAULT is passed" },
 	{ "TCPX_P2P_PLUGIN", "UCCL_TCPX_PLUGIN_PATH", "plugin_path", TP_CFG_PATH,
 	  TP_OFF(plugin_path), 0, 0, 0, NULL, 0,
 	  "(search)", "a file path",
