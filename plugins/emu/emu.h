@@ -49,7 +49,13 @@ struct emu_config {
 	int poison;
 	int strict_tags;
 	int null_pct;
-	int cuda_batch;  /* device bounce: cudaMemcpyBatchAsync per slice */
+	int cuda_batch;  /* device bounce, no scatter: cudaMemcpyBatchAsync per slice */
+	/*
+	 * TCPX_EMU_CUDA_SCATTER (default 1): device bounce receives copy each
+	 * slice to the GPU whole and one kernel puts its fragments on their
+	 * pages (emu_scatter.cu); 0 selects the older per-fragment H2D copies.
+	 */
+	int cuda_scatter;
 	struct in_addr addr;
 };
 
@@ -73,6 +79,21 @@ int tp__emu_cuda_copy_batch(void **dst, const void **src, size_t *len, size_t n,
 int tp__emu_cuda_memset(void *dst, int val, size_t n, void *stream);
 int tp__emu_cuda_sync(void *stream);
 int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n);
+/*
+ * Queues the scatter of one received slice, bytes [off, off + len) of a
+ * message already copied to the device at staging, onto the bounce pages:
+ * recs (device view) are the nrec records that overlap the slice.  Returns
+ * 0 once queued, 1 with nothing queued where the kernel cannot run (the
+ * caller copies the fragments another way; kernel faults surface at the
+ * stream's synchronisation).
+ */
+int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
+			 const char *staging, char *bounce, void *stream);
+#if TP_EMU_HAVE_CUDA
+/* emu_scatter.cu: the launch itself; returns the cudaError_t. */
+int tp__emu_scatter_launch(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
+			   const char *staging, char *bounce, void *stream);
+#endif
 
 /* ---- wire formats ------------------------------------------------------ */
 
@@ -175,7 +196,10 @@ struct emu_thread {
 	pthread_t tid;
 	int started;
 	char *scratch;     /* drain buffer for failed receives */
-	char *staging;     /* pinned host memory for CUDA buffers */
+	char *staging;     /* pinned host memory for CUDA buffers (two slices with dstaging) */
+	char *dstaging;    /* device bounce + scatter: the slice on the GPU */
+	int flip;          /* which half of staging the next scattered slice lands in */
+	int inflight;      /* a slice's copy + scatter is queued on stream, not yet synced */
 	void *stream;
 	struct iovec *iov;
 	void **cp_dst;     /* device bounce: one batched H2D per slice */

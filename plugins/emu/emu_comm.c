@@ -61,6 +61,11 @@ struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config 
 
 static int thread_prepare(struct emu_comm *c, struct emu_thread *t)
 {
+	/* Scattered receives keep one slice in flight on the GPU while the next
+	 * lands in the other half of a double-size staging buffer. */
+	int scatter = c->kind == EMU_RECV && c->pool.meta && c->pool.mode == EMU_BOUNCE_DEVICE &&
+		      c->cfg.cuda_scatter;
+
 	t->scratch = malloc(EMU_SCRATCH);
 	t->iov = malloc(EMU_MAX_IOV * sizeof(*t->iov));
 	if (!t->scratch || !t->iov)
@@ -72,7 +77,9 @@ static int thread_prepare(struct emu_comm *c, struct emu_thread *t)
 	t->cp_len = malloc(EMU_MAX_IOV * sizeof(*t->cp_len));
 	if (!t->cp_dst || !t->cp_src || !t->cp_len)
 		return -1;
-	if (tp__emu_cuda_host_alloc((void **)&t->staging, EMU_SLICE_MAX))
+	if (tp__emu_cuda_host_alloc((void **)&t->staging, (scatter ? 2 : 1) * (size_t)EMU_SLICE_MAX))
+		return -1;
+	if (scatter && tp__emu_cuda_malloc((void **)&t->dstaging, EMU_SLICE_MAX))
 		return -1;
 	return tp__emu_cuda_stream_create(&t->stream);
 }
@@ -126,9 +133,10 @@ void tp__emu_comm_free(struct emu_comm *c)
 
 		if (t->started)
 			pthread_join(t->tid, NULL);
-		if (t->stream) {
+		if (t->stream || t->dstaging) {
 			tp__emu_cuda_set_device(c->cuda_dev);
 			tp__emu_cuda_stream_destroy(t->stream);
+			tp__emu_cuda_free(t->dstaging);
 		}
 		tp__emu_cuda_host_free(t->staging);
 		free(t->scratch);

@@ -165,6 +165,30 @@ int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n)
 	return checked(cudaMemcpy(dst, src, n, cudaMemcpyDefault), "cudaMemcpy");
 }
 
+/*
+ * A launch that fails outright (a GPU the kernel was not built for, say)
+ * turns the kernel off for the process: those errors are not sticky, and
+ * the per-fragment copies still work.  Faults while it runs show up at the
+ * caller's stream synchronisation like any other copy error.
+ */
+int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
+			 const char *staging, char *bounce, void *stream)
+{
+	static int broken;
+	cudaError_t err;
+
+	if (__atomic_load_n(&broken, __ATOMIC_RELAXED))
+		return 1;
+	err = (cudaError_t)tp__emu_scatter_launch(recs, nrec, off, len, staging, bounce, stream);
+	if (err == cudaSuccess)
+		return 0;
+	if (!__atomic_exchange_n(&broken, 1, __ATOMIC_RELAXED))
+		EMU_WARN("scatter kernel launch failed: %s (%d); copying fragments one by one",
+			 cudaGetErrorString(err), (int)err);
+	(void)cudaGetLastError();
+	return 1;
+}
+
 #else /* !TP_EMU_HAVE_CUDA */
 
 int tp__emu_cuda_usable(void)
@@ -244,6 +268,12 @@ int tp__emu_cuda_sync(void *stream)
 int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n)
 {
 	return -1;
+}
+
+int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
+			 const char *staging, char *bounce, void *stream)
+{
+	return 1;
 }
 
 #endif

@@ -68,6 +68,7 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->strict_tags = env_long("TCPX_EMU_STRICT_TAGS", 0, 0, 1) != 0;
 	cfg->null_pct = (int)env_long("TCPX_EMU_NULL_REQ_PCT", 0, 0, 100);
 	cfg->cuda_batch = env_long("TCPX_EMU_CUDA_BATCH", 1, 0, 1) != 0;
+	cfg->cuda_scatter = env_long("TCPX_EMU_CUDA_SCATTER", 1, 0, 1) != 0;
 }
 
 static ncclResult_t emu_init(ncclDebugLogger_t logger)

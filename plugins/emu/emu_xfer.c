@@ -209,18 +209,70 @@ static uint32_t rec_find(const tp_unpack_rec *rec, uint32_t n, uint64_t off)
 	return lo;
 }
 
+/* Waits for the slice queued last on this thread's stream, if any. */
+static int stream_drain(struct emu_thread *t)
+{
+	if (!t->inflight)
+		return 0;
+	t->inflight = 0;
+	if (tp__emu_cuda_sync(t->stream)) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Device bounce, fast path: one H2D copy of the slice and one kernel that
+ * puts records [first, last) on their pages, both left running while the
+ * next slice arrives in the other half of staging.  The sync here, before
+ * queueing, is what frees that other half; the one before part_done is
+ * what makes the pages valid before test can report the receive done.
+ * Returns 1 where the kernel cannot run (nothing left in flight then).
+ */
+static int scatter_slice(struct emu_thread *t, struct emu_req *r, const char *host,
+			 uint32_t first, uint32_t last, uint64_t off, uint64_t len)
+{
+	struct emu_pool *pool = &t->comm->pool;
+	const tp_unpack_rec *recs = pool->meta_dev->mem[r->seq % EMU_MAX_REQS] + first;
+	int ret;
+
+	if (stream_drain(t))
+		return -1;
+	if (tp__emu_cuda_copy(t->dstaging, host, len, t->stream)) {
+		errno = EIO;
+		return -1;
+	}
+	t->inflight = 1;
+	ret = tp__emu_cuda_scatter(recs, last - first, off, len, t->dstaging, pool->buf,
+				   t->stream);
+	if (ret)
+		return stream_drain(t) ? -1 : 1;
+	t->flip ^= 1;
+	return 0;
+}
+
 static int recv_bounce(struct emu_thread *t, int fd, struct emu_req *r, uint64_t off,
 		       uint64_t len)
 {
 	struct emu_pool *pool = &t->comm->pool;
 	const tp_unpack_rec *rec = pool->meta->mem[r->seq % EMU_MAX_REQS];
 	int dev = pool->mode == EMU_BOUNCE_DEVICE;
+	char *host = t->staging + (t->flip ? EMU_SLICE_MAX : 0);
 	uint64_t end = off + len;
+	uint32_t first = rec_find(rec, r->npages, off);
 	int cnt = 0;
 
-	if (dev && tp__emu_recv_full(fd, t->staging, len))
+	if (dev && tp__emu_recv_full(fd, host, len))
 		return -1;
-	for (uint32_t i = rec_find(rec, r->npages, off); i < r->npages; i++) {
+	if (dev && t->dstaging) {
+		int ret = scatter_slice(t, r, host, first,
+					rec_find(rec, r->npages, end - 1) + 1, off, len);
+
+		if (ret <= 0)
+			return ret;
+	}
+	for (uint32_t i = first; i < r->npages; i++) {
 		uint64_t a = rec[i].dst_off, b = a + rec[i].len;
 		char *dst;
 
@@ -232,7 +284,7 @@ static int recv_bounce(struct emu_thread *t, int fd, struct emu_req *r, uint64_t
 		dst = pool->buf + rec[i].src_off + (a - rec[i].dst_off);
 		if (dev) {
 			t->cp_dst[cnt] = dst;
-			t->cp_src[cnt] = t->staging + (a - off);
+			t->cp_src[cnt] = host + (a - off);
 			t->cp_len[cnt++] = b - a;
 		} else {
 			t->iov[cnt].iov_base = dst;
@@ -315,10 +367,17 @@ void *tp__emu_recv_thread(void *arg)
 		for (int s = t->idx; s < c->nsocks; s += c->nthreads) {
 			if (recv_socket(t, s, r)) {
 				comm_break(c, s, "receive", errno);
-				return NULL;
+				goto drain;
 			}
+		}
+		if (stream_drain(t)) {
+			comm_break(c, t->idx, "receive", errno);
+			goto drain;
 		}
 		part_done(c, r);
 	}
+drain:
+	/* Nothing of ours may still run when the comm frees its buffers. */
+	(void)stream_drain(t);
 	return NULL;
 }

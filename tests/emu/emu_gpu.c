@@ -39,7 +39,9 @@ static void test_regmr_alignment(void **state)
 /* Device sends into a device-bounce receive; the CPU gathers the pages. */
 static void test_device_bounce(void **state)
 {
-	const int sizes[] = { 0, 1, 4095, (1 << 20) + 3, 4 << 20 };
+	/* 300000: two slices whose boundary cuts a fragment at an odd offset. */
+	const int sizes[] = { 0, 1, 4095, 300000, (1 << 20) + 3, 4 << 20 };
+	const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
 	const size_t pool_bytes = (size_t)8192 * TP_UNPACK_PAGE_SIZE;
 	struct tp_unpack_handle uh;
 	struct emu_pair p;
@@ -61,8 +63,8 @@ static void test_device_bounce(void **state)
 	assert_true(((uintptr_t)dsend | (uintptr_t)drecv) % 4096 == 0);
 	assert_int_equal(net->regMr(p.scomm, dsend, 4 << 20, NCCL_PTR_CUDA, &smh), ncclSuccess);
 	assert_int_equal(net->regMr(p.rcomm, drecv, 4 << 20, NCCL_PTR_CUDA, &rmh), ncclSuccess);
-	for (int k = 0; k < 20; k++) {
-		int size = sizes[k % 5];
+	for (int k = 0; k < 24; k++) {
+		int size = sizes[k % nsizes];
 		struct tp_unpack_handle host_view;
 
 		emu_fill_random(h, (size_t)size, (uint32_t)k + 7);
