@@ -40,7 +40,7 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	     void (*listening)(void *arg, uint16_t port), void *arg);
 
 void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info);
-void perf_print_row(const struct bench_row *r);
+void perf_print_row(const struct perf_opts *o, const struct bench_row *r);
 int perf_json_open(const struct perf_opts *o, FILE **f);
 void perf_json_row(FILE *f, const struct perf_opts *o, int role,
 		   const tcpx_p2p_session_info *info, const struct bench_row *r, int first);

@@ -9,28 +9,38 @@ static const char *unpack_name(int u)
 	return u == TCPX_P2P_UNPACK_D2D ? "d2d" : u == TCPX_P2P_UNPACK_HOST ? "host" : "kernel";
 }
 
+/* The human table goes to stdout unless the JSON does. */
+static FILE *table_out(const struct perf_opts *o)
+{
+	return o->json && !strcmp(o->json, "-") ? stderr : stdout;
+}
+
 void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info)
 {
-	printf("# tcpx_perf %s: plugin %s (ABI v%d, %s), net dev %d\n",
+	FILE *out = table_out(o);
+
+	fprintf(out, "# tcpx_perf %s: plugin %s (ABI v%d, %s), net dev %d\n",
 	       role ? "client (sender)" : "server (receiver)", info->plugin_name,
 	       info->plugin_abi, info->plugin_path, info->net_dev);
-	printf("# mem %s (gpu %d), channels %d, chunk %zu, window %d/%d, unpack %s, %s, "
+	fprintf(out, "# mem %s (gpu %d), channels %d, chunk %zu, window %d/%d, unpack %s, %s, "
 	       "warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu,
 	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 	       o->warmup, o->iters, o->verify ? ", verified" : "");
-	printf("# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
+	fprintf(out, "# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
 	       o->bidir ? " (both directions summed)" : "");
-	printf("# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
+	fprintf(out, "# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
 	       "p50(us)", "p99(us)");
-	fflush(stdout);
+	fflush(out);
 }
 
-void perf_print_row(const struct bench_row *r)
+void perf_print_row(const struct perf_opts *o, const struct bench_row *r)
 {
-	printf("  %12zu %8d %12.1f %10.3f %12.1f %12.1f\n", r->size, r->iters, r->avg_us, r->gbps,
+	FILE *out = table_out(o);
+
+	fprintf(out, "  %12zu %8d %12.1f %10.3f %12.1f %12.1f\n", r->size, r->iters, r->avg_us, r->gbps,
 	       r->p50_us, r->p99_us);
-	fflush(stdout);
+	fflush(out);
 }
 
 int perf_json_open(const struct perf_opts *o, FILE **f)

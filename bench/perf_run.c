@@ -86,6 +86,8 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 	bad = bench_buf_check(&p->buf, recv_off, size, seed_of(size, it, 1 - p->role));
 	if (bad == (size_t)-1)
 		return 0;
+	if (bad == (size_t)-2)
+		return fail("copying the received buffer back for verification", TCPX_P2P_ECUDA);
 	fprintf(stderr, "tcpx_perf: verification FAILED: size %zu, iteration %d, first bad byte "
 		"at offset %zu\n", size, it, bad);
 	return -1;
@@ -110,7 +112,7 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 	}
 	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
 	if (report) {
-		perf_print_row(&row);
+		perf_print_row(o, &row);
 		perf_json_row(json, o, p->role, &p->info, &row, first);
 	}
 	return 0;

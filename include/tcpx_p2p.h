@@ -214,9 +214,12 @@ TCPX_P2P_API int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out);
 TCPX_P2P_API int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t *len);
 
 /* Connect to the peer whose blob is given; both sides call this
- * concurrently.  On success the listener is consumed (do not destroy it);
- * on failure it stays the caller's.
- * RETURN VALUE: 0; EPROTO (malformed or mismatched blob); ETIMEDOUT; EPLUGIN. */
+ * concurrently.  On success the listener is consumed (do not destroy it).
+ * On failure it stays the caller's to destroy; a blob refused by its checks
+ * (EPROTO) leaves it usable, any later failure spends it (EINVAL on reuse):
+ * both sides then start again with new listeners.
+ * RETURN VALUE: 0; EPROTO (malformed or mismatched blob); ETIMEDOUT; EPLUGIN;
+ * EINVAL (listener spent). */
 TCPX_P2P_API int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_len,
 				  int timeout_ms, tcpx_p2p_conn **out);
 TCPX_P2P_API int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l);

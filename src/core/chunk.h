@@ -42,8 +42,10 @@ static inline void tp_chunk_range(size_t len, size_t chunk, uint64_t i, size_t *
 
 /* The FIFO window of one comm.  Requests move through stages in order:
  *   posted -> tested (done) -> unpacked (launched) -> retired (consumed)
- * Each counter is the number of requests that have passed that stage;
- * retired <= unpacked <= tested <= posted, and posted - retired <= limit.
+ * Each counter is the number of requests that have passed that stage,
+ * modulo 2^32: retired <= unpacked <= tested <= posted and posted - retired
+ * <= limit hold in modular arithmetic, so compare stages with != (a long-
+ * lived comm wraps the counters) and distances by unsigned subtraction.
  * Slot of request k: k % TP_WINDOW_SLOTS. */
 #define TP_WINDOW_SLOTS 16u
 

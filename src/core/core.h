@@ -119,6 +119,7 @@ struct tcpx_p2p_listener {
 	void **lcomm;       /* nchan listen comms */
 	unsigned char *blob;
 	size_t blob_len;
+	bool spent;         /* a connect started on it: not reusable */
 };
 
 /* session.c */

@@ -187,6 +187,9 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	if (!l || !out)
 		return tp__error(TCPX_P2P_EINVAL, "connect: NULL argument");
 	s = l->s;
+	if (l->spent)
+		return tp__error(TCPX_P2P_EINVAL, "connect: this listener's comms were used by "
+				 "a failed connect; both sides need new listeners");
 	timeout_ms = tp__session_timeout(s, timeout_ms);
 	rc = tp__blob_check(s, peer_blob, peer_len);
 	if (rc)
@@ -204,6 +207,8 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	}
 	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
 	rc = tp__session_use_gpu(s);
+	/* Each listen comm serves one connection, even a half-made one. */
+	l->spent = true;
 	if (!rc)
 		rc = establish(l, handles, timeout_ms, send, recv, devh);
 	if (!rc)

@@ -29,6 +29,22 @@ static int check_type(const struct tcpx_p2p_session *s, int type)
 	return 0;
 }
 
+/* The plugin trusts the type it is told (TCPX exits on host data where it
+ * expects device memory); ask CUDA what the pointer really is. */
+static int check_pointer(const struct tcpx_p2p_session *s, const void *ptr, int type)
+{
+	int is_dev = 0;
+
+	tp__dev_ptr_is_device(ptr, &is_dev);
+	if (type == TCPX_P2P_MEM_HOST && is_dev)
+		return tp__error(TCPX_P2P_EINVAL,
+				 "mr_register: %p is CUDA device memory, registered as host", ptr);
+	if (type == TCPX_P2P_MEM_CUDA && !is_dev)
+		return tp__error(TCPX_P2P_EINVAL,
+				 "mr_register: %p is not CUDA device memory", ptr);
+	return 0;
+}
+
 int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 			 tcpx_p2p_mr **out)
 {
@@ -41,6 +57,8 @@ int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_typ
 	if ((uintptr_t)ptr + len < (uintptr_t)ptr)
 		return tp__error(TCPX_P2P_EINVAL, "mr_register: range wraps around");
 	rc = check_type(s, mem_type);
+	if (!rc)
+		rc = check_pointer(s, ptr, mem_type);
 	if (rc)
 		return rc;
 	base = (uintptr_t)ptr;
@@ -98,14 +116,14 @@ int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 				 mr->inflight);
 	}
 	unlink_mr(s, mr);
-	pthread_mutex_unlock(&s->lock);
-	/* Comms that still hold registrations are alive (conn teardown drops
-	 * its comms from every region first), so deregMr is safe here. */
+	/* Under the lock: conn teardown drops its comms from every listed
+	 * region before closing them, so each comm named here is still open. */
 	tp__session_use_gpu(s);
 	for (i = 0; i < mr->nregs; i++) {
 		if (s->net->ops->dereg_mr(s->net, mr->regs[i].comm, mr->regs[i].mhandle))
 			TP_WARN("mr", "deregMr failed: %s", tcpx_p2p_last_error());
 	}
+	pthread_mutex_unlock(&s->lock);
 	free(mr->regs);
 	free(mr);
 	return 0;
@@ -134,6 +152,7 @@ int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
 {
 	struct tcpx_p2p_session *s = mr->s;
 	void *mh = NULL;
+	bool found = false;
 	int i, rc = 0;
 
 	/* Ids, not pointers: a new region may reuse a freed one's address. */
@@ -145,10 +164,11 @@ int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
 	for (i = 0; i < mr->nregs; i++) {
 		if (mr->regs[i].comm == cm->comm) {
 			mh = mr->regs[i].mhandle;
+			found = true; /* some plugins register with a NULL handle */
 			break;
 		}
 	}
-	if (!mh) {
+	if (!found) {
 		rc = tp__session_use_gpu(s);
 		if (!rc)
 			rc = s->net->ops->reg_mr(s->net, cm->comm, mr->reg_base, mr->reg_len,

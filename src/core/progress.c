@@ -114,7 +114,7 @@ static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 	struct tp_slot *sl;
 	int done, rc;
 
-	while (cm->win.tested < cm->win.posted) {
+	while (cm->win.tested != cm->win.posted) {
 		sl = &cm->slot[tp_window_slot(cm->win.tested)];
 		done = 0;
 		rc = net->ops->test(net, sl->request, &done);
@@ -181,7 +181,7 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 
 	for (i = 0; i < c->nchan; i++) {
 		cm = &c->recv[i];
-		for (; cm->win.unpacked < cm->win.tested; cm->win.unpacked++) {
+		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
 			if (!cm->meta) {
@@ -212,7 +212,7 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 	bool done;
 	int rc;
 
-	while (cm->win.retired < cm->win.unpacked) {
+	while (cm->win.retired != cm->win.unpacked) {
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
 		if (sl->unpack == TP_UNPACK_DEVICE && !c->s->test_early_consume) {
 			rc = tp__unpack_done(c->s, sl->launch, &done);

@@ -132,12 +132,12 @@ int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms)
 			return tp__error(TCPX_P2P_ETIMEDOUT, "wait: transfer pending after %d ms",
 					 timeout_ms);
 		}
-		if (moved) {
-			spins = 0;
-			continue;
-		}
+		/* Let other threads post or progress between passes. */
 		pthread_mutex_unlock(&c->lock);
-		idle(&spins);
+		if (moved)
+			spins = 0;
+		else
+			idle(&spins);
 		pthread_mutex_lock(&c->lock);
 	}
 	rc = xfer_result(x);
