@@ -214,6 +214,7 @@ static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t 
 		st->jobs[j].cnt = n[j];
 		st->jobs[j].bounce = st->bounce;
 		st->jobs[j].dst = st->dst + j * chunk;
+		st->jobs[j].len = (uint32_t)chunk;
 	}
 	/* memcpy copies the same payload bytes from a contiguous source. */
 	CKC(cudaMemcpy(st->src, st->ref, total, cudaMemcpyHostToDevice));

@@ -66,9 +66,20 @@ int tp__dev_stream_create(tp_dev_stream **s)
 	err = TP_CUDA(cudaStreamCreateWithFlags, &ds->st, cudaStreamNonBlocking);
 	if (err)
 		goto free_ds;
+	err = TP_CUDA(cudaHostAlloc, (void **)&ds->err_host, sizeof(unsigned), cudaHostAllocMapped);
+	if (err)
+		goto destroy_stream;
+	*ds->err_host = 0;
+	err = TP_CUDA(cudaHostGetDevicePointer, (void **)&ds->err_dev, ds->err_host, 0);
+	if (err)
+		goto free_err;
 	*s = ds;
 	return 0;
 
+free_err:
+	(void)cudaFreeHost(ds->err_host);
+destroy_stream:
+	(void)cudaStreamDestroy(ds->st);
 free_ds:
 	free(ds);
 	return err;
@@ -80,7 +91,8 @@ void tp__dev_stream_destroy(tp_dev_stream *s)
 		return;
 	/* The staging buffer may still be read by queued copies. */
 	if (TP_CUDA(cudaStreamSynchronize, s->st) ||
-	    (s->stage && TP_CUDA(cudaFreeHost, s->stage)) || TP_CUDA(cudaStreamDestroy, s->st))
+	    (s->stage && TP_CUDA(cudaFreeHost, s->stage)) || TP_CUDA(cudaFreeHost, s->err_host) ||
+	    TP_CUDA(cudaStreamDestroy, s->st))
 		TP_WARN("dev", "stream teardown: %s", tcpx_p2p_last_error());
 	free(s);
 }
@@ -88,6 +100,12 @@ void tp__dev_stream_destroy(tp_dev_stream *s)
 int tp__dev_stream_sync(tp_dev_stream *s)
 {
 	return TP_CUDA(cudaStreamSynchronize, s->st);
+}
+
+int tp__dev_stream_error(tp_dev_stream *s, int *bad)
+{
+	*bad = __atomic_exchange_n(s->err_host, 0u, __ATOMIC_ACQ_REL) != 0;
+	return 0;
 }
 
 int tp__dev_event_create(tp_dev_event **e)

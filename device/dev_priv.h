@@ -18,6 +18,9 @@ struct tp_dev_stream {
 	/* host-variant staging (pinned), grown on demand, ordered on st */
 	char *stage;
 	size_t stage_cap;
+	/* set by the unpack kernel on a record outside its chunk (pinned,
+	 * mapped: err_dev is its device alias) */
+	unsigned *err_host, *err_dev;
 };
 
 struct tp_dev_event {

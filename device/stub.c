@@ -12,6 +12,7 @@ int tp__dev_memcpy(void *dst, const void *src, size_t n) { return TP_NO_CUDA(); 
 int tp__dev_stream_create(tp_dev_stream **s) { return TP_NO_CUDA(); }
 void tp__dev_stream_destroy(tp_dev_stream *s) {}
 int tp__dev_stream_sync(tp_dev_stream *s) { return TP_NO_CUDA(); }
+int tp__dev_stream_error(tp_dev_stream *s, int *bad) { return TP_NO_CUDA(); }
 int tp__dev_event_create(tp_dev_event **e) { return TP_NO_CUDA(); }
 void tp__dev_event_destroy(tp_dev_event *e) {}
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s) { return TP_NO_CUDA(); }

@@ -29,6 +29,9 @@ typedef struct tp_dev_event tp_dev_event;
 int tp__dev_stream_create(tp_dev_stream **s); /* non-blocking stream */
 void tp__dev_stream_destroy(tp_dev_stream *s);
 int tp__dev_stream_sync(tp_dev_stream *s);
+/* *bad = 1 if a kernel on s met a record outside its chunk (skipped, not
+ * copied) since the last call; read once the work is known complete. */
+int tp__dev_stream_error(tp_dev_stream *s, int *bad);
 int tp__dev_event_create(tp_dev_event **e);   /* timing disabled */
 void tp__dev_event_destroy(tp_dev_event *e);
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s);
@@ -43,6 +46,7 @@ struct tp_unpack_job {
 	uint32_t cnt;              /* meta->cnt[slot], <= TP_UNPACK_MAX_PAGES */
 	const char *bounce;        /* bounce buffer base (device pointer) */
 	char *dst;                 /* receive buffer (device pointer) */
+	uint32_t len;              /* bytes of the chunk: records must stay inside */
 };
 
 #define TP_UNPACK_MAX_JOBS 32 /* jobs per kernel launch (passed by value) */
@@ -50,6 +54,8 @@ struct tp_unpack_job {
 /* kernel: one launch gathers every record of njobs (<= TP_UNPACK_MAX_JOBS)
  * chunks; the kernel reads the records from the ring itself. */
 int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs);
+/* d2d and host return TCPX_P2P_EPLUGIN, copying nothing, for a record
+ * outside the chunk; the kernel skips such records and flags the stream. */
 /* d2d: cudaMemcpyAsync per record; the host reads the (pinned) records. */
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job);
 /* host: every record copied through host staging memory, then to dst. */

@@ -19,6 +19,7 @@ extern "C" {
 
 struct tp_unpack_args {
 	struct tp_unpack_job job[TP_UNPACK_MAX_JOBS];
+	unsigned *err; /* mapped: set when a record lies outside its chunk */
 };
 
 /* Bytes [i, n) of the record, one per lane: heads, tails, short records. */
@@ -129,8 +130,14 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 			uint64_t dst_off = ((uint64_t)__shfl_sync(0xffffffffu, r.w, k) << 32) |
 					   __shfl_sync(0xffffffffu, r.z, k);
 
-			copy_rec(job->dst + dst_off, job->bounce + src_off,
-				 min(len, (uint32_t)TP_UNPACK_PAGE_SIZE), lane);
+			/* uniform across the warp (shuffled values) */
+			if (len > TP_UNPACK_PAGE_SIZE || dst_off > job->len ||
+			    len > job->len - dst_off) {
+				if (lane == 0)
+					atomicOr(a.err, 1u);
+				continue;
+			}
+			copy_rec(job->dst + dst_off, job->bounce + src_off, len, lane);
 		}
 	}
 }
@@ -156,6 +163,7 @@ extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_jo
 		return 0;
 	for (int i = 0; i < njobs; i++)
 		a.job[i] = jobs[i];
+	a.err = s->err_dev;
 	tp_unpack<<<dim3(unpack_blocks, njobs), TP_UNPACK_THREADS, 0, s->st>>>(a);
 	return tp__dev_cuda_check(cudaGetLastError(), "tp_unpack<<<>>>");
 }

@@ -10,19 +10,35 @@ static uint32_t job_count(const struct tp_unpack_job *job)
 	return job->cnt > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : job->cnt;
 }
 
+/* The plugin's records must stay inside the chunk (TCPX overwrites the
+ * posted size with the sender's: a peer sending more must not spill). */
+static int check_records(const struct tp_unpack_job *job, uint32_t cnt)
+{
+	for (uint32_t i = 0; i < cnt; i++) {
+		tp_unpack_rec r = job->recs[i];
+
+		if (r.len > TP_UNPACK_PAGE_SIZE || r.dst_off > job->len ||
+		    r.len > job->len - r.dst_off)
+			return tp__error(TCPX_P2P_EPLUGIN,
+					 "unpack: record %u (dst %llu, len %u) outside the "
+					 "%u-byte chunk", i, (unsigned long long)r.dst_off, r.len,
+					 job->len);
+	}
+	return 0;
+}
+
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
 {
 	uint32_t cnt = job_count(job);
+	int err = check_records(job, cnt);
 
-	for (uint32_t i = 0; i < cnt; i++) {
+	for (uint32_t i = 0; i < cnt && !err; i++) {
 		tp_unpack_rec r = job->recs[i];
-		int err = TP_CUDA(cudaMemcpyAsync, job->dst + r.dst_off, job->bounce + r.src_off,
-				  r.len, cudaMemcpyDefault, s->st);
 
-		if (err)
-			return err;
+		err = TP_CUDA(cudaMemcpyAsync, job->dst + r.dst_off, job->bounce + r.src_off, r.len,
+			      cudaMemcpyDefault, s->st);
 	}
-	return 0;
+	return err;
 }
 
 /* Grow the stream's pinned staging buffer.  Queued copies may still use
@@ -57,8 +73,10 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 {
 	uint32_t cnt = job_count(job);
 	uint64_t lo = UINT64_MAX, hi = 0, covered = 0;
-	int err;
+	int err = check_records(job, cnt);
 
+	if (err)
+		return err;
 	for (uint32_t i = 0; i < cnt; i++) {
 		tp_unpack_rec r = job->recs[i];
 

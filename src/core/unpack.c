@@ -88,7 +88,9 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	cm->bounce_on_device = on_dev;
 	TP_DEBUG("unpack", "comm %p: meta %p, bounce %p on %s", cm->comm, (void *)cm->meta,
 		 (void *)cm->bounce, on_dev ? "device" : "host");
-	if (!on_dev)
+	/* Host bounce into host buffers is a memcpy; a device bounce, or CUDA
+	 * buffers (possible only with a gpu), need the stream. */
+	if (!on_dev && s->cfg.gpu < 0)
 		return 0;
 	pthread_mutex_lock(&s->lock);
 	if (!s->unpacker)
@@ -97,19 +99,25 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	return rc;
 }
 
+/* Advance `completed` over finished launches; a kernel that met a record
+ * outside its chunk (skipped it) fails whoever observes it. */
 static int poll_events(struct tp_unpacker *u)
 {
-	int done, rc;
+	int done, bad, rc;
 
 	while (u->completed < u->launched) {
 		rc = tp__dev_event_query(u->ev[(u->completed + 1) % TP_EVENT_RING], &done);
 		if (rc)
 			return rc;
 		if (!done)
-			return 0;
+			break;
 		u->completed++;
 	}
-	return 0;
+	rc = tp__dev_stream_error(u->stream, &bad);
+	if (!rc && bad)
+		rc = tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside "
+			       "its chunk (sender and receiver lengths differ?)");
+	return rc;
 }
 
 int tp__unpack_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done)
@@ -140,6 +148,7 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.cnt = (uint32_t)cnt,
 			.bounce = cms[i]->bounce,
 			.dst = slots[i]->dst,
+			.len = slots[i]->len,
 		};
 		bool dst_dev = slots[i]->x->mr->type == TCPX_P2P_MEM_CUDA;
 
@@ -147,15 +156,16 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
 					 (unsigned long long)cnt);
 
-		if (dst_dev && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
+		/* The kernel reads device bounce pages and writes device memory;
+		 * every other combination goes through copies (cudaMemcpyDefault). */
+		if (dst_dev && cms[i]->bounce_on_device && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
 			jobs[nk++] = j;
 			continue;
 		}
-		/* A host destination needs a copy engine, not the kernel. */
-		if (!dst_dev || s->cfg.unpack == TCPX_P2P_UNPACK_D2D)
-			rc = tp__dev_unpack_d2d(st, &j);
-		else
+		if (dst_dev && s->cfg.unpack == TCPX_P2P_UNPACK_HOST)
 			rc = tp__dev_unpack_host(st, &j);
+		else
+			rc = tp__dev_unpack_d2d(st, &j);
 		if (rc)
 			return rc;
 	}
@@ -180,7 +190,7 @@ int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_sl
 		TP_WARN_RL("unpack", "%d unpack launches in flight; waiting", TP_EVENT_RING);
 		rc = tp__dev_stream_sync(u->stream);
 		if (!rc)
-			u->completed = u->launched;
+			rc = poll_events(u);
 	}
 	if (!rc)
 		rc = enqueue(s, cms, slots, n);

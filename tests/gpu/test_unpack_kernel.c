@@ -208,6 +208,7 @@ static void run_batch(const struct batch *b, enum layout lay, enum variant var)
 		jobs[j].cnt = nrec[j];
 		jobs[j].bounce = bounce;
 		jobs[j].dst = dst + base;
+		jobs[j].len = (uint32_t)b->size[j];
 	}
 
 	if (var == VAR_KERNEL) {
@@ -274,6 +275,55 @@ static void run_all(enum layout lay, enum variant var, int host_bounce, int host
 	}
 }
 
+/* A record reaching past its chunk (a sender larger than the receive, on
+ * TCPX where sizes are overwritten): the kernel copies the good records,
+ * skips the bad one and flags the stream; d2d and host refuse the job. */
+static void check_out_of_range(void)
+{
+	const uint32_t len = 8192;
+	char *bounce, *dst, out[3 * 8192];
+	struct tp_unpack_job job;
+	void *dm;
+	int bad = 0;
+
+	CKC(cudaMalloc((void **)&bounce, 2 * PAGE));
+	CKC(cudaMemset(bounce, 0x11, 2 * PAGE));
+	CKC(cudaMalloc((void **)&dst, sizeof(out)));
+	CKC(cudaMemset(dst, POISON, sizeof(out)));
+	meta[0]->mem[0][0] = (tp_unpack_rec){ .src_off = 0, .len = PAGE, .dst_off = 0 };
+	meta[0]->mem[0][1] = (tp_unpack_rec){ .src_off = PAGE, .len = PAGE, .dst_off = len };
+	meta[0]->cnt[0] = 2;
+	CKC(cudaHostGetDevicePointer(&dm, meta[0], 0));
+	job = (struct tp_unpack_job){ .recs = ((struct tp_unpack_meta *)dm)->mem[0], .cnt = 2,
+				      .bounce = bounce, .dst = dst, .len = len };
+	CK(tp__dev_stream_error(stream, &bad));
+	CK(tp__dev_unpack_kernel(stream, &job, 1));
+	CK(tp__dev_stream_sync(stream));
+	CK(tp__dev_stream_error(stream, &bad));
+	if (!bad)
+		FAIL("kernel: record outside the chunk not flagged");
+	CK(tp__dev_stream_error(stream, &bad));
+	if (bad)
+		FAIL("stream error flag not cleared by reading it");
+	CKC(cudaMemcpy(out, dst, sizeof(out), cudaMemcpyDeviceToHost));
+	if (out[0] != 0x11 || out[PAGE - 1] != 0x11)
+		FAIL("kernel: the record inside the chunk was not copied");
+	for (size_t i = len; i < sizeof(out); i++) {
+		if ((unsigned char)out[i] != POISON) {
+			FAIL("kernel: byte %zu past the chunk written", i);
+			break;
+		}
+	}
+	job.recs = meta[0]->mem[0];
+	if (tp__dev_unpack_d2d(stream, &job) != TCPX_P2P_EPLUGIN)
+		FAIL("d2d: record outside the chunk accepted");
+	if (tp__dev_unpack_host(stream, &job) != TCPX_P2P_EPLUGIN)
+		FAIL("host: record outside the chunk accepted");
+	CK(tp__dev_stream_sync(stream));
+	CKC(cudaFree(dst));
+	CKC(cudaFree(bounce));
+}
+
 int main(void)
 {
 	struct tp_unpack_job none[1] = { { 0 } };
@@ -307,6 +357,7 @@ int main(void)
 		run_all(LAYOUT_RANDOM, VAR_KERNEL, 0, 0);
 	}
 	CK(tp__dev_unpack_set_blocks(32));
+	check_out_of_range();
 	for (int var = VAR_D2D; var <= VAR_HOST; var++) {
 		run_all(LAYOUT_RANDOM, var, 1, 0);
 		run_all(LAYOUT_RANDOM, var, 0, 1);
