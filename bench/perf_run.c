@@ -203,7 +203,12 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	/* Neither side closes while the other may still be transferring. */
 	if (!rc && (rc = tcpx_p2p_conn_barrier(p.c, o->timeout_ms)))
 		fail("final barrier", rc);
-	tcpx_p2p_mr_deregister(p.mr);
+	/* The conn first: after a failure, closing it is what stops writes
+	 * into the buffer (xfers left unreleased then are abandoned). */
+	tcpx_p2p_conn_destroy(p.c);
+	if (tcpx_p2p_mr_deregister(p.mr) == 0)
+		bench_buf_free(&p.buf);
+	goto destroy_session;
 free_buf:
 	bench_buf_free(&p.buf);
 destroy_conn:

@@ -21,7 +21,8 @@
  *
  * Threads: every function may be called from any thread.  Calls on one conn
  * (and its xfers) are serialised by a lock inside the conn; different conns
- * progress independently.
+ * progress independently.  A session with a GPU makes that GPU current
+ * (cudaSetDevice) on the calling thread, as the plugin requires.
  */
 #ifndef TCPX_P2P_H
 #define TCPX_P2P_H
@@ -176,7 +177,9 @@ enum tcpx_p2p_mem_type {
 TCPX_P2P_API int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 				      tcpx_p2p_mr **out);
 
-/* RETURN VALUE: 0; EBUSY (a transfer in flight uses it; nothing freed). */
+/* RETURN VALUE: 0; EBUSY (a transfer in flight uses it, or one that failed
+ * with its connection: the plugin may write into it until that connection
+ * is destroyed; nothing freed). */
 TCPX_P2P_API int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr);
 
 /* ---- connections: built-in TCP rendezvous ------------------------------- */
@@ -224,12 +227,16 @@ TCPX_P2P_API int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, s
 				  int timeout_ms, tcpx_p2p_conn **out);
 TCPX_P2P_API int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l);
 
-/* Destroy a connection.  Transfers still in flight are abandoned: their
- * xfers must have been released.  RETURN VALUE: 0; EBUSY (unreleased xfers). */
+/* Destroy a connection.  Transfers still pending fail with ECLOSED (or the
+ * error that failed the connection); their xfers stay valid for test, wait
+ * and release.  Returns once the plugin and the unpack stream no longer
+ * touch any buffer of this connection.  RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c);
 
-/* Wait until the peer also calls this (over the rendezvous socket).
- * RETURN VALUE: 0; ETIMEDOUT; ECLOSED; ENOTSUP (conn made by blob exchange). */
+/* Wait until the peer also calls this (over the rendezvous socket).  It
+ * does not drive transfers.  After ETIMEDOUT call it again to keep pairing
+ * with the peer's barriers.  RETURN VALUE: 0; ETIMEDOUT; ECLOSED; EPROTO;
+ * ENOTSUP (conn made by blob exchange). */
 TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
 
 /* ---- transfers ------------------------------------------------------------ */

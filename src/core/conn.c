@@ -1,4 +1,7 @@
 /* Connections: nchan channels, each a plugin send comm and recv comm. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,6 +10,9 @@
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"
+
+/* A frame whose first byte arrived is complete within this. */
+#define TP_CTRL_FRAME_MS 5000
 
 static void init_comm(struct tp_comm *cm, void *comm, enum tp_dir dir, int window)
 {
@@ -36,6 +42,10 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		rc = tp__error(TCPX_P2P_ENOMEM, "conn: mutex init failed");
 		goto free_conn;
 	}
+	if (pthread_mutex_init(&c->ctrl_lock, NULL)) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "conn: mutex init failed");
+		goto destroy_lock;
+	}
 	c->s = s;
 	c->nchan = nchan;
 	c->ctrl_fd = -1;
@@ -47,7 +57,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		c->recv[i].devh = devh[i];
 		rc = tp__unpack_prepare(s, &c->recv[i]);
 		if (rc)
-			goto destroy_lock;
+			goto destroy_ctrl_lock;
 	}
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
@@ -55,6 +65,8 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	*out = c;
 	return 0;
 
+destroy_ctrl_lock:
+	pthread_mutex_destroy(&c->ctrl_lock);
 destroy_lock:
 	pthread_mutex_destroy(&c->lock);
 free_conn:
@@ -64,28 +76,30 @@ free_conn:
 	return rc;
 }
 
-int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
+/* Every pending xfer completes with err.  They stay listed, and keep their
+ * regions busy, until conn_destroy has closed the comms: until then the
+ * plugin (or a queued unpack) may still write into their buffers. */
+static void fail_pending(struct tcpx_p2p_conn *c, int err)
 {
 	struct tcpx_p2p_xfer *x;
 	int d;
 
-	if (c->err)
-		return c->err;
 	c->err = err;
-	TP_WARN("conn", "connection to %s failed: %s (%s)", c->peer[0] ? c->peer : "peer",
-		tcpx_p2p_strerror(err), tcpx_p2p_last_error());
-	/* Slots may still point at these xfers, but a failed conn never
-	 * progresses again, so the caller may release them at once. */
 	for (d = 0; d < 2; d++) {
-		while ((x = c->dir[d].head)) {
-			c->dir[d].head = x->next;
-			x->prev = x->next = NULL;
+		for (x = c->dir[d].head; x; x = x->next) {
 			x->err = err;
 			x->done = true;
-			tp__mr_put(x->mr);
 		}
-		c->dir[d].tail = NULL;
 	}
+}
+
+int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
+{
+	if (c->err)
+		return c->err;
+	TP_WARN("conn", "connection to %s failed: %s (%s)", c->peer[0] ? c->peer : "peer",
+		tcpx_p2p_strerror(err), tcpx_p2p_last_error());
+	fail_pending(c, err);
 	return err;
 }
 
@@ -102,36 +116,109 @@ int tcpx_p2p_progress(tcpx_p2p_conn *c)
 	return rc;
 }
 
+/* A frame cut short leaves the control stream unreadable: close it. */
+static int ctrl_broken(struct tcpx_p2p_conn *c, int rc)
+{
+	tp__sock_close(c->ctrl_fd);
+	c->ctrl_fd = -1;
+	c->ctrl_dead = true;
+	return rc;
+}
+
+/* Barrier n carries n: a barrier whose wait timed out can be called again
+ * and still pairs with the peer's n-th (its frame went out only once). */
+static int barrier(struct tcpx_p2p_conn *c, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = c->ctrl_fd, .events = POLLIN };
+	uint32_t seq = htonl(c->barriers), got = 0, len = 0;
+	int rc;
+
+	if (!c->barrier_sent) {
+		rc = tp__frame_send(c->ctrl_fd, TP_FRAME_BARRIER, &seq, sizeof(seq), timeout_ms);
+		if (rc)
+			return ctrl_broken(c, rc);
+		c->barrier_sent = true;
+	}
+	/* Wait for the peer's frame without consuming anything, so that a
+	 * timeout here loses nothing. */
+	rc = poll(&pfd, 1, timeout_ms);
+	if (rc == 0)
+		return tp__error(TCPX_P2P_ETIMEDOUT, "conn_barrier: peer did not arrive in %d ms",
+				 timeout_ms);
+	if (rc < 0)
+		return tp__error(TCPX_P2P_ENET, "conn_barrier: poll: %s", strerror(errno));
+	rc = tp__frame_recv(c->ctrl_fd, TP_FRAME_BARRIER, &got, sizeof(got), &len,
+			    TP_CTRL_FRAME_MS);
+	if (!rc && (len != sizeof(got) || ntohl(got) != c->barriers))
+		rc = tp__error(TCPX_P2P_EPROTO, "conn_barrier: peer is at barrier %u, we at %u",
+			       len == sizeof(got) ? ntohl(got) : 0, c->barriers);
+	if (rc)
+		return ctrl_broken(c, rc);
+	c->barrier_sent = false;
+	c->barriers++;
+	return 0;
+}
+
 int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 {
-	uint32_t len;
 	int rc;
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_barrier: NULL conn");
-	if (c->ctrl_fd < 0)
-		return tp__error(TCPX_P2P_ENOTSUP,
-				 "conn_barrier: connection was made by blob exchange");
 	timeout_ms = tp__session_timeout(c->s, timeout_ms);
-	rc = tp__frame_send(c->ctrl_fd, TP_FRAME_BARRIER, NULL, 0, timeout_ms);
-	if (!rc)
-		rc = tp__frame_recv(c->ctrl_fd, TP_FRAME_BARRIER, NULL, 0, &len, timeout_ms);
+	pthread_mutex_lock(&c->ctrl_lock);
+	if (c->ctrl_dead)
+		rc = tp__error(TCPX_P2P_ECLOSED, "conn_barrier: the control socket failed earlier");
+	else if (c->ctrl_fd < 0)
+		rc = tp__error(TCPX_P2P_ENOTSUP,
+			       "conn_barrier: connection was made by blob exchange");
+	else
+		rc = barrier(c, timeout_ms);
+	pthread_mutex_unlock(&c->ctrl_lock);
 	return rc;
+}
+
+/* After the comms are closed nothing writes into the buffers of the
+ * xfers that failed with the conn: free those released, detach the rest
+ * (their release frees them), and let go of their regions. */
+static void drop_failed_xfers(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_xfer *x, *next;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		for (x = c->dir[d].head; x; x = next) {
+			next = x->next;
+			tp__mr_put(x->mr);
+			x->prev = x->next = NULL;
+			if (x->released)
+				free(x);
+			else
+				x->c = NULL;
+		}
+		c->dir[d].head = c->dir[d].tail = NULL;
+	}
 }
 
 int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s;
-	int i, busy;
+	int i;
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_destroy: NULL conn");
 	s = c->s;
 	pthread_mutex_lock(&c->lock);
-	busy = c->nxfers;
+	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head) {
+		if (!c->err)
+			TP_INFO("conn", "closing the connection to %s with transfers pending",
+				c->peer[0] ? c->peer : "peer");
+		fail_pending(c, c->err ? c->err : TCPX_P2P_ECLOSED);
+	}
 	pthread_mutex_unlock(&c->lock);
-	if (busy)
-		return tp__error(TCPX_P2P_EBUSY, "conn_destroy: %d xfer(s) not released", busy);
+	/* Unpacks queued for this conn read its bounce buffers: let them end
+	 * before the comms (and the buffers) go. */
+	tp__unpack_drain(s);
 	tp__session_use_gpu(s);
 	for (i = 0; i < c->nchan; i++) {
 		tp__mr_drop_comm(s, c->send[i].comm);
@@ -139,11 +226,13 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		s->net->ops->close_send(s->net, c->send[i].comm);
 		s->net->ops->close_recv(s->net, c->recv[i].comm);
 	}
+	drop_failed_xfers(c);
 	if (c->ctrl_fd >= 0)
 		tp__sock_close(c->ctrl_fd);
 	pthread_mutex_lock(&s->lock);
 	s->nconns--;
 	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_destroy(&c->ctrl_lock);
 	pthread_mutex_destroy(&c->lock);
 	free(c->recv);
 	free(c->send);

@@ -50,13 +50,14 @@ struct tcpx_p2p_mr {
 enum tp_dir { TP_SEND = 0, TP_RECV = 1 };
 
 struct tcpx_p2p_xfer {
-	struct tcpx_p2p_conn *c;
+	struct tcpx_p2p_conn *c;   /* NULL once its (failed) conn was destroyed */
 	struct tcpx_p2p_mr *mr;
 	enum tp_dir dir;
 	size_t off, len;
 	uint64_t first_seq, nchunks, retired;
 	int err;            /* first error, 0 while fine */
 	bool done;          /* retired == nchunks or err */
+	bool released;      /* failed and released: the conn frees it at destroy */
 	struct tcpx_p2p_xfer *prev, *next; /* the direction's active list */
 };
 
@@ -108,8 +109,11 @@ struct tcpx_p2p_conn {
 	struct tp_comm *send, *recv; /* nchan each */
 	struct tp_direction dir[2];
 	int err;            /* sticky failure; every later call reports it */
-	int nxfers;         /* xfers not yet freed */
+	pthread_mutex_t ctrl_lock; /* one barrier at a time on ctrl_fd */
 	int ctrl_fd;        /* rendezvous socket for barriers, -1 if none */
+	uint32_t barriers;  /* barriers completed, carried in each frame */
+	bool barrier_sent;  /* our frame of barrier `barriers` went out */
+	bool ctrl_dead;     /* the control socket broke mid-frame */
 	char peer[64];
 };
 
@@ -155,6 +159,8 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);
 int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_slot **slots,
 		     int n);
+/* Wait for every queued device unpack of the session (conn teardown). */
+void tp__unpack_drain(struct tcpx_p2p_session *s);
 /* Has device unpack number `launch` finished?  Never blocks. */
 int tp__unpack_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done);
 void tp__unpacker_destroy(struct tp_unpacker *u);

@@ -99,6 +99,18 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	return rc;
 }
 
+void tp__unpack_drain(struct tcpx_p2p_session *s)
+{
+	struct tp_unpacker *u = s->unpacker;
+
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->lock);
+	if (tp__session_use_gpu(s) || tp__dev_stream_sync(u->stream))
+		TP_WARN("unpack", "draining the unpack stream: %s", tcpx_p2p_last_error());
+	pthread_mutex_unlock(&u->lock);
+}
+
 /* Advance `completed` over finished launches; a kernel that met a record
  * outside its chunk (skipped it) fails whoever observes it. */
 static int poll_events(struct tp_unpacker *u)

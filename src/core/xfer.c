@@ -42,7 +42,6 @@ static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum 
 	pthread_mutex_lock(&c->s->lock);
 	mr->inflight++;
 	pthread_mutex_unlock(&c->s->lock);
-	c->nxfers++;
 	tp__xfer_enqueue(c, x);
 	/* Post what fits now; errors land on the xfer and the conn. */
 	tp__progress(c, &moved);
@@ -79,6 +78,10 @@ int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 	if (!x || !done)
 		return tp__error(TCPX_P2P_EINVAL, "test: NULL argument");
 	c = x->c;
+	if (!c) { /* its connection was destroyed: failed, final */
+		*done = 1;
+		return xfer_result(x);
+	}
 	pthread_mutex_lock(&c->lock);
 	if (!x->done)
 		tp__progress(c, &moved);
@@ -121,6 +124,8 @@ int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms)
 	if (!x)
 		return tp__error(TCPX_P2P_EINVAL, "wait: NULL xfer");
 	c = x->c;
+	if (!c)
+		return xfer_result(x);
 	deadline = timeout_ms < 0 ? INT64_MAX : now_ns() + (int64_t)timeout_ms * 1000000;
 	pthread_mutex_lock(&c->lock);
 	while (!x->done) {
@@ -148,17 +153,25 @@ int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms)
 int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 {
 	struct tcpx_p2p_conn *c;
+	bool keep;
 
 	if (!x)
 		return tp__error(TCPX_P2P_EINVAL, "xfer_release: NULL xfer");
 	c = x->c;
+	if (!c) {
+		free(x);
+		return 0;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (!x->done) {
 		pthread_mutex_unlock(&c->lock);
 		return tp__error(TCPX_P2P_EBUSY, "xfer_release: transfer still pending");
 	}
-	c->nxfers--;
+	/* A failed xfer stays with its conn until the comms are closed. */
+	keep = x->err != 0;
+	x->released = true;
 	pthread_mutex_unlock(&c->lock);
-	free(x);
+	if (!keep)
+		free(x);
 	return 0;
 }

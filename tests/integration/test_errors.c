@@ -2,6 +2,8 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,7 +118,6 @@ static void test_bad_arguments_and_busy(void **state)
 	assert_int_equal(tcpx_p2p_wait(xr, 50), TCPX_P2P_ETIMEDOUT);
 	assert_int_equal(tcpx_p2p_xfer_release(xr), TCPX_P2P_EBUSY);
 	assert_int_equal(tcpx_p2p_mr_deregister(mr1), TCPX_P2P_EBUSY);
-	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), TCPX_P2P_EBUSY);
 	assert_int_equal(tcpx_p2p_test(xr, &done), 0);
 	assert_int_equal(done, 0);
 	/* The send arrives late, from the first half of the same buffer. */
@@ -155,7 +156,64 @@ static void test_peer_gone(void **state)
 	assert_null(x2);
 	assert_int_equal(tcpx_p2p_progress(p.c[0]), rc);
 	assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
+	/* The plugin may still write into the region until the comms close. */
+	assert_int_equal(tcpx_p2p_mr_deregister(mr), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[0]), 0);
+	p.c[0] = NULL;
 	assert_int_equal(tcpx_p2p_mr_deregister(mr), 0);
+	tp_pair_close(&p);
+	free(buf);
+}
+
+static void *peer_barrier(void *arg)
+{
+	return (void *)(intptr_t)tcpx_p2p_conn_barrier(arg, 10000);
+}
+
+/* A barrier that timed out (the peer was late) can be called again and
+ * still pairs with the peer's; the count stays in step afterwards. */
+static void test_barrier_retry(void **state)
+{
+	struct tp_pair p;
+	pthread_t th;
+	void *ret;
+	int i;
+
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_conn_barrier(p.c[0], 50), TCPX_P2P_ETIMEDOUT);
+	assert_int_equal(tcpx_p2p_conn_barrier(p.c[0], 50), TCPX_P2P_ETIMEDOUT);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(pthread_create(&th, NULL, peer_barrier, p.c[1]), 0);
+		assert_int_equal(tcpx_p2p_conn_barrier(p.c[0], 10000), 0);
+		assert_int_equal(pthread_join(th, &ret), 0);
+		assert_int_equal((intptr_t)ret, 0);
+	}
+	tp_pair_close(&p);
+}
+
+/* Destroying a connection with transfers pending aborts them: they fail
+ * with ECLOSED and can still be tested and released afterwards. */
+static void test_destroy_aborts_pending(void **state)
+{
+	struct tp_pair p;
+	unsigned char *buf = malloc(1 << 20);
+	tcpx_p2p_mr *mr;
+	tcpx_p2p_xfer *xr, *xs;
+	int done = 0;
+
+	assert_non_null(buf);
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], buf, 1 << 20, TCPX_P2P_MEM_HOST, &mr), 0);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], mr, 0, 1 << 20, &xr), 0);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], mr, 0, 1 << 19, &xs), 0);
+	assert_int_equal(tcpx_p2p_xfer_release(xr), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), 0);
+	p.c[1] = NULL;
+	assert_int_equal(tcpx_p2p_test(xr, &done), TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_wait(xs, 1000), TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(mr), 0);
+	assert_int_equal(tcpx_p2p_xfer_release(xs), 0);
 	tp_pair_close(&p);
 	free(buf);
 }
@@ -168,6 +226,8 @@ int main(void)
 		cmocka_unit_test(test_mismatched_peers),
 		cmocka_unit_test(test_bad_arguments_and_busy),
 		cmocka_unit_test(test_peer_gone),
+		cmocka_unit_test(test_destroy_aborts_pending),
+		cmocka_unit_test(test_barrier_retry),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
