@@ -34,6 +34,11 @@ int tp__dev_set(int gpu)
 	return TP_CUDA(cudaSetDevice, gpu);
 }
 
+int tp__dev_pci_bus_id(int gpu, char *buf, int len)
+{
+	return TP_CUDA(cudaDeviceGetPCIBusId, buf, len, gpu);
+}
+
 int tp__dev_ptr_is_device(const void *p, int *is_dev)
 {
 	struct cudaPointerAttributes a;

@@ -18,6 +18,8 @@ extern "C" {
  * machines) or no device counts as 0, not as an error. */
 int tp__dev_count(int *n);
 int tp__dev_set(int gpu);
+/* PCI bus id of a GPU, e.g. "0000:04:00.0". */
+int tp__dev_pci_bus_id(int gpu, char *buf, int len);
 /* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,
  * including when CUDA is unavailable. */
 int tp__dev_ptr_is_device(const void *p, int *is_dev);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/topo.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -14,15 +15,53 @@ int tp__session_use_gpu(struct tcpx_p2p_session *s)
 	return s->cfg.gpu < 0 ? 0 : tp__dev_set(s->cfg.gpu);
 }
 
-/* Without topology information, spread GPUs evenly over the plugin's
- * devices: on A3 (8 GPUs, 4 data NICs) GPU g gets NIC g / 2, the NIC on its
- * PCIe switch (DESIGN §11). */
-static int pick_net_dev(const struct tcpx_p2p_session *s, int ndev, int ngpu)
+/* The plugin device whose PCI path is closest to the GPU's (the NIC behind
+ * the same PCIe switch), or -1 when either path is unknown (the emulator
+ * reports none). */
+static int closest_net_dev(struct tcpx_p2p_session *s, int ndev)
 {
+	char bus[32], gpu_path[PATH_MAX];
+	struct tp_net_props props;
+	const char **paths;
+	char (*store)[sizeof(props.pci_path)];
+	int i, best = -1;
+
+	if (tp__dev_pci_bus_id(s->cfg.gpu, bus, sizeof(bus)) ||
+	    tp__topo_pci_path(bus, gpu_path, sizeof(gpu_path)))
+		return -1;
+	paths = calloc((size_t)ndev, sizeof(*paths));
+	store = calloc((size_t)ndev, sizeof(*store));
+	if (paths && store) {
+		for (i = 0; i < ndev; i++) {
+			if (s->net->ops->get_properties(s->net, i, &props))
+				continue;
+			memcpy(store[i], props.pci_path, sizeof(store[i]));
+			paths[i] = store[i];
+		}
+		best = tp__topo_closest(gpu_path, paths, ndev);
+	}
+	free(store);
+	free(paths);
+	if (best >= 0)
+		TP_INFO("session", "gpu %d (%s) -> net dev %d by PCIe distance", s->cfg.gpu, bus,
+			best);
+	return best;
+}
+
+/* Configured, else by PCIe distance, else GPUs spread evenly over the
+ * devices: on A3 (8 GPUs, 4 data NICs) GPU g gets NIC g / 2, the NIC on
+ * its switch (DESIGN §11) — right when all GPUs are visible. */
+static int pick_net_dev(struct tcpx_p2p_session *s, int ndev, int ngpu)
+{
+	int dev;
+
 	if (s->cfg.net_dev >= 0)
 		return s->cfg.net_dev;
 	if (s->cfg.gpu < 0 || ngpu <= 0)
 		return 0;
+	dev = closest_net_dev(s, ndev);
+	if (dev >= 0)
+		return dev;
 	return (int)((long)s->cfg.gpu * ndev / ngpu) % ndev;
 }
 
