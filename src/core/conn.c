@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -97,8 +98,9 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
 {
 	if (c->err)
 		return c->err;
+	snprintf(c->why, sizeof(c->why), "%s", tcpx_p2p_last_error());
 	TP_WARN("conn", "connection to %s failed: %s (%s)", c->peer[0] ? c->peer : "peer",
-		tcpx_p2p_strerror(err), tcpx_p2p_last_error());
+		tcpx_p2p_strerror(err), c->why);
 	fail_pending(c, err);
 	return err;
 }

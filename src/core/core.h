@@ -109,6 +109,7 @@ struct tcpx_p2p_conn {
 	struct tp_comm *send, *recv; /* nchan each */
 	struct tp_direction dir[2];
 	int err;            /* sticky failure; every later call reports it */
+	char why[256];      /* its detail, for every thread that asks later */
 	pthread_mutex_t ctrl_lock; /* one barrier at a time on ctrl_fd */
 	int ctrl_fd;        /* rendezvous socket for barriers, -1 if none */
 	uint32_t barriers;  /* barriers completed, carried in each frame */

@@ -33,8 +33,8 @@ static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum 
 
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
-		rc = tp__error(c->err, "%s: the connection failed earlier (%s)",
-			       dir ? "recv" : "send", tcpx_p2p_strerror(c->err));
+		rc = tp__error(c->err, "%s: the connection failed earlier: %s",
+			       dir ? "recv" : "send", c->why[0] ? c->why : tcpx_p2p_strerror(c->err));
 		pthread_mutex_unlock(&c->lock);
 		free(x);
 		return rc;
@@ -66,6 +66,8 @@ static int xfer_result(const struct tcpx_p2p_xfer *x)
 {
 	if (!x->err)
 		return 0;
+	if (x->c && x->c->why[0])
+		return tp__error(x->err, "transfer failed: %s", x->c->why);
 	return tp__error(x->err, "transfer failed: %s", tcpx_p2p_strerror(x->err));
 }
 
