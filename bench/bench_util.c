@@ -1,6 +1,7 @@
 #include "bench_util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int bench_parse_size(const char *s, size_t *out)
@@ -40,6 +41,59 @@ int bench_parse_int(const char *s, int lo, int hi, int *out)
 		return -1;
 	*out = (int)v;
 	return 0;
+}
+
+void bench_sweep_defaults(struct bench_sweep *w)
+{
+	w->min_bytes = w->max_bytes = 64u << 20;
+	w->factor = 2.0;
+	w->iters = 20;
+	w->warmup = 3;
+}
+
+static int bad(const char *prog, const char *opt, const char *val)
+{
+	fprintf(stderr, "%s: bad value for %s: '%s'\n", prog, opt, val);
+	return -1;
+}
+
+int bench_sweep_flag(struct bench_sweep *w, int c, const char *arg, const char *prog)
+{
+	char *end;
+
+	switch (c) {
+	case 's':
+		if (bench_parse_size(arg, &w->min_bytes))
+			return bad(prog, "--size", arg);
+		w->max_bytes = w->min_bytes;
+		return 1;
+	case 'b':
+		return bench_parse_size(arg, &w->min_bytes) ? bad(prog, "--min-bytes", arg) : 1;
+	case 'e':
+		return bench_parse_size(arg, &w->max_bytes) ? bad(prog, "--max-bytes", arg) : 1;
+	case 'f':
+		w->factor = strtod(arg, &end);
+		return *end || !(w->factor > 1.0) ? bad(prog, "--step-factor", arg) : 1;
+	case 'n':
+		return bench_parse_int(arg, 1, 1 << 24, &w->iters) ? bad(prog, "--iters", arg) : 1;
+	case 'w':
+		return bench_parse_int(arg, 0, 1 << 24, &w->warmup) ? bad(prog, "--warmup", arg) : 1;
+	default:
+		return 0;
+	}
+}
+
+void bench_sweep_finish(struct bench_sweep *w)
+{
+	if (w->max_bytes < w->min_bytes)
+		w->max_bytes = w->min_bytes;
+}
+
+size_t bench_sweep_next(const struct bench_sweep *w, size_t size)
+{
+	size_t n = (size_t)((double)(size ? size : 1) * w->factor);
+
+	return n > size ? n : size + 1;
 }
 
 static int cmp_double(const void *a, const void *b)

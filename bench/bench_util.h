@@ -10,6 +10,37 @@ int bench_parse_size(const char *s, size_t *out);
 /* Whole decimal number in [lo, hi], nothing after it. */
 int bench_parse_int(const char *s, int lo, int hi, int *out);
 
+/* The size sweep and iteration flags every benchmark takes, as in
+ * nccl-tests: -s/--size, -b/--min-bytes, -e/--max-bytes, -f/--step-factor,
+ * -n/--iters, -w/--warmup. */
+struct bench_sweep {
+	size_t min_bytes, max_bytes;
+	double factor;
+	int iters, warmup;
+};
+
+#define BENCH_SWEEP_SHORTOPTS "s:b:e:f:n:w:"
+#define BENCH_SWEEP_LONGOPTS                                                       \
+	{ "size", 1, NULL, 's' }, { "min-bytes", 1, NULL, 'b' },                   \
+	{ "max-bytes", 1, NULL, 'e' }, { "step-factor", 1, NULL, 'f' },             \
+	{ "iters", 1, NULL, 'n' }, { "warmup", 1, NULL, 'w' }
+#define BENCH_SWEEP_USAGE                                                          \
+	"  -s, --size N           one size (K/M/G = 2^10/2^20/2^30)\n"                 \
+	"  -b, --min-bytes N      sweep start (default 64M)\n"                         \
+	"  -e, --max-bytes N      sweep end\n"                                         \
+	"  -f, --step-factor F    sweep multiplier (default 2)\n"                      \
+	"  -n, --iters N          timed iterations per size (default 20)\n"            \
+	"  -w, --warmup N         untimed iterations first (default 3)\n"
+
+void bench_sweep_defaults(struct bench_sweep *w);
+/* Option c with its argument: 1 handled, 0 not a sweep option, -1 bad
+ * value (reported on stderr under prog's name). */
+int bench_sweep_flag(struct bench_sweep *w, int c, const char *arg, const char *prog);
+/* After parsing: max below min means just min. */
+void bench_sweep_finish(struct bench_sweep *w);
+/* The size after `size` (at least size + 1). */
+size_t bench_sweep_next(const struct bench_sweep *w, size_t size);
+
 /* One result row, as tcpx_perf and nccl_pair print it. */
 struct bench_row {
 	size_t size;

@@ -19,9 +19,7 @@
 #include "bench_util.h"
 
 struct opts {
-	size_t min_bytes, max_bytes;
-	double factor;
-	int iters, warmup;
+	struct bench_sweep sweep;
 	int gpu[2];
 	int verify, quiet;
 	int timeout_ms;
@@ -53,12 +51,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: nccl_pair [options]\n"
 "  ncclSend on GPU A, ncclRecv on GPU B, both in this process (ncclCommInitAll).\n"
-"  -s, --size N           one size (K/M/G = 2^10/2^20/2^30)\n"
-"  -b, --min-bytes N      sweep start (default 64M)\n"
-"  -e, --max-bytes N      sweep end\n"
-"  -f, --step-factor F    sweep multiplier (default 2)\n"
-"  -n, --iters N          timed iterations per size (default 20)\n"
-"  -w, --warmup N         untimed iterations first (default 3)\n"
+BENCH_SWEEP_USAGE
 "  -g, --gpu A,B          sending and receiving GPU (default 0,1)\n"
 "      --verify           fill a pattern on A, copy B's buffer back and compare\n"
 "      --json FILE        write results as a JSON array (- = stdout)\n"
@@ -78,33 +71,11 @@ enum { O_VERIFY = 256, O_JSON, O_TIMEOUT };
 
 static int parse_flag(struct opts *o, int c, const char *arg)
 {
+	int v = bench_sweep_flag(&o->sweep, c, arg, "nccl_pair");
+
+	if (v)
+		return v < 0 ? -1 : 0;
 	switch (c) {
-	case 's':
-		if (bench_parse_size(arg, &o->min_bytes))
-			return bad("--size", arg);
-		o->max_bytes = o->min_bytes;
-		break;
-	case 'b':
-		if (bench_parse_size(arg, &o->min_bytes))
-			return bad("--min-bytes", arg);
-		break;
-	case 'e':
-		if (bench_parse_size(arg, &o->max_bytes))
-			return bad("--max-bytes", arg);
-		break;
-	case 'f':
-		o->factor = strtod(arg, NULL);
-		if (!(o->factor > 1.0))
-			return bad("--step-factor", arg);
-		break;
-	case 'n':
-		if (bench_parse_int(arg, 1, 1 << 24, &o->iters))
-			return bad("--iters", arg);
-		break;
-	case 'w':
-		if (bench_parse_int(arg, 0, 1 << 24, &o->warmup))
-			return bad("--warmup", arg);
-		break;
 	case 'g':
 		if (sscanf(arg, "%d,%d", &o->gpu[0], &o->gpu[1]) != 2 || o->gpu[0] < 0 ||
 		    o->gpu[1] < 0 || o->gpu[0] == o->gpu[1])
@@ -126,9 +97,7 @@ static int parse_flag(struct opts *o, int c, const char *arg)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option longs[] = {
-		{ "size", 1, NULL, 's' }, { "min-bytes", 1, NULL, 'b' },
-		{ "max-bytes", 1, NULL, 'e' }, { "step-factor", 1, NULL, 'f' },
-		{ "iters", 1, NULL, 'n' }, { "warmup", 1, NULL, 'w' }, { "gpu", 1, NULL, 'g' },
+		BENCH_SWEEP_LONGOPTS, { "gpu", 1, NULL, 'g' },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "quiet", 0, NULL, 'q' },
 		{ "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
@@ -136,14 +105,11 @@ static int parse(int argc, char **argv, struct opts *o)
 	int c;
 
 	memset(o, 0, sizeof(*o));
-	o->min_bytes = o->max_bytes = 64u << 20;
-	o->factor = 2.0;
-	o->iters = 20;
-	o->warmup = 3;
+	bench_sweep_defaults(&o->sweep);
 	o->gpu[0] = 0;
 	o->gpu[1] = 1;
 	o->timeout_ms = 60000;
-	while ((c = getopt_long(argc, argv, "s:b:e:f:n:w:g:qh", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, BENCH_SWEEP_SHORTOPTS "g:qh", longs, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return 1;
@@ -157,9 +123,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return -1;
 	}
-	if (o->max_bytes < o->min_bytes)
-		o->max_bytes = o->min_bytes;
-	if (o->min_bytes == 0)
+	bench_sweep_finish(&o->sweep);
+	if (o->sweep.min_bytes == 0)
 		return bad("--min-bytes", "0");
 	return 0;
 }
@@ -283,10 +248,10 @@ static int run_size(struct pair *p, const struct opts *o, size_t bytes, double *
 	double t0;
 	int i;
 
-	for (i = 0; i < o->warmup; i++)
+	for (i = 0; i < o->sweep.warmup; i++)
 		if (pair_xfer(p, o, bytes))
 			return -1;
-	for (i = 0; i < o->iters; i++) {
+	for (i = 0; i < o->sweep.iters; i++) {
 		if (o->verify && verify_prepare(p, o, bytes, seed + (unsigned)i))
 			return -1;
 		t0 = now_us();
@@ -297,7 +262,7 @@ static int run_size(struct pair *p, const struct opts *o, size_t bytes, double *
 			return -1;
 	}
 	r->size = bytes;
-	r->iters = o->iters;
+	r->iters = o->sweep.iters;
 	bench_stats(r, us, r->size);
 	return 0;
 }
@@ -327,7 +292,7 @@ static void json_row(FILE *f, const struct opts *o, const struct bench_row *r, i
 		"\"mem\": \"cuda\", \"gpu\": [%d, %d], \"verify\": %s, \"warmup\": %d, "
 		"\"nccl_version\": %d, \"env\": {", first ? "" : ",\n", r->size, r->iters,
 		r->avg_us, r->gbps, r->p50_us, r->p99_us, o->gpu[0], o->gpu[1],
-		o->verify ? "true" : "false", o->warmup, nccl_version);
+		o->verify ? "true" : "false", o->sweep.warmup, nccl_version);
 	for (i = 0; i < sizeof(nccl_env) / sizeof(nccl_env[0]); i++) {
 		fprintf(f, "%s\"%s\": ", i ? ", " : "", nccl_env[i]);
 		v = getenv(nccl_env[i]);
@@ -381,7 +346,7 @@ static int pair_create(struct pair *p, const struct opts *o)
 	int i;
 
 	memset(p, 0, sizeof(*p));
-	p->cap = o->max_bytes;
+	p->cap = o->sweep.max_bytes;
 	if (!nccl_ok(ncclCommInitAll(p->comm, 2, o->gpu), "ncclCommInitAll"))
 		goto fail;
 	for (i = 0; i < 2; i++) {
@@ -414,7 +379,7 @@ static void print_header(const struct opts *o, int nccl_version)
 	       getenv("NCCL_SHM_DISABLE") ? getenv("NCCL_SHM_DISABLE") : "(unset)",
 	       getenv("NCCL_SOCKET_NTHREADS") ? getenv("NCCL_SOCKET_NTHREADS") : "(unset)",
 	       getenv("NCCL_NSOCKS_PERTHREAD") ? getenv("NCCL_NSOCKS_PERTHREAD") : "(unset)",
-	       o->warmup, o->iters, o->verify ? ", verified" : "");
+	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
 	printf("# GB/s = 10^9 bytes/s of completed payload; time = average per transfer\n");
 	printf("# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
 	       "p50(us)", "p99(us)");
@@ -441,7 +406,7 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	ncclGetVersion(&nccl_version);
-	us = calloc((size_t)o.iters, sizeof(*us));
+	us = calloc((size_t)o.sweep.iters, sizeof(*us));
 	if (!us) {
 		fprintf(stderr, "nccl_pair: out of memory\n");
 		return 1;
@@ -458,7 +423,7 @@ int main(int argc, char **argv)
 		goto close_json;
 	if (!o.quiet)
 		print_header(&o, nccl_version);
-	for (bytes = o.min_bytes; bytes <= o.max_bytes; bytes = next) {
+	for (bytes = o.sweep.min_bytes; bytes <= o.sweep.max_bytes; bytes = next) {
 		if (run_size(&p, &o, bytes, us, &r))
 			goto destroy_pair;
 		if (!o.quiet)
@@ -468,9 +433,7 @@ int main(int argc, char **argv)
 		if (json)
 			json_row(json, &o, &r, nccl_version, first);
 		first = 0;
-		next = (size_t)((double)bytes * o.factor);
-		if (next <= bytes)
-			next = bytes + 1;
+		next = bench_sweep_next(&o.sweep, bytes);
 	}
 	rc = 0;
 destroy_pair:

@@ -16,9 +16,7 @@ struct perf_opts {
 	const char *host;     /* client: peer to dial */
 	const char *bind;     /* server: address to listen on */
 	uint16_t port;
-	size_t min_bytes, max_bytes;
-	double factor;        /* sweep: size *= factor (nccl-tests -f) */
-	int iters, warmup;
+	struct bench_sweep sweep;
 	int cuda;             /* --mem cuda */
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;

@@ -17,12 +17,8 @@ static void usage(FILE *f)
 "  -H, --host ADDR        peer to dial (client/auto; env TCPX_P2P_PEER)\n"
 "      --bind ADDR        address to listen on (server; default all)\n"
 "  -p, --port N           rendezvous TCP port (default 18515)\n"
-"  -s, --size N           one size (K/M/G = 2^10/2^20/2^30; env TCPX_P2P_PERF_SIZE)\n"
-"  -b, --min-bytes N      sweep start (default 64M)\n"
-"  -e, --max-bytes N      sweep end\n"
-"  -f, --step-factor F    sweep multiplier (default 2)\n"
-"  -n, --iters N          timed iterations per size (default 20; env TCPX_P2P_PERF_ITERS)\n"
-"  -w, --warmup N         untimed iterations first (default 3)\n"
+BENCH_SWEEP_USAGE
+"                         (env TCPX_P2P_PERF_SIZE, TCPX_P2P_PERF_ITERS)\n"
 "      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
 "      --channels N       channels per connection (TCPX_P2P_NUM_CHANNELS)\n"
 "      --window N         send and receive window per channel (1..16)\n"
@@ -69,6 +65,9 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 {
 	int v;
 
+	v = bench_sweep_flag(&o->sweep, c, arg, "tcpx_perf");
+	if (v)
+		return v < 0 ? -1 : 0;
 	switch (c) {
 	case 'H': o->host = arg; break;
 	case O_BIND: o->bind = arg; break;
@@ -76,32 +75,6 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 		if (bench_parse_int(arg, 1, 65535, &v))
 			return bad("--port", arg);
 		o->port = (uint16_t)v;
-		break;
-	case 's':
-		if (bench_parse_size(arg, &o->min_bytes))
-			return bad("--size", arg);
-		o->max_bytes = o->min_bytes;
-		break;
-	case 'b':
-		if (bench_parse_size(arg, &o->min_bytes))
-			return bad("--min-bytes", arg);
-		break;
-	case 'e':
-		if (bench_parse_size(arg, &o->max_bytes))
-			return bad("--max-bytes", arg);
-		break;
-	case 'f':
-		o->factor = strtod(arg, NULL);
-		if (!(o->factor > 1.0))
-			return bad("--step-factor", arg);
-		break;
-	case 'n':
-		if (bench_parse_int(arg, 1, 1 << 24, &o->iters))
-			return bad("--iters", arg);
-		break;
-	case 'w':
-		if (bench_parse_int(arg, 0, 1 << 24, &o->warmup))
-			return bad("--warmup", arg);
 		break;
 	case O_CHUNK:
 		if (bench_parse_size(arg, &o->cfg.chunk_bytes))
@@ -181,9 +154,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 {
 	static const struct option longs[] = {
 		{ "host", 1, NULL, 'H' }, { "bind", 1, NULL, O_BIND }, { "port", 1, NULL, 'p' },
-		{ "size", 1, NULL, 's' }, { "min-bytes", 1, NULL, 'b' },
-		{ "max-bytes", 1, NULL, 'e' }, { "step-factor", 1, NULL, 'f' },
-		{ "iters", 1, NULL, 'n' }, { "warmup", 1, NULL, 'w' },
+		BENCH_SWEEP_LONGOPTS,
 		{ "chunk", 1, NULL, O_CHUNK }, { "channels", 1, NULL, O_CHANNELS },
 		{ "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
@@ -196,10 +167,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->port = 18515;
-	o->min_bytes = o->max_bytes = 64u << 20;
-	o->factor = 2.0;
-	o->iters = 20;
-	o->warmup = 3;
+	bench_sweep_defaults(&o->sweep);
 	o->gpu[0] = 0;
 	o->gpu[1] = -1;
 	o->host = getenv("TCPX_P2P_PEER");
@@ -207,12 +175,12 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		fprintf(stderr, "tcpx_perf: %s\n", tcpx_p2p_last_error());
 	o->timeout_ms = o->cfg.timeout_ms;
 	if ((v = env2("TCPX_P2P_PERF_SIZE", "UCCL_TCPX_PERF_SIZE")) &&
-	    bench_parse_size(v, &o->min_bytes) == 0)
-		o->max_bytes = o->min_bytes;
+	    bench_parse_size(v, &o->sweep.min_bytes) == 0)
+		o->sweep.max_bytes = o->sweep.min_bytes;
 	if ((v = env2("TCPX_P2P_PERF_ITERS", "UCCL_TCPX_PERF_ITERS")) &&
-	    bench_parse_int(v, 1, 1 << 24, &o->iters))
+	    bench_parse_int(v, 1, 1 << 24, &o->sweep.iters))
 		return bad("TCPX_P2P_PERF_ITERS", v);
-	while ((c = getopt_long(argc, argv, "H:p:s:b:e:f:n:w:g:qh", longs, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, BENCH_SWEEP_SHORTOPTS "H:p:g:qh", longs, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			return 1;
@@ -230,8 +198,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	}
 	if (parse_mode(o, argv[optind]))
 		return -1;
-	if (o->max_bytes < o->min_bytes)
-		o->max_bytes = o->min_bytes;
+	bench_sweep_finish(&o->sweep);
 	if (o->gpu[1] < 0)
 		o->gpu[1] = o->mode == PERF_LOOPBACK && o->cuda ? 1 : o->gpu[0];
 	if (o->mode == PERF_CLIENT && !o->host) {
@@ -254,8 +221,8 @@ void perf_dump_config(const struct perf_opts *o, FILE *f)
 			continue;
 		fprintf(f, "%-24s = %-16s # %s\n", name, val, help);
 	}
-	fprintf(f, "%-24s = %-16zu # %s\n", "TCPX_P2P_PERF_SIZE", o->min_bytes,
+	fprintf(f, "%-24s = %-16zu # %s\n", "TCPX_P2P_PERF_SIZE", o->sweep.min_bytes,
 		"tcpx_perf size in bytes when no sweep is given");
-	fprintf(f, "%-24s = %-16d # %s\n", "TCPX_P2P_PERF_ITERS", o->iters,
+	fprintf(f, "%-24s = %-16d # %s\n", "TCPX_P2P_PERF_ITERS", o->sweep.iters,
 		"tcpx_perf timed iterations per size");
 }

@@ -26,7 +26,7 @@ void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_sessi
 	       "warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu,
 	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
-	       o->warmup, o->iters, o->verify ? ", verified" : "");
+	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
 	fprintf(out, "# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
 	       o->bidir ? " (both directions summed)" : "");
 	fprintf(out, "# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
@@ -72,7 +72,7 @@ void perf_json_row(FILE *f, const struct perf_opts *o, int role,
 		role ? "client" : "server", o->cuda ? "cuda" : "host", info->gpu,
 		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 		unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
-		o->verify ? "true" : "false", o->warmup, info->plugin_name, info->plugin_abi,
+		o->verify ? "true" : "false", o->sweep.warmup, info->plugin_name, info->plugin_abi,
 		info->net_dev, tcpx_p2p_version());
 	fflush(f);
 }

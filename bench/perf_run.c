@@ -54,7 +54,7 @@ static uint64_t seed_of(size_t size, int it, int from_client)
 static int one_iteration(struct peer *p, size_t size, int it, double *us)
 {
 	const struct perf_opts *o = p->o;
-	size_t recv_off = o->bidir ? o->max_bytes : 0;
+	size_t recv_off = o->bidir ? o->sweep.max_bytes : 0;
 	tcpx_p2p_xfer *xs = NULL, *xr = NULL;
 	double t0;
 	size_t bad;
@@ -96,18 +96,18 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 static int run_size(struct peer *p, size_t size, int report, FILE *json, int first)
 {
 	const struct perf_opts *o = p->o;
-	struct bench_row row = { .size = size, .iters = o->iters };
+	struct bench_row row = { .size = size, .iters = o->sweep.iters };
 	double start = now_s(), last = start, t;
 	int it, rc;
 
-	for (it = -o->warmup; it < o->iters; it++) {
+	for (it = -o->sweep.warmup; it < o->sweep.iters; it++) {
 		rc = one_iteration(p, size, it, it >= 0 ? &p->us[it] : &t);
 		if (rc)
 			return rc;
 		if (report && !o->quiet && now_s() - last > 2.0 && now_s() - start > 3.0) {
 			last = now_s();
 			fprintf(stderr, "tcpx_perf: %zu bytes: iteration %d of %d\n", size,
-				it + 1, o->iters);
+				it + 1, o->sweep.iters);
 		}
 	}
 	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
@@ -116,13 +116,6 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 		perf_json_row(json, o, p->role, &p->info, &row, first);
 	}
 	return 0;
-}
-
-static size_t next_size(const struct perf_opts *o, size_t size)
-{
-	size_t n = (size_t)((double)(size ? size : 1) * o->factor);
-
-	return n > size ? n : size + 1;
 }
 
 static int connect_peer(struct peer *p, void (*listening)(void *, uint16_t), void *arg)
@@ -158,8 +151,8 @@ static int run_sizes(struct peer *p, int report)
 		return -1;
 	if (report)
 		perf_print_header(o, p->role, &p->info);
-	for (size = o->min_bytes, rc = 0; size <= o->max_bytes && !rc;
-	     size = next_size(o, size), first = 0)
+	for (size = o->sweep.min_bytes, rc = 0; size <= o->sweep.max_bytes && !rc;
+	     size = bench_sweep_next(&o->sweep, size), first = 0)
 		rc = run_size(p, size, report, json, first);
 	perf_json_close(json);
 	return rc;
@@ -170,13 +163,13 @@ int perf_run(const struct perf_opts *o, int role, int report,
 {
 	struct peer p = { .o = o, .role = role };
 	tcpx_p2p_config cfg = o->cfg;
-	size_t len = o->bidir ? 2 * o->max_bytes : o->max_bytes;
+	size_t len = o->bidir ? 2 * o->sweep.max_bytes : o->sweep.max_bytes;
 	char err[256];
 	int rc;
 
 	cfg.gpu = o->cuda ? o->gpu[role] : -1;
 	p.info.struct_size = sizeof(p.info);
-	p.us = calloc((size_t)o->iters, sizeof(*p.us));
+	p.us = calloc((size_t)o->sweep.iters, sizeof(*p.us));
 	if (!p.us)
 		return -1;
 	rc = tcpx_p2p_session_create(&cfg, &p.s);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# SIGSTOP one side of a running verified transfer: its sockets stay open but
+# nothing moves, so only a deadline can end the wait.  The survivor must fail
+# with a timeout error within its --timeout plus a margin; then the stopped
+# side is killed.
+# Usage: stalled_peer.sh BUILD_DIR client|server   (the side to stop)
+source "$(dirname "$0")/fault_lib.sh"
+tp_setup "${1:-}"
+victim=${2:-client}
+survivor=$(tp_peer_of "$victim")
+tmo=3000
+
+tp_start_pair $tmo
+cpid=cpid_$victim
+tp_note "stopping the $victim (pid ${!cpid}) mid-run"
+kill -STOP "${!cpid}"
+tp_wait_exit "$survivor" $((tmo + 4000))
+el=el_$survivor
+tp_note "$survivor exited with $(eval echo \$rc_$survivor) after ${!el} ms"
+kill -KILL "${!cpid}"
+tp_expect_failure "$survivor" '^tcpx_perf: .*timed out'
+# A deadline that fires long before --timeout would be a bug too: the stop
+# came after a completed iteration, so at most one iteration's slack is due.
+[ "${!el}" -ge $((tmo - 1000)) ] ||
+	tp_fail "$survivor gave up after ${!el} ms, before its ${tmo} ms timeout"
+tp_note "$survivor stderr: $(grep '^tcpx_perf: ' "$tmp/$survivor.err" | grep -v iteration | tail -n 1)"
+echo "PASS: $survivor timed out cleanly with the $victim stopped"
