@@ -42,24 +42,6 @@ static void side_close(struct side *sd)
 	free(sd->host);
 }
 
-static void complete_all(tcpx_p2p_xfer **x, int n)
-{
-	int left = n, done, i;
-
-	while (left) {
-		for (i = 0; i < n; i++) {
-			if (!x[i])
-				continue;
-			done = 0;
-			assert_int_equal(tcpx_p2p_test(x[i], &done), 0);
-			if (done) {
-				assert_int_equal(tcpx_p2p_xfer_release(x[i]), 0);
-				x[i] = NULL;
-				left--;
-			}
-		}
-	}
-}
 
 /* Move len bytes 0 -> 1 at offsets; returns the number of wrong bytes. */
 static size_t move(struct tp_pair *p, struct side *sd, size_t soff, size_t roff, size_t len,
@@ -75,7 +57,7 @@ static size_t move(struct tp_pair *p, struct side *sd, size_t soff, size_t roff,
 	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
 	assert_int_equal(tcpx_p2p_recv(p->c[1], sd[1].mr, roff, len, &x[0]), 0);
 	assert_int_equal(tcpx_p2p_send(p->c[0], sd[0].mr, soff, len, &x[1]), 0);
-	complete_all(x, 2);
+	assert_int_equal(tp_complete_all(x, 2), 0);
 	assert_int_equal(cudaMemcpy(sd[1].host, sd[1].dev, roff + len + 64,
 				    cudaMemcpyDeviceToHost), cudaSuccess);
 	if (tp_check(sd[1].host + roff, len, seed) != (size_t)-1) {

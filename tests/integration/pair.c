@@ -38,6 +38,30 @@ size_t tp_check(const void *buf, size_t len, uint64_t seed)
 	return (size_t)-1;
 }
 
+int tp_complete_all(tcpx_p2p_xfer **x, int n)
+{
+	int left = n, done, i, rc;
+
+	while (left) {
+		for (i = 0; i < n; i++) {
+			if (!x[i])
+				continue;
+			done = 0;
+			rc = tcpx_p2p_test(x[i], &done);
+			if (rc)
+				return rc;
+			if (done) {
+				rc = tcpx_p2p_xfer_release(x[i]);
+				if (rc)
+					return rc;
+				x[i] = NULL;
+				left--;
+			}
+		}
+	}
+	return 0;
+}
+
 struct side {
 	struct tp_pair *p;
 	int idx;

@@ -20,6 +20,11 @@ int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs);
 int tp_pair_open2(struct tp_pair *p, const tcpx_p2p_config cfg[2], int use_blobs);
 void tp_pair_close(struct tp_pair *p);
 
+/* Both peers in one thread: drive all xfers together (waiting on one side
+ * alone stalls once the other's window is full) and release each as it
+ * completes.  0, or the first error (the rest are left as they are). */
+int tp_complete_all(tcpx_p2p_xfer **x, int n);
+
 /* Deterministic pattern: byte i of stream `seed` (any offset). */
 void tp_fill(void *buf, size_t len, uint64_t seed);
 /* First mismatching offset, or (size_t)-1 when buf holds the pattern. */

@@ -79,27 +79,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Both peers live in this thread: drive all their xfers together (waiting
- * on one side alone would stall once the other's window is full), then
- * release them. */
-static void complete_all(tcpx_p2p_xfer **x, int n)
-{
-	int left = n, done, i;
-
-	while (left) {
-		for (i = 0; i < n; i++) {
-			if (!x[i])
-				continue;
-			done = 0;
-			assert_int_equal(tcpx_p2p_test(x[i], &done), 0);
-			if (done) {
-				assert_int_equal(tcpx_p2p_xfer_release(x[i]), 0);
-				x[i] = NULL;
-				left--;
-			}
-		}
-	}
-}
 
 /* Send len bytes from side `from` at soff to the other side at roff. */
 static void transfer(struct fixture *f, int from, size_t soff, size_t roff, size_t len,
@@ -112,7 +91,7 @@ static void transfer(struct fixture *f, int from, size_t soff, size_t roff, size
 	memset(f->buf[to], 0xee, roff + len + 64 <= f->cap ? roff + len + 64 : f->cap);
 	assert_int_equal(tcpx_p2p_recv(f->p.c[to], f->mr[to], roff, len, &x[0]), 0);
 	assert_int_equal(tcpx_p2p_send(f->p.c[from], f->mr[from], soff, len, &x[1]), 0);
-	complete_all(x, 2);
+	assert_int_equal(tp_complete_all(x, 2), 0);
 	assert_int_equal(tp_check(f->buf[to] + roff, len, seed), (size_t)-1);
 	if (roff)
 		assert_int_equal(f->buf[to][roff - 1], 0xee);
@@ -172,7 +151,7 @@ static void test_many_in_flight(void **state)
 	}
 	for (i = 0; i < N; i++)
 		assert_int_equal(tcpx_p2p_send(f->p.c[0], f->mr[0], off[i], len[i], &x[N + i]), 0);
-	complete_all(x, 2 * N);
+	assert_int_equal(tp_complete_all(x, 2 * N), 0);
 	for (i = 0; i < N; i++)
 		assert_int_equal(tp_check(f->buf[1] + off[i], len[i], 1000 + (uint64_t)i),
 				 (size_t)-1);
@@ -191,7 +170,7 @@ static void test_bidirectional(void **state)
 	assert_int_equal(tcpx_p2p_recv(f->p.c[0], f->mr[0], half, half, &x[1]), 0);
 	assert_int_equal(tcpx_p2p_send(f->p.c[0], f->mr[0], 0, half, &x[2]), 0);
 	assert_int_equal(tcpx_p2p_send(f->p.c[1], f->mr[1], half, half, &x[3]), 0);
-	complete_all(x, 4);
+	assert_int_equal(tp_complete_all(x, 4), 0);
 	assert_int_equal(tp_check(f->buf[1], half, 31), (size_t)-1);
 	assert_int_equal(tp_check(f->buf[0] + half, half, 32), (size_t)-1);
 }
