@@ -44,6 +44,16 @@ int bench_gpu_count(void)
 #endif
 }
 
+int bench_gpu_bus_id(int gpu, char *buf, int len)
+{
+#ifdef TP_BENCH_HAVE_CUDA
+	if (cudaDeviceGetPCIBusId(buf, len, gpu) == cudaSuccess)
+		return 0;
+	cudaGetLastError();
+#endif
+	return -1;
+}
+
 int bench_buf_alloc(struct bench_buf *b, size_t len, int cuda, int gpu, char *err, size_t n)
 {
 	memset(b, 0, sizeof(*b));

@@ -24,5 +24,7 @@ int bench_buf_poison(struct bench_buf *b, size_t off, size_t len);
 size_t bench_buf_check(struct bench_buf *b, size_t off, size_t len, uint64_t seed);
 /* Number of CUDA devices (0 without CUDA or a driver). */
 int bench_gpu_count(void);
+/* PCI bus id of a GPU ("0000:04:00.0"); 0 or -1. */
+int bench_gpu_bus_id(int gpu, char *buf, int len);
 
 #endif

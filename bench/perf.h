@@ -20,6 +20,7 @@ struct perf_opts {
 	int cuda;             /* --mem cuda */
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;
+	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
 	const char *json;     /* file for results, "-" = stdout */
 	int timeout_ms;
 	tcpx_p2p_config cfg;  /* library settings after env + flags */
@@ -37,11 +38,13 @@ void perf_dump_config(const struct perf_opts *o, FILE *f);
 int perf_run(const struct perf_opts *o, int role, int report,
 	     void (*listening)(void *arg, uint16_t port), void *arg);
 
-void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info);
+void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info,
+		       int numa_node, const char *numa_why);
 void perf_print_row(const struct perf_opts *o, const struct bench_row *r);
 int perf_json_open(const struct perf_opts *o, FILE **f);
 void perf_json_row(FILE *f, const struct perf_opts *o, int role,
-		   const tcpx_p2p_session_info *info, const struct bench_row *r, int first);
+		   const tcpx_p2p_session_info *info, int numa_node, const struct bench_row *r,
+		   int first);
 void perf_json_close(FILE *f);
 
 #endif

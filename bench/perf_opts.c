@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_numa.h"
 #include "bench_util.h"
 #include "perf.h"
 
@@ -29,6 +30,7 @@ BENCH_SWEEP_USAGE
 "      --verify           check every byte of every iteration\n"
 "      --json FILE        write results as a JSON array (- = stdout)\n"
 "      --timeout MS       connection and per-transfer deadline (TCPX_P2P_TIMEOUT_MS)\n"
+"      --numa auto|off|N  run each peer on its GPU's NUMA node (auto, default) or node N\n"
 "      --dump-config      print the configuration and exit\n"
 "  -q, --quiet            no progress lines\n"
 "GB/s means 10^9 bytes per second of completed payload.\n");
@@ -53,7 +55,7 @@ static int launcher_rank(void)
 }
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
-       O_JSON, O_TIMEOUT, O_DUMP };
+       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA };
 
 static int bad(const char *opt, const char *val)
 {
@@ -118,6 +120,14 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 			return bad("--timeout", arg);
 		break;
 	case O_DUMP: o->dump_config = 1; break;
+	case O_NUMA:
+		if (!strcmp(arg, "auto"))
+			o->numa = BENCH_NUMA_AUTO;
+		else if (!strcmp(arg, "off"))
+			o->numa = BENCH_NUMA_OFF;
+		else if (bench_parse_int(arg, 0, 1023, &o->numa))
+			return bad("--numa", arg);
+		break;
 	case 'q': o->quiet = 1; break;
 	default: return -1;
 	}
@@ -160,6 +170,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "dump-config", 0, NULL, O_DUMP },
+		{ "numa", 1, NULL, O_NUMA },
 		{ "quiet", 0, NULL, 'q' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	const char *v;
@@ -168,6 +179,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->port = 18515;
 	bench_sweep_defaults(&o->sweep);
+	o->numa = BENCH_NUMA_AUTO;
 	o->gpu[0] = 0;
 	o->gpu[1] = -1;
 	o->host = getenv("TCPX_P2P_PEER");

@@ -15,7 +15,8 @@ static FILE *table_out(const struct perf_opts *o)
 	return o->json && !strcmp(o->json, "-") ? stderr : stdout;
 }
 
-void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info)
+void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info,
+		       int numa_node, const char *numa_why)
 {
 	FILE *out = table_out(o);
 
@@ -27,6 +28,10 @@ void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_sessi
 	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
+	if (numa_node >= 0)
+		fprintf(out, "# NUMA node %d\n", numa_node);
+	else
+		fprintf(out, "# NUMA: not bound (%s)\n", numa_why);
 	fprintf(out, "# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
 	       o->bidir ? " (both directions summed)" : "");
 	fprintf(out, "# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
@@ -58,7 +63,8 @@ int perf_json_open(const struct perf_opts *o, FILE **f)
 }
 
 void perf_json_row(FILE *f, const struct perf_opts *o, int role,
-		   const tcpx_p2p_session_info *info, const struct bench_row *r, int first)
+		   const tcpx_p2p_session_info *info, int numa_node, const struct bench_row *r,
+		   int first)
 {
 	if (!f)
 		return;
@@ -67,13 +73,13 @@ void perf_json_row(FILE *f, const struct perf_opts *o, int role,
 		"\"mem\": \"%s\", \"gpu\": %d, \"channels\": %d, \"chunk_bytes\": %zu, "
 		"\"send_window\": %d, \"recv_window\": %d, \"unpack\": \"%s\", \"bidir\": %s, "
 		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, "
-		"\"net_dev\": %d, \"version\": \"%s\"}}",
+		"\"net_dev\": %d, \"numa_node\": %d, \"version\": \"%s\"}}",
 		first ? "" : ",\n", r->size, r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us,
 		role ? "client" : "server", o->cuda ? "cuda" : "host", info->gpu,
 		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 		unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
 		o->verify ? "true" : "false", o->sweep.warmup, info->plugin_name, info->plugin_abi,
-		info->net_dev, tcpx_p2p_version());
+		info->net_dev, numa_node, tcpx_p2p_version());
 	fflush(f);
 }
 

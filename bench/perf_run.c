@@ -5,11 +5,14 @@
 #include <time.h>
 
 #include "bench_mem.h"
+#include "bench_numa.h"
 #include "perf.h"
 
 struct peer {
 	const struct perf_opts *o;
 	int role; /* 0 server, 1 client */
+	int numa_node;       /* bound node, -1 none */
+	const char *numa_why;
 	tcpx_p2p_session *s;
 	tcpx_p2p_conn *c;
 	struct bench_buf buf;
@@ -93,6 +96,17 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 	return -1;
 }
 
+static int bind_numa(const struct perf_opts *o, int gpu, const char **why)
+{
+	char bus[32] = "";
+
+	if (o->numa == BENCH_NUMA_AUTO && (gpu < 0 || bench_gpu_bus_id(gpu, bus, sizeof(bus)))) {
+		*why = "no GPU";
+		return -1;
+	}
+	return bench_numa_bind(o->numa, bus, why);
+}
+
 static int run_size(struct peer *p, size_t size, int report, FILE *json, int first)
 {
 	const struct perf_opts *o = p->o;
@@ -113,7 +127,7 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
 	if (report) {
 		perf_print_row(o, &row);
-		perf_json_row(json, o, p->role, &p->info, &row, first);
+		perf_json_row(json, o, p->role, &p->info, p->numa_node, &row, first);
 	}
 	return 0;
 }
@@ -150,7 +164,7 @@ static int run_sizes(struct peer *p, int report)
 	if (report && perf_json_open(o, &json))
 		return -1;
 	if (report)
-		perf_print_header(o, p->role, &p->info);
+		perf_print_header(o, p->role, &p->info, p->numa_node, p->numa_why);
 	for (size = o->sweep.min_bytes, rc = 0; size <= o->sweep.max_bytes && !rc;
 	     size = bench_sweep_next(&o->sweep, size), first = 0)
 		rc = run_size(p, size, report, json, first);
@@ -168,6 +182,7 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	int rc;
 
 	cfg.gpu = o->cuda ? o->gpu[role] : -1;
+	p.numa_node = bind_numa(o, cfg.gpu, &p.numa_why);
 	p.info.struct_size = sizeof(p.info);
 	p.us = calloc((size_t)o->sweep.iters, sizeof(*p.us));
 	if (!p.us)

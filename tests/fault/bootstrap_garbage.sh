@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A rendezvous peer that is not tcpx_p2p (or is broken): tcpx_perf must reject
+# it with a clear message or time out, and exit non-zero on its own, never
+# crash or hang.  tcpx_perf serves exactly one peer, so one bad peer ends it.
+# Usage: bootstrap_garbage.sh BUILD_DIR client|server MODE
+#   client MODE: bootstrap_peer.py dials a tcpx_perf server and misbehaves
+#   server MODE: tcpx_perf dials a bootstrap_peer.py that misbehaves
+# MODE: see bootstrap_peer.py.
+source "$(dirname "$0")/fault_lib.sh"
+tp_setup "${1:-}"
+bad=${2:-client}
+mode=${3:-garbage}
+tmo=3000
+port=$(tp_free_port)
+args=(-p "$port" -s 4K -n 2 -w 0 --verify --timeout "$tmo")
+
+# What tcpx_perf must say for each misbehaviour (the library's EPROTO/ETIMEDOUT
+# text, wrapped by tcpx_perf's "accept:"/"dial:" prefix).
+case $mode in
+garbage) re='protocol.*bad magic' ;;
+bad_len) re='protocol.*(exceeds|limit|too long)' ;;
+bad_blob) re='protocol.*blob' ;;
+bad_type) re='protocol.*type' ;;
+silent) re='timed out' ;;
+rst) re='closed|reset' ;;
+*) tp_fail "unknown mode $mode" ;;
+esac
+
+if [ "$bad" = client ]; then
+	tp_spawn perf 60 -- "$perf" server --bind 127.0.0.1 "${args[@]}"
+	tp_spawn peer 60 -- python3 "$(dirname "$0")/bootstrap_peer.py" client "$mode" "$port"
+else
+	tp_spawn peer 60 -- python3 "$(dirname "$0")/bootstrap_peer.py" server "$mode" "$port"
+	# Let the fake server listen first so the dial meets it, not a refusal.
+	tp_wait_for peer 'peer: listening' 10000
+	tp_spawn perf 60 -- "$perf" client --host 127.0.0.1 "${args[@]}"
+fi
+tp_wait_exit perf $((tmo + 5000))
+tp_note "tcpx_perf $( [ "$bad" = client ] && echo server || echo client) exited $rc_perf after $el_perf ms"
+tp_expect_failure perf "^tcpx_perf: .*($re)"
+if [ "$mode" = silent ] && [ "$el_perf" -lt $((tmo - 1000)) ]; then
+	tp_fail "tcpx_perf gave up after $el_perf ms, before its $tmo ms timeout"
+fi
+grep -q 'peer: ready' "$tmp/peer.out" || tp_fail "the bad peer never connected"
+tp_note "tcpx_perf stderr: $(grep '^tcpx_perf: ' "$tmp/perf.err" | tail -n 1)"
+echo "PASS: a $mode $bad peer was rejected cleanly"

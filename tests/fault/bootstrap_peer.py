@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""A misbehaving rendezvous peer for tcpx_perf.
+
+Usage: bootstrap_peer.py client MODE PORT   dial 127.0.0.1:PORT (retrying
+                                            until the server listens)
+       bootstrap_peer.py server MODE PORT   accept one peer on 127.0.0.1:PORT
+MODE: garbage  - bytes that are no frame at all
+      bad_len  - a valid HELLO header announcing a 4 GiB payload
+      bad_blob - a valid HELLO frame whose payload is not a connection blob
+      bad_type - a valid header of an unknown frame type
+      silent   - say nothing, keep the socket open
+      rst      - close at once with a reset
+Prints "peer: listening" on stderr (server) and "peer: ready" on stdout
+once connected.  Exits 0 after HOLD seconds (env
+FAULT_HOLD_S, default 15) or when the other side closes.
+"""
+import os
+import socket
+import struct
+import sys
+import time
+
+MAGIC = 0x54505831  # "TPX1", src/util/sock.h
+VERSION = 1
+HELLO = 1
+
+
+def header(ftype, length):
+    return struct.pack("!IHHI", MAGIC, VERSION, ftype, length)
+
+
+PAYLOADS = {
+    "garbage": b"GET / HTTP/1.0\r\n\r\n" + bytes(range(256)) * 4,
+    "bad_len": header(HELLO, 0xFFFFFFFF),
+    "bad_blob": header(HELLO, 64) + b"\xa5" * 64,
+    "bad_type": header(0x7777, 0),
+    "silent": b"",
+    "rst": b"",
+}
+
+
+def dial(port, deadline):
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def accept(port):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(1)
+    print("peer: listening", file=sys.stderr, flush=True)
+    ls.settimeout(30)
+    s, _ = ls.accept()
+    ls.close()
+    return s
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in ("client", "server") or \
+            sys.argv[2] not in PAYLOADS:
+        print(__doc__, file=sys.stderr)
+        return 2
+    role, mode, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    hold = float(os.environ.get("FAULT_HOLD_S", "15"))
+    s = dial(port, time.monotonic() + 20) if role == "client" else accept(port)
+    print("peer: ready", flush=True)
+    if mode == "rst":
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        return 0
+    try:
+        s.sendall(PAYLOADS[mode])
+    except OSError as e:
+        # The other side may reject the first bytes and close before we finish.
+        print("peer: send: %s" % e, file=sys.stderr)
+    s.settimeout(0.2)
+    end = time.monotonic() + hold
+    while time.monotonic() < end:
+        try:
+            if not s.recv(65536):
+                print("peer: closed by the other side", flush=True)
+                break
+        except socket.timeout:
+            continue
+        except OSError as e:
+            print("peer: recv: %s" % e, flush=True)
+            break
+    s.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
