@@ -6,6 +6,8 @@
 #   client MODE: bootstrap_peer.py dials a tcpx_perf server and misbehaves
 #   server MODE: tcpx_perf dials a bootstrap_peer.py that misbehaves
 # MODE: see bootstrap_peer.py.
+# rc_NAME, el_NAME and pid_NAME are set by name in fault_lib.sh.
+# shellcheck disable=SC2154
 source "$(dirname "$0")/fault_lib.sh"
 tp_setup "${1:-}"
 bad=${2:-client}
@@ -36,7 +38,7 @@ else
 	tp_spawn perf 60 -- "$perf" client --host 127.0.0.1 "${args[@]}"
 fi
 tp_wait_exit perf $((tmo + 5000))
-tp_note "tcpx_perf $( [ "$bad" = client ] && echo server || echo client) exited $rc_perf after $el_perf ms"
+tp_note "tcpx_perf $(tp_peer_of "$bad") exited $rc_perf after $el_perf ms"
 tp_expect_failure perf "^tcpx_perf: .*($re)"
 if [ "$mode" = silent ] && [ "$el_perf" -lt $((tmo - 1000)) ]; then
 	tp_fail "tcpx_perf gave up after $el_perf ms, before its $tmo ms timeout"

@@ -61,7 +61,7 @@ print(s.getsockname()[1])'
 # it.  Sets pid_NAME to the wrapper (for wait) and cpid_NAME to CMD itself (for
 # signals): the wrapper writes its own pid then execs CMD, so the pid is exact.
 tp_spawn() {
-	local name=$1 limit=$2 prefix=() i
+	local name=$1 limit=$2 prefix=()
 
 	shift 2
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do
@@ -75,7 +75,7 @@ tp_spawn() {
 		>"$tmp/$name.out" 2>"$tmp/$name.err" &
 	printf -v "pid_$name" '%s' $!
 	tp_pids+=($!)
-	for i in $(seq 100); do
+	for _ in $(seq 100); do
 		[ -s "$tmp/$name.pid" ] && break
 		sleep 0.05
 	done

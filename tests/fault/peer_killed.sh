@@ -3,6 +3,8 @@
 # (the kernel closes the dead side's sockets), exit non-zero on its own well
 # within its --timeout, and say on stderr that the peer went away.
 # Usage: peer_killed.sh BUILD_DIR client|server   (the side to kill)
+# rc_NAME, el_NAME and pid_NAME are set by name in fault_lib.sh.
+# shellcheck disable=SC2154
 source "$(dirname "$0")/fault_lib.sh"
 tp_setup "${1:-}"
 victim=${2:-client}
@@ -14,9 +16,10 @@ cpid=cpid_$victim
 tp_note "killing the $victim (pid ${!cpid}) mid-run"
 kill -KILL "${!cpid}"
 tp_wait_exit "$survivor" $((tmo + 5000))
-el=el_$survivor
-tp_note "$survivor exited with $(eval echo \$rc_$survivor) after ${!el} ms"
+el=el_$survivor rc=rc_$survivor
+tp_note "$survivor exited with ${!rc} after ${!el} ms"
 tp_expect_failure "$survivor" \
 	'^tcpx_perf: .*(closed|reset|broken pipe|failed|timed out|connection)'
-tp_note "$survivor stderr: $(grep '^tcpx_perf: ' "$tmp/$survivor.err" | grep -v iteration | tail -n 1)"
+tp_note "$survivor said: $(grep '^tcpx_perf: ' "$tmp/$survivor.err" | grep -v iteration |
+	tail -n 1)"
 echo "PASS: $survivor failed cleanly after the $victim was killed"
