@@ -28,6 +28,9 @@ for ch in 1 2 4; do
 	TCPX_EMU_BOUNCE=off run "$perf" loopback --mem host --channels "$ch" --size 64M -n 20 -w 3 -q
 done
 run "$perf" loopback --mem cuda --gpu "$gpus" -b 512K -e 256M -f 4 -n 10 -w 2 -q
+for ch in 4 8; do
+	run "$perf" loopback --mem cuda --gpu "$gpus" --channels "$ch" --size 256M -n 10 -w 2 -q
+done
 if [ -x "$build/bin/unpack_bench" ]; then
 	run "$build/bin/unpack_bench"
 fi
