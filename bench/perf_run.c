@@ -11,6 +11,7 @@
 struct peer {
 	const struct perf_opts *o;
 	int role; /* 0 server, 1 client */
+	tcpx_p2p_xfer *xr, *xs; /* this iteration's; left set by a failure */
 	int numa_node;       /* bound node, -1 none */
 	const char *numa_why;
 	tcpx_p2p_session *s;
@@ -54,11 +55,21 @@ static uint64_t seed_of(size_t size, int it, int from_client)
 	return ((uint64_t)size << 24) ^ ((uint64_t)(unsigned)it << 1) ^ (uint64_t)from_client;
 }
 
+/* After a failure this runs once the conn is destroyed (which fails and
+ * detaches what was pending). */
+static void release_xfers(struct peer *p)
+{
+	if (p->xr)
+		tcpx_p2p_xfer_release(p->xr);
+	if (p->xs)
+		tcpx_p2p_xfer_release(p->xs);
+	p->xr = p->xs = NULL;
+}
+
 static int one_iteration(struct peer *p, size_t size, int it, double *us)
 {
 	const struct perf_opts *o = p->o;
 	size_t recv_off = o->bidir ? o->sweep.max_bytes : 0;
-	tcpx_p2p_xfer *xs = NULL, *xr = NULL;
 	double t0;
 	size_t bad;
 	int rc;
@@ -71,19 +82,16 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 	if (rc)
 		return fail("barrier", rc);
 	t0 = now_s();
-	if (receives(p) && (rc = tcpx_p2p_recv(p->c, p->mr, recv_off, size, &xr)))
+	if (receives(p) && (rc = tcpx_p2p_recv(p->c, p->mr, recv_off, size, &p->xr)))
 		return fail("recv", rc);
-	if (sends(p) && (rc = tcpx_p2p_send(p->c, p->mr, 0, size, &xs)))
+	if (sends(p) && (rc = tcpx_p2p_send(p->c, p->mr, 0, size, &p->xs)))
 		return fail("send", rc);
-	if (xr && (rc = tcpx_p2p_wait(xr, o->timeout_ms)))
+	if (p->xr && (rc = tcpx_p2p_wait(p->xr, o->timeout_ms)))
 		return fail("wait (recv)", rc);
-	if (xs && (rc = tcpx_p2p_wait(xs, o->timeout_ms)))
+	if (p->xs && (rc = tcpx_p2p_wait(p->xs, o->timeout_ms)))
 		return fail("wait (send)", rc);
 	*us = (now_s() - t0) * 1e6;
-	if (xr)
-		tcpx_p2p_xfer_release(xr);
-	if (xs)
-		tcpx_p2p_xfer_release(xs);
+	release_xfers(p);
 	if (!o->verify || !receives(p))
 		return 0;
 	bad = bench_buf_check(&p->buf, recv_off, size, seed_of(size, it, 1 - p->role));
@@ -211,9 +219,10 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	/* Neither side closes while the other may still be transferring. */
 	if (!rc && (rc = tcpx_p2p_conn_barrier(p.c, o->timeout_ms)))
 		fail("final barrier", rc);
-	/* The conn first: after a failure, closing it is what stops writes
-	 * into the buffer (xfers left unreleased then are abandoned). */
+	/* The conn first: after a failure, destroying it is what stops writes
+	 * into the buffer and completes what was pending. */
 	tcpx_p2p_conn_destroy(p.c);
+	release_xfers(&p);
 	if (tcpx_p2p_mr_deregister(p.mr) == 0)
 		bench_buf_free(&p.buf);
 	goto destroy_session;
