@@ -1,8 +1,8 @@
 /* The unpack kernel: one launch gathers the bounce-buffer fragments of up
  * to TP_UNPACK_MAX_JOBS received chunks into their destinations.  The
- * host only passes the job table (by value); the kernel reads cnt and the
- * records from the pinned, device-mapped meta ring itself, so nothing on
- * the host waits for or parses a chunk. */
+ * host passes the job table by value (with each chunk's record count, read
+ * from host memory); the kernel reads the records from the pinned,
+ * device-mapped meta ring itself, so nothing on the host parses a chunk. */
 #include <stdint.h>
 
 #include "dev_priv.h"

@@ -173,7 +173,9 @@ enum tcpx_p2p_mem_type {
  * CUDA memory is registered from ptr rounded down to 4 KiB.  With plugins
  * older than ABI v8 (TCPX is v7) a region must be smaller than 2 GiB.
  * RETURN VALUE: 0; EINVAL (NULL ptr, len 0, unknown type, CUDA memory on a
- * host-only session); ENOTSUP (the plugin lacks this memory type); ENOMEM. */
+ * host-only session, or ptr not of the type given: device memory as HOST,
+ * anything but cudaMalloc'd device memory as CUDA); ENOTSUP (the plugin
+ * lacks this memory type); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 				      tcpx_p2p_mr **out);
 

@@ -114,6 +114,9 @@ int tcpx_p2p_progress(tcpx_p2p_conn *c)
 		return tp__error(TCPX_P2P_EINVAL, "progress: NULL conn");
 	pthread_mutex_lock(&c->lock);
 	rc = tp__progress(c, &moved);
+	if (rc)
+		rc = tp__error(rc, "progress: the connection failed: %s",
+			       c->why[0] ? c->why : tcpx_p2p_strerror(rc));
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

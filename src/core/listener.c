@@ -247,6 +247,7 @@ int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l)
 
 	if (!l)
 		return tp__error(TCPX_P2P_EINVAL, "listener_destroy: NULL listener");
+	tp__session_use_gpu(l->s);
 	for (i = 0; i < l->nchan; i++)
 		l->s->net->ops->close_listen(l->s->net, l->lcomm[i]);
 	pthread_mutex_lock(&l->s->lock);

@@ -80,10 +80,8 @@ int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 	if (!x || !done)
 		return tp__error(TCPX_P2P_EINVAL, "test: NULL argument");
 	c = x->c;
-	if (!c) { /* its connection was destroyed: failed, final */
-		*done = 1;
+	if (!c) /* its connection was destroyed: failed, final */
 		return xfer_result(x);
-	}
 	pthread_mutex_lock(&c->lock);
 	if (!x->done)
 		tp__progress(c, &moved);
