@@ -71,7 +71,6 @@ enum tp_unpack_kind {
 struct tp_slot {
 	void *request;
 	struct tcpx_p2p_xfer *x;
-	uint64_t seq;
 	char *dst;          /* where the chunk's bytes belong */
 	uint32_t len;
 	uint64_t launch;    /* device unpack: launch number gating consume */
@@ -148,9 +147,6 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		    struct tcpx_p2p_conn **out);
 /* Record the first fatal error and fail every pending xfer with it. */
 int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
-
-/* listener.c */
-int tp__blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len);
 
 /* progress.c */
 int tp__progress(struct tcpx_p2p_conn *c, bool *moved);

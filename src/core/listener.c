@@ -93,7 +93,7 @@ int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t
 	return 0;
 }
 
-int tp__blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len)
+static int blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len)
 {
 	struct tp_blob_hdr hdr;
 	unsigned nchan;
@@ -191,7 +191,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		return tp__error(TCPX_P2P_EINVAL, "connect: this listener's comms were used by "
 				 "a failed connect; both sides need new listeners");
 	timeout_ms = tp__session_timeout(s, timeout_ms);
-	rc = tp__blob_check(s, peer_blob, peer_len);
+	rc = blob_check(s, peer_blob, peer_len);
 	if (rc)
 		return rc;
 	/* Connect from private copies: plugins keep connect state in the

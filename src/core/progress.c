@@ -97,7 +97,6 @@ static int post_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		sl = &cm->slot[tp_window_slot(cm->win.posted)];
 		sl->request = req;
 		sl->x = x;
-		sl->seq = cm->next_seq;
 		sl->dst = ptr;
 		sl->len = (uint32_t)n;
 		cm->win.posted++;
