@@ -56,6 +56,15 @@ struct emu_config {
 	 * pages (emu_scatter.cu); 0 selects the older per-fragment H2D copies.
 	 */
 	int cuda_scatter;
+	/*
+	 * TCPX_EMU_PROGRESS=strict (default) moves a request's bytes only once a
+	 * test() on its comm handed it to the helper threads, one request per
+	 * test, and publishes finished requests there, as TCPX does (DESIGN
+	 * §4.13); eager (1 here) hands every request over at post time.
+	 */
+	int eager;
+	uint32_t accept_wait_us; /* TCPX_EMU_ACCEPT_WAIT_US: flow-steering set-up */
+	int null_bounce;         /* TCPX_EMU_NULL_BOUNCE: device handle without a bounce buffer */
 	struct in_addr addr;
 };
 
@@ -149,8 +158,10 @@ struct emu_pool {
 	uint64_t rng;
 };
 
+/* null_bounce: the unpack handle names no bounce buffer, as TCPX's can
+ * (TCPX_RXMEM_IMPORT_SKIP_ODDS); a consumer must refuse such a handle. */
 int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t npages,
-			uint64_t seed);
+			uint64_t seed, int null_bounce);
 void tp__emu_pool_destroy(struct emu_pool *pool);
 /* Writes slot's records with intra-page offsets; returns the page count. */
 uint32_t tp__emu_pool_layout(struct emu_pool *pool, int slot, uint64_t size);
@@ -164,8 +175,9 @@ void tp__emu_pool_release(struct emu_pool *pool, const uint32_t *pages, uint32_t
 
 enum emu_req_state {
 	EMU_REQ_FREE = 0,
-	EMU_REQ_POSTED,   /* helper threads own it */
-	EMU_REQ_DONE,     /* helpers finished; test has not reported it yet */
+	EMU_REQ_POSTED,   /* posted; helper threads own it once activated */
+	EMU_REQ_FINISHED, /* helpers finished; the next progress step publishes it */
+	EMU_REQ_DONE,     /* published; test has not reported it yet */
 	EMU_REQ_REPORTED, /* receive reported done; waiting for irecvConsumed */
 };
 
@@ -217,6 +229,7 @@ struct emu_comm {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	uint64_t npost;
+	uint64_t nactive;  /* requests handed to the helper threads */
 	uint64_t ntested;
 	uint64_t nconsumed;
 	int closing;
@@ -243,6 +256,7 @@ struct emu_listen {
 		struct emu_hello hello;
 	} pend[2 * EMU_MAX_SOCKS];
 	struct emu_comm *comm; /* receive comm being assembled */
+	uint64_t ready_ns;     /* all sockets in: flow steering "ends" at this time */
 	uint32_t calls;
 };
 
@@ -260,6 +274,9 @@ int tp__emu_comm_start(struct emu_comm *c);
 void tp__emu_comm_free(struct emu_comm *c);
 uint32_t tp__emu_rand(uint32_t *state);
 uint64_t tp__emu_slice_size(uint64_t size, int nsocks);
+
+/* emu_req.c: a request the helpers finished becomes visible to test */
+void tp__emu_req_publish(struct emu_comm *c, struct emu_req *r);
 
 /* emu_xfer.c: helper thread bodies */
 void *tp__emu_send_thread(void *arg);

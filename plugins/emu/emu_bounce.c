@@ -77,10 +77,11 @@ static void buf_free(struct emu_pool *pool)
 }
 
 /* The unpack handle lives in device memory in device mode, as on TCPX. */
-static int handle_alloc(struct emu_pool *pool)
+static int handle_alloc(struct emu_pool *pool, int null_bounce)
 {
 	struct tp_unpack_handle h = {
-		.meta = pool->meta_dev, .bounce_buf = pool->buf, .head = (uint64_t)-1,
+		.meta = pool->meta_dev, .bounce_buf = null_bounce ? NULL : pool->buf,
+		.head = (uint64_t)-1,
 	};
 	void *p = NULL;
 
@@ -111,7 +112,7 @@ static void handle_free(struct emu_pool *pool)
 }
 
 int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t npages,
-			uint64_t seed)
+			uint64_t seed, int null_bounce)
 {
 	memset(pool, 0, sizeof(*pool));
 	pool->mode = mode;
@@ -134,7 +135,7 @@ int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t np
 		goto free_list;
 	if (meta_alloc(pool))
 		goto free_buf;
-	if (handle_alloc(pool))
+	if (handle_alloc(pool, null_bounce))
 		goto free_meta;
 	if (mode == EMU_BOUNCE_DEVICE && tp__emu_cuda_stream_create(&pool->stream))
 		goto free_handle;

@@ -48,6 +48,19 @@ static enum emu_bounce bounce_mode(void)
 	return gpu ? EMU_BOUNCE_DEVICE : EMU_BOUNCE_OFF;
 }
 
+/* 1 for eager, 0 for strict (TCPX's model, the default). */
+static int progress_mode(void)
+{
+	const char *s = getenv("TCPX_EMU_PROGRESS");
+
+	if (!s || !*s || !strcasecmp(s, "strict"))
+		return 0;
+	if (!strcasecmp(s, "eager"))
+		return 1;
+	EMU_WARN("unknown TCPX_EMU_PROGRESS=%s (strict|eager): using strict", s);
+	return 0;
+}
+
 void tp__emu_config_load(struct emu_config *cfg)
 {
 	long per = env_long("NCCL_NSOCKS_PERTHREAD", 2, 1, 64);
@@ -69,6 +82,9 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->null_pct = (int)env_long("TCPX_EMU_NULL_REQ_PCT", 0, 0, 100);
 	cfg->cuda_batch = env_long("TCPX_EMU_CUDA_BATCH", 1, 0, 1) != 0;
 	cfg->cuda_scatter = env_long("TCPX_EMU_CUDA_SCATTER", 1, 0, 1) != 0;
+	cfg->eager = progress_mode();
+	cfg->accept_wait_us = (uint32_t)env_long("TCPX_EMU_ACCEPT_WAIT_US", 5000, 0, 60000000);
+	cfg->null_bounce = env_long("TCPX_EMU_NULL_BOUNCE", 0, 0, 1) != 0;
 }
 
 static ncclResult_t emu_init(ncclDebugLogger_t logger)

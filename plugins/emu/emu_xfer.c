@@ -43,13 +43,14 @@ static void comm_break(struct emu_comm *c, int sock, const char *what, int err)
 		shutdown(c->fds[i], SHUT_RDWR);
 }
 
-/* Waits for request seq to be posted; NULL when the comm is going away. */
+/* Waits for request seq to be handed over (by a test in strict mode, at
+ * post in eager mode); NULL when the comm is going away. */
 static struct emu_req *next_req(struct emu_comm *c, uint64_t seq)
 {
 	struct emu_req *r = NULL;
 
 	pthread_mutex_lock(&c->lock);
-	while (!c->closing && !c->broken && seq >= c->npost)
+	while (!c->closing && !c->broken && seq >= c->nactive)
 		pthread_cond_wait(&c->cv, &c->lock);
 	if (!c->closing && !c->broken)
 		r = &c->reqs[seq % EMU_MAX_REQS];
@@ -61,10 +62,10 @@ static void part_done(struct emu_comm *c, struct emu_req *r)
 {
 	pthread_mutex_lock(&c->lock);
 	if (++r->parts_done == c->nthreads) {
-		if (c->kind == EMU_RECV && c->pool.meta)
-			tp__emu_pool_publish(&c->pool, (int)(r->seq % EMU_MAX_REQS),
-					     r->discard ? 0 : r->npages);
-		r->state = EMU_REQ_DONE;
+		if (c->cfg.eager)
+			tp__emu_req_publish(c, r);
+		else
+			r->state = EMU_REQ_FINISHED;
 		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->lock);

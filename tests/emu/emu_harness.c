@@ -136,6 +136,8 @@ int emu_pair_open(struct emu_pair *p)
 
 void emu_pair_close(struct emu_pair *p)
 {
+	for (int i = 0; i < p->nauto; i++)
+		net->deregMr(p->auto_comm[i], p->auto_mh[i]);
 	if (p->scomm)
 		net->closeSend(p->scomm);
 	if (p->rcomm)
@@ -150,14 +152,40 @@ int emu_null_seen(void)
 	return null_seen;
 }
 
+static int host_mh(struct emu_pair *p, void *comm, void *data, int size, void **mh)
+{
+	if (*mh)
+		return 0;
+	if (p->nauto == EMU_QUEUE ||
+	    net->regMr(comm, data, size, NCCL_PTR_HOST, mh) != ncclSuccess)
+		return -1;
+	p->auto_comm[p->nauto] = comm;
+	p->auto_mh[p->nauto++] = *mh;
+	return 0;
+}
+
+static ncclResult_t queued(struct emu_queue *q, ncclResult_t r, void *req)
+{
+	if (r != ncclSuccess || !req)
+		return r;
+	if (q->n == EMU_QUEUE) {
+		fprintf(stderr, "more than %d requests posted on one pair\n", EMU_QUEUE);
+		return ncclInternalError;
+	}
+	q->req[q->n++] = req;
+	return r;
+}
+
 ncclResult_t emu_isend(struct emu_pair *p, void *data, int size, int tag, void *mh, void **req)
 {
 	ncclResult_t r;
 
+	if (host_mh(p, p->scomm, data, size, &mh))
+		return ncclInternalError;
 	for (int i = 0; i < 100000; i++) {
 		r = net->isend(p->scomm, data, size, tag, mh, req);
 		if (r != ncclSuccess || *req)
-			return r;
+			return queued(&p->sq, r, *req);
 		null_seen++;
 	}
 	return ncclInternalError;
@@ -167,29 +195,82 @@ ncclResult_t emu_irecv(struct emu_pair *p, void *data, int size, int tag, void *
 {
 	ncclResult_t r;
 
+	if (host_mh(p, p->rcomm, data, size, &mh))
+		return ncclInternalError;
 	for (int i = 0; i < 100000; i++) {
 		r = net->irecv(p->rcomm, 1, &data, &size, &tag, &mh, req);
 		if (r != ncclSuccess || *req)
-			return r;
+			return queued(&p->rq, r, *req);
 		null_seen++;
 	}
 	return ncclInternalError;
 }
 
-int emu_wait(void *req, ncclResult_t *res)
+static int sizes_written;
+
+static void pump_queue(struct emu_queue *q)
+{
+	int done = 0, sizes[1] = { -12345 };
+
+	if (q->head == q->n)
+		return;
+	q->res[q->head] = net->test(q->req[q->head], &done, sizes);
+	if (sizes[0] != -12345)
+		sizes_written = 1;
+	if (done || q->res[q->head] != ncclSuccess)
+		q->head++;
+}
+
+void emu_pump(struct emu_pair *p)
+{
+	pump_queue(&p->sq);
+	pump_queue(&p->rq);
+}
+
+/* Index of the latest post of req, and its queue. */
+static int find(struct emu_pair *p, void *req, struct emu_queue **q)
+{
+	for (int side = 0; side < 2; side++) {
+		*q = side ? &p->rq : &p->sq;
+		for (int i = (*q)->n - 1; i >= 0; i--)
+			if ((*q)->req[i] == req)
+				return i;
+	}
+	return -1;
+}
+
+int emu_test(struct emu_pair *p, void *req, int *done, ncclResult_t *res)
+{
+	struct emu_queue *q;
+	int i = find(p, req, &q);
+
+	*done = 0;
+	if (i < 0) {
+		fprintf(stderr, "request %p was not posted through the harness\n", req);
+		return -1;
+	}
+	if (i >= q->head)
+		emu_pump(p);
+	if (sizes_written) {
+		fprintf(stderr, "test wrote sizes\n");
+		return -1;
+	}
+	if (i < q->head) {
+		*done = 1;
+		*res = q->res[i];
+	}
+	return 0;
+}
+
+int emu_wait(struct emu_pair *p, void *req, ncclResult_t *res)
 {
 	double deadline = now() + 20;
 	int done = 0;
-	int sizes[1] = { -12345 };
 
 	while (now() < deadline) {
-		*res = net->test(req, &done, sizes);
-		if (sizes[0] != -12345) {
-			fprintf(stderr, "test wrote sizes\n");
-			*res = ncclInternalError;
+		if (emu_test(p, req, &done, res))
 			return -1;
-		}
-		if (*res != ncclSuccess || done)
+		if (done)
 			return 0;
 	}
 	fprintf(stderr, "request %p not done after 20 s\n", req);
