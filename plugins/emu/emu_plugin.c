@@ -77,6 +77,9 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->nsocks = (int)total;
 	cfg->nthreads = (int)(nthr < total ? nthr : total);
 	cfg->pages = (uint32_t)env_long("TCPX_EMU_BOUNCE_PAGES", 8192, 1, 1 << 20);
+	/* The path MSS cuts fragments (emu_bounce.c): 8192 is a jumbo-frame
+	 * path as on A3; 1448 a 1500-byte MTU, where 4 MiB needs > 2048. */
+	cfg->mss = (uint32_t)env_long("TCPX_EMU_MSS", 8192, 512, 65536);
 	cfg->poison = env_long("TCPX_EMU_POISON", 0, 0, 1) != 0;
 	cfg->strict_tags = env_long("TCPX_EMU_STRICT_TAGS", 0, 0, 1) != 0;
 	cfg->null_pct = (int)env_long("TCPX_EMU_NULL_REQ_PCT", 0, 0, 100);

@@ -87,6 +87,8 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 	r->setup = 0;
 	r->discard = 0;
 	r->npages = 0;
+	r->resv = 0;
+	r->nrec = 0;
 	r->state = EMU_REQ_POSTED;
 	c->npost++;
 	if (c->cfg.eager) {
@@ -152,8 +154,8 @@ static void release_failed_prefix(struct emu_comm *c)
 void tp__emu_req_publish(struct emu_comm *c, struct emu_req *r)
 {
 	if (c->kind == EMU_RECV && c->pool.meta)
-		tp__emu_pool_publish(&c->pool, (int)(r->seq % EMU_MAX_REQS),
-				     r->discard ? 0 : r->npages);
+		tp__emu_pool_publish(&c->pool, (int)(r->seq % EMU_MAX_REQS), r->recs,
+				     r->discard ? 0 : r->nrec);
 	r->state = EMU_REQ_DONE;
 }
 

@@ -626,6 +626,134 @@ static void test_null_bounce(void **state)
 	emu_pair_close(&p);
 }
 
+static uint32_t env_mss(void)
+{
+	const char *m = getenv("TCPX_EMU_MSS");
+
+	return m ? (uint32_t)atoi(m) : 8192;
+}
+
+/*
+ * Fragments follow TCPX: packets of the path MSS (<= TCPX_EMU_MSS) cut at
+ * 4 KiB page boundaries, so no record is longer than the MSS or crosses a
+ * page, and a 1 MiB receive needs at least 1 MiB / MSS of them.  Tasks of
+ * different sockets finish in no fixed order: over a few receives of two
+ * slices each, some receive's records are not in dst_off order.
+ */
+static void test_fragments(void **state)
+{
+	struct emu_pair p;
+	const int size = 1 << 20, rounds = 4;
+	const uint32_t mss = env_mss();
+	char *s = malloc(size), *r = malloc(size), *out = malloc(size);
+	const struct tp_unpack_handle *uh;
+	int unordered = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	uh = emu_unpack_handle(&p);
+	assert_non_null(uh);
+	for (int k = 0; k < rounds; k++) {
+		const tp_unpack_rec *rec = uh->meta->mem[k];
+		void *sreq, *rreq;
+		ncclResult_t res;
+		int cnt;
+
+		emu_fill_random(s, size, (uint32_t)k + 21);
+		memset(out, 0, size);
+		assert_int_equal(emu_irecv(&p, r, size, k, NULL, &rreq), ncclSuccess);
+		assert_int_equal(emu_isend(&p, s, size, k, NULL, &sreq), ncclSuccess);
+		assert_int_equal(emu_wait(&p, sreq, &res), 0);
+		assert_int_equal(res, ncclSuccess);
+		assert_int_equal(emu_wait(&p, rreq, &res), 0);
+		assert_int_equal(res, ncclSuccess);
+		cnt = emu_unpack(uh, k, out, size);
+		assert_true(cnt >= (int)(size / mss));
+		assert_memory_equal(out, s, size);
+		for (int i = 0; i < cnt; i++) {
+			assert_true(rec[i].len <= mss);
+			if (i && rec[i].dst_off < rec[i - 1].dst_off)
+				unordered = 1;
+		}
+		assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq), ncclSuccess);
+	}
+	assert_true(unordered);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+/*
+ * A receive needing more than 2048 records is where TCPX calls exit(1):
+ * the emulator fails that receive instead, says why, drains its bytes,
+ * and the next transfer on the comm arrives intact.
+ */
+static void test_fragment_limit(void **state)
+{
+	struct emu_pair p;
+	const int big = 4 << 20, small = 64 << 10;
+	char *s = malloc(big), *r = malloc(big), *out = malloc(small);
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_non_null(emu_unpack_handle(&p));
+	emu_fill_random(s, big, 31);
+	emu_clear_warn();
+	assert_int_equal(emu_irecv(&p, r, big, 0, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, big, 0, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
+	assert_int_equal(res, ncclInternalError);
+	assert_true(emu_warned("more than 2048 fragments"));
+	assert_true(emu_warned("TCPX would exit(1) here"));
+
+	emu_fill_random(s, small, 32);
+	assert_int_equal(emu_irecv(&p, r, small, 1, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, small, 1, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	complete_recv(&p, rreq, 1, r, out, small);
+	assert_memory_equal(out, s, small);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+/* A receive that could need more pages than the whole pool fails at once
+ * (waiting would never end); smaller ones on the comm still work. */
+static void test_pool_too_small(void **state)
+{
+	struct emu_pair p;
+	const int big = 1 << 20, small = 64 << 10;
+	char *s = malloc(big), *r = malloc(big), *out = malloc(small);
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	emu_fill_random(s, big, 41);
+	emu_clear_warn();
+	assert_int_equal(emu_irecv(&p, r, big, 0, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, big, 0, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
+	assert_int_equal(res, ncclInternalError);
+	assert_true(emu_warned("the pool has"));
+	assert_int_equal(emu_irecv(&p, r, small, 1, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, small, 1, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	complete_recv(&p, rreq, 1, r, out, small);
+	assert_memory_equal(out, s, small);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
 static int setup_group(void **state)
 {
 	return emu_load() ? -1 : 0;
@@ -650,6 +778,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest clamp[] = { cmocka_unit_test(test_socket_clamp) };
 	const struct CMUnitTest poison[] = { cmocka_unit_test(test_poison) };
 	const struct CMUnitTest pool[] = { cmocka_unit_test(test_small_pool) };
+	const struct CMUnitTest tiny_pool[] = { cmocka_unit_test(test_pool_too_small) };
 	const struct CMUnitTest strict[] = { cmocka_unit_test(test_strict_tags) };
 	const struct CMUnitTest nullreq[] = { cmocka_unit_test(test_null_requests) };
 	const struct CMUnitTest progress[] = {
@@ -658,6 +787,10 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest accept_wait[] = { cmocka_unit_test(test_accept_wait) };
 	const struct CMUnitTest null_bounce[] = { cmocka_unit_test(test_null_bounce) };
+	const struct CMUnitTest mss[] = {
+		cmocka_unit_test(test_fragments),
+		cmocka_unit_test(test_fragment_limit),
+	};
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(test_close_in_flight),
 		cmocka_unit_test(test_peer_death_recv),
@@ -680,6 +813,8 @@ int main(int argc, char **argv)
 		return RUN("emu poison", poison) ? 1 : 0;
 	if (!strcmp(group, "pool"))
 		return RUN("emu small pool", pool) ? 1 : 0;
+	if (!strcmp(group, "tinypool"))
+		return RUN("emu pool too small", tiny_pool) ? 1 : 0;
 	if (!strcmp(group, "strict"))
 		return RUN("emu strict tags", strict) ? 1 : 0;
 	if (!strcmp(group, "nullreq"))
@@ -690,6 +825,8 @@ int main(int argc, char **argv)
 		return RUN("emu accept wait", accept_wait) ? 1 : 0;
 	if (!strcmp(group, "nullbounce"))
 		return RUN("emu null bounce", null_bounce) ? 1 : 0;
+	if (!strncmp(group, "mss", 3))
+		return RUN("emu fragments", mss) ? 1 : 0;
 	if (!strcmp(group, "fault"))
 		return RUN("emu faults", fault) ? 1 : 0;
 	fprintf(stderr, "unknown group %s\n", group);

@@ -75,9 +75,9 @@ int emu_test(struct emu_pair *p, void *req, int *done, ncclResult_t *res);
 const struct tp_unpack_handle *emu_unpack_handle(const struct emu_pair *p);
 
 /*
- * Checks the records of slot (within one page, <= 4096, >= 2048 but the
- * last, dst ascending and covering [0, size)) and gathers them into dst.
- * Returns the record count, or -1 with a cmocka-visible message on error.
+ * Checks the records of slot (each 1..4096 bytes within one page and inside
+ * [0, size); together covering it once, in any order) and gathers them
+ * into dst.  Returns the record count, or -1 with a message on stderr.
  */
 int emu_unpack(const struct tp_unpack_handle *uh, int slot, char *dst, uint64_t size);
 
