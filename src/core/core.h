@@ -21,7 +21,7 @@ struct tcpx_p2p_session {
 	int net_dev;
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
-	bool test_early_consume;      /* test only: consume before the unpack ends */
+	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
 	struct tcpx_p2p_mr *mrs;      /* registered regions (for conn teardown) */

@@ -149,12 +149,14 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	rc = s->net->ops->get_properties(s->net, s->net_dev, &s->props);
 	if (rc)
 		goto unload;
-	/* Test-only: proves that the GPU poison tests catch a consume that
-	 * does not wait for its unpack (tests/gpu/test_cuda_transfer.c). */
+#if TP_TEST_HOOKS
+	/* Test builds only: proves that the GPU poison tests catch a consume
+	 * that does not wait for its unpack (tests/gpu/test_cuda_transfer.c). */
 	s->test_early_consume = getenv("TCPX_P2P_TEST_EARLY_CONSUME") != NULL;
 	if (s->test_early_consume)
 		TP_WARN("session", "TCPX_P2P_TEST_EARLY_CONSUME: receives are consumed before "
 			"their unpack finished; data WILL be corrupted (test use only)");
+#endif
 	rc = check_chunk(s);
 	if (rc)
 		goto unload;
