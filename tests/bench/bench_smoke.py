@@ -159,6 +159,27 @@ def case_conns(c):
         check_records(load_json(path), [100000, 1000000], 2, conns=3, bidir=True, role=role)
 
 
+def case_progress_ab(c):
+    script = os.path.join(c.src, "bench", "progress_ab.py")
+    out = c.path("ab.json")
+    p = run([sys.executable, script, "--perf", c.perf, "--reps", "2", "--json", out,
+             "--env", "TCPX_P2P_NUM_CHANNELS=3",
+             "loopback --mem host -s 1M -n 2 -w 1 --conns 2 --verify"], timeout=120)
+    runs = load_json(out)
+    check(sorted((r["mode"], r["rep"]) for r in runs) ==
+          [("eager", 0), ("eager", 1), ("strict", 0), ("strict", 1)], "runs: %s" % runs)
+    for r in runs:
+        cfg = r["record"]["config"]
+        check(cfg["conns"] == 2 and cfg["channels"] == 3 and cfg["verify"],
+              "config not passed on: %s" % cfg)
+    rows = [l.split() for l in p.stdout.splitlines() if l.strip() and not l.startswith("#")]
+    check(len(rows) == 1, "table: %s" % p.stdout)
+    med = {m: sorted(r["gbps"] for r in runs if r["mode"] == m) for m in ("strict", "eager")}
+    want = (sum(med["strict"]) / 2) / (sum(med["eager"]) / 2)
+    check(abs(float(rows[0][2]) - want) < 0.01, "ratio %s, expected %.2f" % (rows[0][2], want))
+    run([sys.executable, script, "--perf", c.perf, "--reps", "1", "loopback --bogus"], expect=1)
+
+
 def case_dump_config(c):
     with open(os.path.join(c.src, "src", "util", "config.c")) as f:
         names = set(re.findall(r'\{\s*"(TCPX_P2P_[A-Z0-9_]+)"', f.read()))
