@@ -237,6 +237,7 @@ static void engine_free(struct tp_engine *e)
 int tp__engine_create(struct tcpx_p2p_session *s)
 {
 	pthread_rwlockattr_t attr;
+	pthread_condattr_t cattr;
 	struct tp_engine *e = calloc(1, sizeof(*e));
 	int rc;
 
@@ -249,7 +250,11 @@ int tp__engine_create(struct tcpx_p2p_session *s)
 	pthread_rwlock_init(&e->list_lock, &attr);
 	pthread_rwlockattr_destroy(&attr);
 	pthread_mutex_init(&e->done_lock, NULL);
-	pthread_cond_init(&e->done_cv, NULL);
+	/* Deadlines come from tp__now_ns(), a CLOCK_MONOTONIC time. */
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->done_cv, &cattr);
+	pthread_condattr_destroy(&cattr);
 	pthread_mutex_init(&e->work_lock, NULL);
 	pthread_cond_init(&e->work_cv, NULL);
 	s->engine = e;

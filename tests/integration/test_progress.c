@@ -287,6 +287,55 @@ static void test_post_and_return(void **state)
 	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
 }
 
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * A waiter on a transfer the peer never matches must sleep, not spin:
+ * with a progress thread it sleeps on the completion notice (a timed wait
+ * on the wrong clock would return at once and spin), without one it backs
+ * off to short sleeps once nothing can move.
+ */
+static void waiter_sleeps(int progress_thread, double max_share)
+{
+	tcpx_p2p_session *s[2] = { open_session(progress_thread), open_session(0) };
+	tcpx_p2p_conn *c[2];
+	tcpx_p2p_xfer *x;
+	struct buf b;
+	double cpu;
+
+	assert_int_equal(tp_link(s[0], s[1], &c[0], &c[1]), 0);
+	buf_open(&b, s[0], 4096);
+	assert_int_equal(tcpx_p2p_recv(c[0], b.mr, 0, 4096, &x), 0);
+	cpu = thread_cpu_s();
+	assert_int_equal(tcpx_p2p_wait(x, 400), TCPX_P2P_ETIMEDOUT);
+	cpu = thread_cpu_s() - cpu;
+	fprintf(stderr, "waiter (progress thread %d): %.1f ms CPU in 400 ms\n", progress_thread,
+		cpu * 1e3);
+	assert_true(cpu < 0.4 * max_share);
+	assert_int_equal(tcpx_p2p_conn_destroy(c[0]), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c[1]), 0);
+	assert_int_equal(tcpx_p2p_xfer_release(x), 0);
+	buf_close(&b);
+	assert_int_equal(tcpx_p2p_session_destroy(s[0]), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
+}
+
+static void test_waiter_sleeps_thread(void **state)
+{
+	waiter_sleeps(1, 0.1);
+}
+
+static void test_waiter_backs_off(void **state)
+{
+	waiter_sleeps(0, 0.6);
+}
+
 /* wait_any and session_progress reject what they cannot serve. */
 static void test_wait_any_arguments(void **state)
 {
@@ -334,10 +383,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_wait_last_drives_all),
 		cmocka_unit_test(test_threads_caller_progress),
 		cmocka_unit_test(test_wait_any_arguments),
+		cmocka_unit_test(test_waiter_backs_off),
 	};
 	const struct CMUnitTest thread[] = {
 		cmocka_unit_test(test_post_and_return),
 		cmocka_unit_test(test_threads_progress_thread),
+		cmocka_unit_test(test_waiter_sleeps_thread),
 	};
 
 	if (!strcmp(group, "engine"))
