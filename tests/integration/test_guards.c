@@ -1,6 +1,7 @@
 /* The library's guards for what the real TCPX plugin does not forgive:
  * chunks that could need more than 2048 fragments per receive (TCPX exits
- * the process), and a device handle without a bounce buffer.  argv[1]
+ * the process), a device handle without a bounce buffer, and accepts that
+ * take as long as flow steering.  argv[1]
  * picks the group; the emulator mode comes from the registration's
  * environment (tests/integration/CMakeLists.txt). */
 #include <setjmp.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -80,6 +82,31 @@ static void test_small_mss_transfer(void **state)
 	tp_pair_close(&p);
 }
 
+/*
+ * TCPX's accept withholds each comm while it programs flow steering
+ * (TCPX_EMU_ACCEPT_WAIT_US = 300 ms here): the set-up of 8 channels must
+ * drive all accepts at once, one wait in all rather than one per channel
+ * (2.4 s).  Through the rendezvous, as tcpx_p2p_dial / server_accept.
+ */
+static void test_parallel_accepts(void **state)
+{
+	tcpx_p2p_config cfg;
+	struct tp_pair p;
+	struct timespec a, b;
+	double s;
+
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.num_channels = 8;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(tp_pair_open(&p, &cfg, 0), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+	fprintf(stderr, "8-channel set-up with a 300 ms accept wait: %.3f s\n", s);
+	assert_true(s >= 0.3);
+	assert_true(s < 1.5);
+	tp_pair_close(&p);
+}
+
 /* TCPX can return a device handle without a bounce buffer: the
  * connection is refused with a clear error, nothing crashes. */
 static void test_null_bounce(void **state)
@@ -98,6 +125,7 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest nobounce[] = { cmocka_unit_test(test_chunk_without_bounce) };
 	const struct CMUnitTest nullbounce[] = { cmocka_unit_test(test_null_bounce) };
+	const struct CMUnitTest acceptwait[] = { cmocka_unit_test(test_parallel_accepts) };
 
 	if (!strcmp(group, "bounce"))
 		return cmocka_run_group_tests_name("guards (bounce)", bounce, NULL, NULL) ? 1 : 0;
@@ -105,6 +133,9 @@ int main(int argc, char **argv)
 		return cmocka_run_group_tests_name("guards (no bounce)", nobounce, NULL, NULL) ? 1 : 0;
 	if (!strcmp(group, "nullbounce"))
 		return cmocka_run_group_tests_name("guards (null bounce)", nullbounce, NULL, NULL) ? 1
+												: 0;
+	if (!strcmp(group, "acceptwait"))
+		return cmocka_run_group_tests_name("guards (accept wait)", acceptwait, NULL, NULL) ? 1
 												: 0;
 	fprintf(stderr, "unknown group %s\n", group);
 	return 1;
