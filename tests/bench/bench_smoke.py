@@ -447,6 +447,34 @@ def case_nccl_pair(c):
     return 0
 
 
+def case_tcp_probe(c):
+    probe = os.path.join(c.build, "bin", "tcp_probe")
+    check(os.access(probe, os.X_OK), "no %s" % probe)
+    run([probe, "--bogus"], expect=2)
+    run([probe, "loopback", "-S", "0"], expect=2)
+    # 3 sockets, 2 threads: thread 0 serves sockets 0 and 2 in turn; a size
+    # that does not divide by 3 gives the last socket the remainder.
+    out = c.path("probe.json")
+    p = run([probe, "loopback", "-S", "3", "-T", "2", "--call", "64K", "-b", "1001",
+             "-e", "4M", "-f", "16", "-n", "3", "-w", "1", "--verify", "--json", out])
+    check("3 sockets, 2 threads" in p.stdout, "header does not give the layout: %s" % p.stdout)
+    check_records(load_json(out), sweep(1001, 4 << 20, 16), 3, bench="tcp_probe",
+                  role="loopback", sockets=3, threads=2, call_bytes=64 << 10, verify=True,
+                  warmup=1)
+    for attempt in range(3):
+        port = str(free_port())
+        rcs, _, cj = two_processes(
+            c, "probe", [probe, "server", "--bind", "127.0.0.1", "-p", port, "-T", "1"],
+            [probe, "client", "-H", "127.0.0.1", "-p", port, "-S", "2", "-s", "1M", "-n", "3",
+             "-w", "1", "--verify"], clean_env(), clean_env())
+        if rcs == [0, 0]:
+            break
+        with open(c.path("probe-server.log")) as f:
+            if "listen" not in f.read() or attempt == 2:
+                raise Fail("tcp_probe server/client exit statuses %s" % rcs)
+    check_records(load_json(cj), [1 << 20], 3, role="client", sockets=2, threads=2)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
