@@ -104,7 +104,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	if (!out)
 		return tp__error(TCPX_P2P_EINVAL, "session_create: out is NULL");
 	if (!cfg) {
-		rc = tcpx_p2p_config_init(&defaults);
+		rc = tp__config_init(&defaults);
 		if (rc)
 			return rc;
 		cfg = &defaults;

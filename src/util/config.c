@@ -246,7 +246,7 @@ static const char *tp_row_getenv(int i, const char **used)
 	return text;
 }
 
-int tcpx_p2p_config_init(tcpx_p2p_config *cfg)
+static int config_init(tcpx_p2p_config *cfg)
 {
 	char detail[512] = "";
 	int i, nbad = 0;
@@ -283,6 +283,39 @@ int tcpx_p2p_config_init(tcpx_p2p_config *cfg)
 	if (nbad)
 		return tp__error(TCPX_P2P_EINVAL, "%s", detail);
 	return 0;
+}
+
+/*
+ * tcpx_p2p_config_init has one version per size of the struct: a binary
+ * built against the 0.1 header passes a struct that ends before
+ * progress_thread, and must get exactly that much written (and that
+ * struct_size, so that session_create reads no further).
+ */
+#define TP_CONFIG_V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.2")))
+int tp__config_init_v02(tcpx_p2p_config *cfg)
+{
+	return config_init(cfg);
+}
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.1")))
+int tp__config_init_v01(tcpx_p2p_config *cfg)
+{
+	tcpx_p2p_config full;
+	int rc;
+
+	if (!cfg)
+		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
+	rc = config_init(&full);
+	memcpy(cfg, &full, TP_CONFIG_V01_SIZE);
+	cfg->struct_size = TP_CONFIG_V01_SIZE;
+	return rc;
+}
+
+int tp__config_init(tcpx_p2p_config *cfg)
+{
+	return config_init(cfg);
 }
 
 /* A caller's struct, possibly older and smaller, over a defaults-only one. */
