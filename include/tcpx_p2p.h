@@ -286,9 +286,9 @@ TCPX_P2P_API int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done);
 
 /* Wait until x completes or timeout_ms passes (< 0: no limit), driving
  * every connection of the session meanwhile (or, with a progress thread,
- * sleeping until it reports a completion).  It spins, then yields, then
- * sleeps up to 50 us at a time only while every transfer waits on the
- * network.  RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be
+ * sleeping until it reports a completion).  Only while every transfer
+ * waits on the network does it back off: spin, yield, then sleep 1/16 of
+ * the idle time so far (4 us to 1 ms).  RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be
  * waited on again); the connection's error when x failed. */
 TCPX_P2P_API int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms);
 

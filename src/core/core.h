@@ -186,7 +186,8 @@ uint64_t tp__engine_completions(struct tcpx_p2p_session *s);
 void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns);
 /* Between passes that found nothing to do: spin, yield, then sleep. */
 struct tp_backoff {
-	unsigned idle;
+	unsigned idle;     /* passes in a row that found nothing to do */
+	int64_t idle_since;
 };
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
 int64_t tp__now_ns(void);

@@ -367,7 +367,7 @@ static void test_waiter_sleeps_thread(void **state)
 
 static void test_waiter_backs_off(void **state)
 {
-	waiter_sleeps(0, 0.6);
+	waiter_sleeps(0, 0.25);
 }
 
 /* wait_any and session_progress reject what they cannot serve. */
