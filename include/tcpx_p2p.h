@@ -120,6 +120,7 @@ typedef struct tcpx_p2p_config {
 	/* Fields below were added in 0.2; struct_size tells which a caller has. */
 	int progress_thread;  /* 1 = a thread per session drives every transfer */
 	int mss;              /* smallest TCP MSS on the path: bounds the fragments per chunk */
+	const char *nics;     /* devices to stripe channels over: NULL/"auto", "all", "eth1,eth2" */
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -163,6 +164,8 @@ TCPX_P2P_API int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_se
  * destroyed first.  RETURN VALUE: 0; EBUSY (objects remain; nothing freed). */
 TCPX_P2P_API int tcpx_p2p_session_destroy(tcpx_p2p_session *s);
 
+#define TCPX_P2P_MAX_NICS 16
+
 typedef struct tcpx_p2p_session_info {
 	size_t struct_size;
 	const char *plugin_path; /* file the plugin was loaded from */
@@ -171,6 +174,11 @@ typedef struct tcpx_p2p_session_info {
 	int net_dev;
 	int gpu;
 	int unpack;              /* enum tcpx_p2p_unpack in effect */
+	/* Added in 0.2: the devices the channels are striped over (channel i
+	 * of every conn uses nic[i % nnics]) and their names. */
+	int nnics;
+	int nic[TCPX_P2P_MAX_NICS];
+	const char *nic_name[TCPX_P2P_MAX_NICS];
 } tcpx_p2p_session_info;
 
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/chunk.h"
+#include "core/nics.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
 #include "tp_device.h"
@@ -18,7 +19,11 @@ struct tcpx_p2p_session {
 	tcpx_p2p_config cfg;
 	char plugin_path[PATH_MAX]; /* cfg.plugin_path points here when set */
 	struct tp_net *net;
-	int net_dev;
+	int net_dev;                  /* nics[0] */
+	int nics[TP_MAX_NICS];        /* channel i of a conn uses nics[i % nnics] */
+	int nnics;
+	char nic_name[TP_MAX_NICS][64];
+	char nics_spec[256];          /* cfg.nics points here when set */
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
 	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */

@@ -62,7 +62,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 	memcpy(l->blob, &hdr, sizeof(hdr));
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++)
-		rc = s->net->ops->listen(s->net, s->net_dev,
+		rc = s->net->ops->listen(s->net, s->nics[i % s->nnics],
 					 l->blob + sizeof(hdr) + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 					 &l->lcomm[i]);
 	if (rc)
@@ -150,7 +150,7 @@ static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int ti
 		pending = 0;
 		for (i = 0; i < l->nchan; i++) {
 			if (!send[i]) {
-				rc = ops->connect(s->net, s->net_dev,
+				rc = ops->connect(s->net, s->nics[i % s->nnics],
 						  handles + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 						  &send[i]);
 				if (rc)

@@ -20,7 +20,7 @@ enum tp_cfg_type {
 	TP_CFG_INT,  /* int field */
 	TP_CFG_SIZE, /* size_t field; K/M/KiB/MiB suffixes are 1024-multiples */
 	TP_CFG_ENUM, /* int field holding an index into names */
-	TP_CFG_PATH, /* const char * field; the default "(search)" is NULL */
+	TP_CFG_PATH, /* const char * field; NULL shows as the row's default text */
 	TP_CFG_LOG,  /* no field: the process-wide level that log.c applies */
 };
 
@@ -49,7 +49,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "CUDA device of the session; -1 = host memory only" },
 	{ "TCPX_P2P_NET_DEV", NULL, "net_dev", TP_CFG_INT, TP_OFF(net_dev), -1, 255, 0, NULL, 0,
 	  "-1", "-1..255",
-	  "plugin network device index; -1 = the NIC closest to the GPU" },
+	  "plugin network device for every channel; -1 = TCPX_P2P_NICS decides" },
 	{ "TCPX_P2P_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", "num_channels", TP_CFG_INT,
 	  TP_OFF(num_channels), 1, TP_MAX_CHANNELS, 0, NULL, 0,
 	  "2", "1..16",
@@ -87,6 +87,10 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "7168", "512..65536",
 	  "smallest TCP MSS on the path; chunks must fit the plugin's 2048 fragments "
 	  "per receive at this MSS" },
+	{ "TCPX_P2P_NICS", NULL, "nics", TP_CFG_PATH, TP_OFF(nics), 0, 0, 0, NULL, 0,
+	  "auto", "auto|all|comma-separated device names or indices",
+	  "plugin devices each connection stripes its channels over (channel i on the "
+	  "i-th, round robin); auto = the devices closest to the GPU" },
 	{ "TCPX_P2P_LOG_LEVEL", "UCCL_TCPX_DEBUG", NULL, TP_CFG_LOG, 0, 0, 4, 0, NULL, 0,
 	  "warn", "none|warn|info|debug|trace or 0..4",
 	  "process-wide log level (UCCL_TCPX_DEBUG set to non-zero means debug)" },
