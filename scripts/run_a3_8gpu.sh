@@ -46,7 +46,7 @@ die() { echo "run_a3_8gpu: $*" >&2; exit 2; }
 # The caller's settings, before tcpx_env.sh adds this host's: what --ssh forwards.
 fwd=()
 while IFS= read -r v; do
-	case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=*) ;; *) fwd+=("$v") ;; esac
+	case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=* | TCPX_P2P_SSH=*) ;; *) fwd+=("$v") ;; esac
 done < <(env | grep -E '^(TCPX_P2P_|TCPX_EMU_|NCCL_)[A-Za-z0-9_]*=' || true)
 
 role=
@@ -215,6 +215,10 @@ for ((k = 0; k < ${#pids[@]}; k++)); do
 		failed=1
 	fi
 done
+# A client that failed leaves the server waiting for it: end the session.
+if [[ -n $remote_pid ]] && ((failed)); then
+	kill "$remote_pid" 2>/dev/null || true
+fi
 if [[ -n $remote_pid ]] && ! wait "$remote_pid"; then
 	echo "run_a3_8gpu: the server on $ssh_host failed; $out/remote-server.log:" >&2
 	tail -n 5 "$out/remote-server.log" >&2

@@ -38,7 +38,7 @@ die() { echo "run_two_node: $*" >&2; exit 2; }
 # The caller's settings, before tcpx_env.sh adds this host's: what --ssh forwards.
 fwd=()
 while IFS= read -r v; do
-	case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=*) ;; *) fwd+=("$v") ;; esac
+	case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=* | TCPX_P2P_SSH=*) ;; *) fwd+=("$v") ;; esac
 done < <(env | grep -E '^(TCPX_P2P_|TCPX_EMU_|NCCL_)[A-Za-z0-9_]*=' || true)
 
 (($#)) || { usage >&2; exit 2; }
@@ -159,6 +159,8 @@ fi
 rpid=$!
 rc=0
 "${cmd[@]}" || rc=$?
+# A client that failed leaves the server waiting for it: end the session.
+((rc == 0)) || kill "$rpid" 2>/dev/null || true
 rrc=0
 wait "$rpid" || rrc=$?
 ((rrc == 0)) || echo "run_two_node: the server on $ssh_host exited $rrc" >&2
