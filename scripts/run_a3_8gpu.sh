@@ -169,7 +169,7 @@ if [[ $layout == one ]]; then
 	if [[ -n $pairs ]]; then
 		cmd+=(--mem host --pairs "$n")
 	else
-		cmd+=(--mem cuda --gpus "$(IFS=,; echo "${gpus[*]}")")
+		cmd+=(--mem cuda --gpus "$gpulist")
 	fi
 	cmd+=(--port "$base" "$@" --json "$out/$role.json")
 	echo "run_a3_8gpu: $role, one process, $n sessions, NICs ${TCPX_P2P_NICS:-auto}:" \
