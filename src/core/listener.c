@@ -5,6 +5,7 @@
  * comms exist.  Both sides therefore run the same code: no client/server
  * asymmetry, no message through the plugin before the comms are complete. */
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -128,6 +129,31 @@ static int blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t
 	return 0;
 }
 
+/* DESIGN §4.14: a peer's handle never reaches connect with in-progress
+ * connect state in it (a pointer the plugin would follow). */
+static int handles_check(const struct tcpx_p2p_session *s, unsigned char *handles, int nchan)
+{
+	static atomic_int warned;
+	int i, off;
+
+	for (i = 0; i < nchan; i++) {
+		if (!tp__net_handle_scrub(s->net->name,
+					  handles + (size_t)i * NCCL_NET_HANDLE_MAXSIZE, &off)) {
+			if (!atomic_exchange(&warned, 1))
+				TP_WARN("conn", "plugin %s: its handle layout is unknown to this "
+					"library, so peer handles reach its connect unchecked; "
+					"connect only to peers you trust", s->net->name);
+			return 0;
+		}
+		if (off >= 0)
+			return tp__error(TCPX_P2P_EPROTO,
+					 "peer handle %d carries in-progress connect state "
+					 "(byte %d set, zero in every fresh handle): refused before "
+					 "the plugin saw it", i, off);
+	}
+	return 0;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -194,6 +220,9 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	rc = blob_check(s, peer_blob, peer_len);
 	if (rc)
 		return rc;
+	if (peer_len == l->blob_len && !memcmp(peer_blob, l->blob, peer_len))
+		return tp__error(TCPX_P2P_EPROTO, "peer blob is this listener's own: "
+				 "a connection to oneself is refused");
 	/* Connect from private copies: plugins keep connect state in the
 	 * handle and each handle serves one connection (DESIGN §4.4). */
 	hlen = (size_t)l->nchan * NCCL_NET_HANDLE_MAXSIZE;
@@ -206,6 +235,9 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		goto free_arrays;
 	}
 	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
+	rc = handles_check(s, handles, l->nchan);
+	if (rc)
+		goto free_arrays;
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
 	l->spent = true;

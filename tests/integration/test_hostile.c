@@ -1,0 +1,191 @@
+/* Hostile peers and failed set-ups (docs/reliability.md): crafted handles
+ * never reach the plugin, a connection to oneself is refused, and failed
+ * connects leave no descriptors behind. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "abi/handle_layout.h"
+#include "abi/nccl_net.h"
+#include "pair.h"
+
+/* sizeof(struct tp_blob_hdr), src/core/listener.c: the handles follow it. */
+#define BLOB_HDR 48
+/* struct emu_handle, plugins/emu/emu.h: the listen address. */
+#define EMU_ADDR_OFF 16
+
+struct two {
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_listener *l[2];
+};
+
+static void two_open(struct two *t)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_session_create(NULL, &t->s[i]), 0);
+		assert_int_equal(tcpx_p2p_listen(t->s[i], &t->l[i]), 0);
+	}
+}
+
+static void two_close(struct two *t)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (t->l[i])
+			assert_int_equal(tcpx_p2p_listener_destroy(t->l[i]), 0);
+		assert_int_equal(tcpx_p2p_session_destroy(t->s[i]), 0);
+	}
+}
+
+static unsigned char *blob_copy(tcpx_p2p_listener *l, size_t *len)
+{
+	const void *blob;
+	unsigned char *copy;
+
+	assert_int_equal(tcpx_p2p_listener_blob(l, &blob, len), 0);
+	copy = malloc(*len);
+	assert_non_null(copy);
+	memcpy(copy, blob, *len);
+	return copy;
+}
+
+/* The HELLO of issue #8: an emulator handle whose connect progress names
+ * 0x4141414141414141.  Refused before the plugin sees it (and the emulator
+ * would refuse it too: emu_contract's test_forged_handle). */
+static void test_crafted_handle(void **state)
+{
+	const uint64_t wild = 0x4141414141414141ull;
+	const uint32_t stage = 1;
+	struct two t;
+	tcpx_p2p_conn *c = NULL;
+	unsigned char *bad;
+	size_t len;
+
+	two_open(&t);
+	bad = blob_copy(t.l[1], &len);
+	memcpy(bad + BLOB_HDR + TP_EMU_HANDLE_STAGE_OFF, &stage, sizeof(stage));
+	memcpy(bad + BLOB_HDR + TP_EMU_HANDLE_PROGRESS_OFF + 8, &wild, sizeof(wild));
+	assert_int_equal(tcpx_p2p_connect(t.l[0], bad, len, 1000, &c), TCPX_P2P_EPROTO);
+	assert_null(c);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "in-progress connect state"));
+	free(bad);
+	two_close(&t);
+}
+
+static void test_connect_to_self(void **state)
+{
+	struct two t;
+	tcpx_p2p_conn *c = NULL;
+	unsigned char *own;
+	size_t len;
+
+	two_open(&t);
+	own = blob_copy(t.l[0], &len);
+	assert_int_equal(tcpx_p2p_connect(t.l[0], own, len, 1000, &c), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "oneself"));
+	assert_null(c);
+	free(own);
+	two_close(&t);
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* A listening socket whose accept queue is full: connects to it stay in
+ * SYN_SENT, so the plugin's connects stay pending until we give up. */
+static void blackhole(int *lfd, int *filler, uint16_t *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	*lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(*lfd >= 0);
+	assert_int_equal(bind(*lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(*lfd, 0), 0);
+	assert_int_equal(getsockname(*lfd, (struct sockaddr *)&sa, &sl), 0);
+	*port = sa.sin_port;
+	*filler = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(*filler >= 0);
+	assert_int_equal(connect(*filler, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	usleep(50 * 1000);
+}
+
+/* Connects that time out with plugin connects pending, again and again:
+ * the library closes what it holds, the emulator releases the abandoned
+ * connects (TCPX_EMU_CONNECT_ABANDON_MS = 300 here) at its next listen,
+ * and the process ends with the descriptors it started with. */
+static void test_failed_connects_leak_nothing(void **state)
+{
+	int i, ch, lfd, filler, before, during;
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_listener *l[2];
+	tcpx_p2p_conn *c = NULL;
+	unsigned char *blob;
+	uint16_t port;
+	size_t len;
+
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_create(NULL, &s[i]), 0);
+	blackhole(&lfd, &filler, &port);
+	before = count_fds();
+	for (i = 0; i < 10; i++) {
+		assert_int_equal(tcpx_p2p_listen(s[0], &l[0]), 0);
+		assert_int_equal(tcpx_p2p_listen(s[1], &l[1]), 0);
+		blob = blob_copy(l[1], &len);
+		for (ch = 0; BLOB_HDR + (size_t)(ch + 1) * NCCL_NET_HANDLE_MAXSIZE <= len; ch++)
+			memcpy(blob + BLOB_HDR + (size_t)ch * NCCL_NET_HANDLE_MAXSIZE +
+				       EMU_ADDR_OFF + 2,
+			       &port, sizeof(port));
+		assert_int_equal(tcpx_p2p_connect(l[0], blob, len, 100, &c), TCPX_P2P_ETIMEDOUT);
+		assert_null(c);
+		free(blob);
+		assert_int_equal(tcpx_p2p_listener_destroy(l[0]), 0);
+		assert_int_equal(tcpx_p2p_listener_destroy(l[1]), 0);
+	}
+	during = count_fds();
+	/* The pending connects hold their sockets until they are abandoned. */
+	assert_true(during > before);
+	usleep(400 * 1000);
+	assert_int_equal(tcpx_p2p_listen(s[0], &l[0]), 0);
+	assert_int_equal(tcpx_p2p_listener_destroy(l[0]), 0);
+	assert_int_equal(count_fds(), before);
+	close(filler);
+	close(lfd);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_destroy(s[i]), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crafted_handle),
+		cmocka_unit_test(test_connect_to_self),
+		cmocka_unit_test(test_failed_connects_leak_nothing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+}
