@@ -75,6 +75,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  1, NULL, 0,
 	  "60000", "-1 (no limit) or 1..86400000",
 	  "connection set-up deadline in ms where TCPX_P2P_TIMEOUT_DEFAULT is passed" },
+	{ "TCPX_P2P_HANDSHAKE_MS", NULL, "handshake_ms", TP_CFG_INT, TP_OFF(handshake_ms), 1,
+	  86400000, 0, NULL, 0,
+	  "10000", "1..86400000",
+	  "rendezvous server: ms a connected peer gets to authenticate and send its blob "
+	  "before it is dropped" },
 	{ "TCPX_P2P_PLUGIN", "UCCL_TCPX_PLUGIN_PATH", "plugin_path", TP_CFG_PATH,
 	  TP_OFF(plugin_path), 0, 0, 0, NULL, 0,
 	  "(search)", "a file path",

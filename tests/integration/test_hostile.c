@@ -2,6 +2,8 @@
  * never reach the plugin, a connection to oneself is refused, and failed
  * connects leave no descriptors behind. */
 #include <dirent.h>
+#include <pthread.h>
+#include <time.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <cmocka.h>
 
@@ -101,6 +104,27 @@ static void test_connect_to_self(void **state)
 	two_close(&t);
 }
 
+/* A peer's plugin name reaches the error detail as printable ASCII. */
+static void test_peer_string_sanitised(void **state)
+{
+	const char evil[] = "\x1b[2J\nWARN forged line";
+	struct two t;
+	tcpx_p2p_conn *c = NULL;
+	unsigned char *bad;
+	size_t len;
+
+	two_open(&t);
+	bad = blob_copy(t.l[1], &len);
+	memset(bad + 16, 0, 32);
+	memcpy(bad + 16, evil, sizeof(evil) - 1); /* struct tp_blob_hdr plugin */
+	assert_int_equal(tcpx_p2p_connect(t.l[0], bad, len, 1000, &c), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "\"?[2J?WARN forged line\""));
+	assert_null(strchr(tcpx_p2p_last_error(), '\x1b'));
+	assert_null(strchr(tcpx_p2p_last_error(), '\n'));
+	free(bad);
+	two_close(&t);
+}
+
 static int count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -136,7 +160,7 @@ static void blackhole(int *lfd, int *filler, uint16_t *port)
 
 /* Connects that time out with plugin connects pending, again and again:
  * the library closes what it holds, the emulator releases the abandoned
- * connects (TCPX_EMU_CONNECT_ABANDON_MS = 300 here) at its next listen,
+ * connects (TCPX_EMU_CONNECT_ABANDON_MS = 300 here, not 30 s) at its next listen,
  * and the process ends with the descriptors it started with. */
 static void test_failed_connects_leak_nothing(void **state)
 {
@@ -148,6 +172,8 @@ static void test_failed_connects_leak_nothing(void **state)
 	uint16_t port;
 	size_t len;
 
+	/* The emulator reads it for every new listen and connect. */
+	setenv("TCPX_EMU_CONNECT_ABANDON_MS", "300", 1);
 	for (i = 0; i < 2; i++)
 		assert_int_equal(tcpx_p2p_session_create(NULL, &s[i]), 0);
 	blackhole(&lfd, &filler, &port);
@@ -179,12 +205,116 @@ static void test_failed_connects_leak_nothing(void **state)
 		assert_int_equal(tcpx_p2p_session_destroy(s[i]), 0);
 }
 
+static int64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int dial_raw(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+struct dialer {
+	tcpx_p2p_session *s;
+	uint16_t port;
+	tcpx_p2p_conn *c;
+	int rc;
+};
+
+static void *dial_thread(void *arg)
+{
+	struct dialer *d = arg;
+
+	d->rc = tcpx_p2p_dial(d->s, "127.0.0.1", d->port, 10000, &d->c);
+	return NULL;
+}
+
+/* 200 connections that never say a word, then a real peer: it is served
+ * within its normal time, not after the silent ones time out. */
+static void test_silent_sockets_block_nobody(void **state)
+{
+	enum { NSILENT = 200 };
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_server *srv;
+	tcpx_p2p_conn *c = NULL;
+	struct dialer d = { 0 };
+	int silent[NSILENT], i;
+	pthread_t th;
+	int64_t t0;
+
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_create(NULL, &s[i]), 0);
+	assert_int_equal(tcpx_p2p_server_create(s[0], "127.0.0.1", 0, &srv), 0);
+	assert_int_equal(tcpx_p2p_server_port(srv, &d.port), 0);
+	for (i = 0; i < NSILENT; i++)
+		silent[i] = dial_raw(d.port);
+	d.s = s[1];
+	t0 = ms_now();
+	assert_int_equal(pthread_create(&th, NULL, dial_thread, &d), 0);
+	assert_int_equal(tcpx_p2p_server_accept(srv, 10000, &c), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(d.rc, 0);
+	assert_true(ms_now() - t0 < 3000);
+	assert_int_equal(tcpx_p2p_conn_destroy(c), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(d.c), 0);
+	for (i = 0; i < NSILENT; i++)
+		close(silent[i]);
+	assert_int_equal(tcpx_p2p_server_destroy(srv), 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_destroy(s[i]), 0);
+}
+
+/* TCPX_P2P_HANDSHAKE_MS: a silent connection is dropped after it, while
+ * server_accept keeps waiting for its own, longer deadline. */
+static void test_handshake_deadline(void **state)
+{
+	struct timeval tv = { .tv_sec = 5 };
+	tcpx_p2p_session *s;
+	tcpx_p2p_server *srv;
+	tcpx_p2p_conn *c = NULL;
+	tcpx_p2p_config cfg;
+	uint16_t port;
+	char byte;
+	int fd;
+	int64_t t0;
+
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.handshake_ms = 200;
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &s), 0);
+	assert_int_equal(tcpx_p2p_server_create(s, "127.0.0.1", 0, &srv), 0);
+	assert_int_equal(tcpx_p2p_server_port(srv, &port), 0);
+	fd = dial_raw(port);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	t0 = ms_now();
+	assert_int_equal(tcpx_p2p_server_accept(srv, 1000, &c), TCPX_P2P_ETIMEDOUT);
+	assert_true(ms_now() - t0 >= 1000);
+	assert_null(c);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "1 silent connection(s) dropped"));
+	assert_int_equal(recv(fd, &byte, 1, 0), 0); /* closed by the server */
+	close(fd);
+	assert_int_equal(tcpx_p2p_server_destroy(srv), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crafted_handle),
 		cmocka_unit_test(test_connect_to_self),
+		cmocka_unit_test(test_peer_string_sanitised),
 		cmocka_unit_test(test_failed_connects_leak_nothing),
+		cmocka_unit_test(test_silent_sockets_block_nobody),
+		cmocka_unit_test(test_handshake_deadline),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
