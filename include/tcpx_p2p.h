@@ -110,6 +110,7 @@ typedef struct tcpx_p2p_config {
 	int timeout_ms;       /* set-up deadline used where TCPX_P2P_TIMEOUT_DEFAULT is passed */
 	const char *plugin_path; /* NULL = search (docs/configuration.md) */
 	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
+	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the

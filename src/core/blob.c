@@ -4,14 +4,25 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "core/auth.h"
 #include "core/blob.h"
 #include "tcpx_p2p.h"
 #include "util/error.h"
 #include "util/printable.h"
 
-size_t tp__blob_size(int nchan)
+#define TP_BLOB_LABEL "tcpx_p2p blob v1"
+
+size_t tp__blob_size(int nchan, bool mac)
 {
-	return sizeof(struct tp_blob_hdr) + (size_t)nchan * NCCL_NET_HANDLE_MAXSIZE;
+	return sizeof(struct tp_blob_hdr) + (size_t)nchan * NCCL_NET_HANDLE_MAXSIZE +
+	       (mac ? TP_AUTH_MAC : 0);
+}
+
+int tp__blob_seal(const char *token, unsigned char *blob, size_t len)
+{
+	struct tp_auth_part part = { blob, len };
+
+	return tp__auth_mac(token, TP_BLOB_LABEL, &part, 1, blob + len);
 }
 
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin)
@@ -59,8 +70,25 @@ int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len
 		return tp__error(TCPX_P2P_EPROTO, "peer uses plugin \"%s\", we use \"%s\"",
 				 tp__printable(name, sizeof(name), hdr.plugin, sizeof(hdr.plugin)),
 				 want->plugin);
-	if (len != tp__blob_size((int)nchan))
+	if (!want->token && len == tp__blob_size((int)nchan, true))
+		return tp__error(TCPX_P2P_EPROTO, "peer blob carries a MAC: the peer has an auth "
+				 "token (TCPX_P2P_AUTH_TOKEN) and this side has none");
+	if (want->token && len == tp__blob_size((int)nchan, false))
+		return tp__error(TCPX_P2P_EPROTO, "peer blob carries no MAC: this side requires "
+				 "an auth token (TCPX_P2P_AUTH_TOKEN) and the peer has none");
+	if (len != tp__blob_size((int)nchan, want->token != NULL))
 		return tp__error(TCPX_P2P_EPROTO, "peer blob is %zu bytes, expected %zu", len,
-				 tp__blob_size((int)nchan));
+				 tp__blob_size((int)nchan, want->token != NULL));
+	if (want->token) {
+		unsigned char mac[TP_AUTH_MAC];
+		struct tp_auth_part part = { blob, len - TP_AUTH_MAC };
+		int rc = tp__auth_mac(want->token, TP_BLOB_LABEL, &part, 1, mac);
+
+		if (rc)
+			return rc;
+		if (!tp__auth_equal(mac, (const unsigned char *)blob + len - TP_AUTH_MAC))
+			return tp__error(TCPX_P2P_EPROTO, "peer blob fails its MAC: altered, or "
+					 "made with another TCPX_P2P_AUTH_TOKEN");
+	}
 	return 0;
 }

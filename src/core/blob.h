@@ -3,6 +3,7 @@
 #ifndef TP_CORE_BLOB_H
 #define TP_CORE_BLOB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,14 +23,19 @@ struct tp_blob_hdr {
 	char plugin[TP_BLOB_NAME];
 };
 
-/* What a peer's blob must match. */
+/* What a peer's blob must match.  With a token, blobs end in an
+ * HMAC-SHA256 of everything before it (TP_AUTH_MAC bytes). */
 struct tp_blob_want {
 	int nchan;
 	uint32_t chunk_bytes;
 	const char *plugin;
+	const char *token; /* NULL: none */
 };
 
-size_t tp__blob_size(int nchan);
+/* Bytes of a blob of nchan handles, with the MAC when mac is set. */
+size_t tp__blob_size(int nchan, bool mac);
+/* Append the MAC to a blob of len bytes (the buffer has room for it). */
+int tp__blob_seal(const char *token, unsigned char *blob, size_t len);
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin);
 /* 0, or EPROTO with a detail that says what differs; never reads past len,
  * and peer strings in the detail are sanitised. */

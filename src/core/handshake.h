@@ -21,4 +21,8 @@ int tp__left_ms(int64_t deadline);
 int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool server,
 		  int64_t peer_deadline, int64_t deadline, struct tcpx_p2p_conn **out);
 
+/* An AUTH frame payload of len bytes for step (1..3): 0 or EPROTO.  Pure,
+ * for the fuzzer. */
+int tp__auth_msg_check(const void *buf, uint32_t len, int step);
+
 #endif

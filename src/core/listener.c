@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/auth.h"
 #include "core/blob.h"
 #include "core/core.h"
 #include "util/config.h"
@@ -29,7 +30,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		return tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 	l->s = s;
 	l->nchan = s->cfg.num_channels;
-	l->blob_len = tp__blob_size(l->nchan);
+	l->blob_len = tp__blob_size(l->nchan, s->cfg.auth_token != NULL);
 	l->lcomm = calloc((size_t)l->nchan, sizeof(*l->lcomm));
 	l->blob = calloc(1, l->blob_len);
 	if (!l->lcomm || !l->blob) {
@@ -42,6 +43,8 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		rc = s->net->ops->listen(s->net, s->net_dev,
 					 l->blob + hdr + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 					 &l->lcomm[i]);
+	if (!rc && s->cfg.auth_token)
+		rc = tp__blob_seal(s->cfg.auth_token, l->blob, l->blob_len - TP_AUTH_MAC);
 	if (rc)
 		goto close_comms;
 	pthread_mutex_lock(&s->lock);
@@ -162,6 +165,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	want.nchan = s->cfg.num_channels;
 	want.chunk_bytes = (uint32_t)s->cfg.chunk_bytes;
 	want.plugin = s->net->name;
+	want.token = s->cfg.auth_token;
 	rc = tp__blob_check(&want, peer_blob, peer_len);
 	if (rc)
 		return rc;

@@ -415,6 +415,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_TIMEOUT_MS", "60000" },
 		{ "TCPX_P2P_HANDSHAKE_MS", "10000" },
 		{ "TCPX_P2P_PLUGIN", "(search)" },
+		{ "TCPX_P2P_AUTH_TOKEN", "(none)" },
 		{ "TCPX_P2P_LOG_LEVEL", "info" }, /* set_log(INFO) in setup */
 	};
 	tcpx_p2p_config c;
