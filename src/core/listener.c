@@ -4,7 +4,6 @@
  * accepts its own listen comm i, both asynchronously, until all 2 x nchan
  * comms exist.  Both sides therefore run the same code: no client/server
  * asymmetry, no message through the plugin before the comms are complete. */
-#include <arpa/inet.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +12,6 @@
 #include "core/auth.h"
 #include "core/blob.h"
 #include "core/core.h"
-#include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
 
