@@ -11,6 +11,8 @@
 
 enum perf_mode { PERF_SERVER, PERF_CLIENT, PERF_LOOPBACK, PERF_AUTO };
 
+#define PERF_MAX_CONNS 64
+
 struct perf_opts {
 	enum perf_mode mode;
 	const char *host;     /* client: peer to dial */
@@ -21,6 +23,7 @@ struct perf_opts {
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;
 	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
+	int conns;            /* connections between the peers, 1..PERF_MAX_CONNS */
 	const char *json;     /* file for results, "-" = stdout */
 	int timeout_ms;
 	tcpx_p2p_config cfg;  /* library settings after env + flags */
@@ -38,13 +41,20 @@ void perf_dump_config(const struct perf_opts *o, FILE *f);
 int perf_run(const struct perf_opts *o, int role, int report,
 	     void (*listening)(void *arg, uint16_t port), void *arg);
 
-void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info,
-		       int numa_node, const char *numa_why);
+/* What one peer's run reports besides the rows. */
+struct perf_peer_info {
+	int role;                     /* 0 server, 1 client */
+	tcpx_p2p_session_info session;
+	int numa_node;                /* bound node, -1 none */
+	const char *numa_why;
+	double setup_ms;              /* first dial/accept until all conns exist */
+};
+
+void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *pi);
 void perf_print_row(const struct perf_opts *o, const struct bench_row *r);
 int perf_json_open(const struct perf_opts *o, FILE **f);
-void perf_json_row(FILE *f, const struct perf_opts *o, int role,
-		   const tcpx_p2p_session_info *info, int numa_node, const struct bench_row *r,
-		   int first);
+void perf_json_row(FILE *f, const struct perf_opts *o, const struct perf_peer_info *pi,
+		   const struct bench_row *r, int first);
 void perf_json_close(FILE *f);
 
 #endif

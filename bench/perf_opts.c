@@ -22,6 +22,8 @@ BENCH_SWEEP_USAGE
 "                         (env TCPX_P2P_PERF_SIZE, TCPX_P2P_PERF_ITERS)\n"
 "      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
 "      --channels N       channels per connection (TCPX_P2P_NUM_CHANNELS)\n"
+"      --conns N          connections between the peers, 1..64 (default 1; env\n"
+"                         TCPX_P2P_PERF_CONNS): each size is split evenly over them\n"
 "      --window N         send and receive window per channel (1..16)\n"
 "      --unpack K         kernel|d2d|host (TCPX_P2P_UNPACK)\n"
 "      --mem host|cuda    buffer memory (default host)\n"
@@ -55,7 +57,7 @@ static int launcher_rank(void)
 }
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
-       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA };
+       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS };
 
 static int bad(const char *opt, const char *val)
 {
@@ -85,6 +87,10 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case O_CHANNELS:
 		if (bench_parse_int(arg, 1, 64, &o->cfg.num_channels))
 			return bad("--channels", arg);
+		break;
+	case O_CONNS:
+		if (bench_parse_int(arg, 1, PERF_MAX_CONNS, &o->conns))
+			return bad("--conns", arg);
 		break;
 	case O_WINDOW:
 		if (bench_parse_int(arg, 1, 16, &v))
@@ -166,7 +172,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "host", 1, NULL, 'H' }, { "bind", 1, NULL, O_BIND }, { "port", 1, NULL, 'p' },
 		BENCH_SWEEP_LONGOPTS,
 		{ "chunk", 1, NULL, O_CHUNK }, { "channels", 1, NULL, O_CHANNELS },
-		{ "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
+		{ "conns", 1, NULL, O_CONNS }, { "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "dump-config", 0, NULL, O_DUMP },
@@ -178,6 +184,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->port = 18515;
+	o->conns = 1;
 	bench_sweep_defaults(&o->sweep);
 	o->numa = BENCH_NUMA_AUTO;
 	o->gpu[0] = 0;
@@ -192,6 +199,9 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	if ((v = env2("TCPX_P2P_PERF_ITERS", "UCCL_TCPX_PERF_ITERS")) &&
 	    bench_parse_int(v, 1, 1 << 24, &o->sweep.iters))
 		return bad("TCPX_P2P_PERF_ITERS", v);
+	if ((v = getenv("TCPX_P2P_PERF_CONNS")) &&
+	    bench_parse_int(v, 1, PERF_MAX_CONNS, &o->conns))
+		return bad("TCPX_P2P_PERF_CONNS", v);
 	while ((c = getopt_long(argc, argv, BENCH_SWEEP_SHORTOPTS "H:p:g:qh", longs, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
@@ -237,4 +247,6 @@ void perf_dump_config(const struct perf_opts *o, FILE *f)
 		"tcpx_perf size in bytes when no sweep is given");
 	fprintf(f, "%-24s = %-16d # %s\n", "TCPX_P2P_PERF_ITERS", o->sweep.iters,
 		"tcpx_perf timed iterations per size");
+	fprintf(f, "%-24s = %-16d # %s\n", "TCPX_P2P_PERF_CONNS", o->conns,
+		"tcpx_perf connections between the peers");
 }

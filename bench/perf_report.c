@@ -15,25 +15,28 @@ static FILE *table_out(const struct perf_opts *o)
 	return o->json && !strcmp(o->json, "-") ? stderr : stdout;
 }
 
-void perf_print_header(const struct perf_opts *o, int role, const tcpx_p2p_session_info *info,
-		       int numa_node, const char *numa_why)
+void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *pi)
 {
+	const tcpx_p2p_session_info *info = &pi->session;
 	FILE *out = table_out(o);
 
 	fprintf(out, "# tcpx_perf %s: plugin %s (ABI v%d, %s), net dev %d\n",
-	       role ? "client (sender)" : "server (receiver)", info->plugin_name,
+	       pi->role ? "client (sender)" : "server (receiver)", info->plugin_name,
 	       info->plugin_abi, info->plugin_path, info->net_dev);
-	fprintf(out, "# mem %s (gpu %d), channels %d, chunk %zu, window %d/%d, unpack %s, %s, "
-	       "warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu,
+	fprintf(out, "# mem %s (gpu %d), conns %d, channels %d, chunk %zu, window %d/%d, unpack %s, "
+	       "%s, warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu, o->conns,
 	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
-	if (numa_node >= 0)
-		fprintf(out, "# NUMA node %d\n", numa_node);
+	fprintf(out, "# set-up %.1f ms (%s until %d conn%s existed)\n", pi->setup_ms,
+	       pi->role ? "first dial" : "first accept", o->conns, o->conns > 1 ? "s" : "");
+	if (pi->numa_node >= 0)
+		fprintf(out, "# NUMA node %d\n", pi->numa_node);
 	else
-		fprintf(out, "# NUMA: not bound (%s)\n", numa_why);
-	fprintf(out, "# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
-	       o->bidir ? " (both directions summed)" : "");
+		fprintf(out, "# NUMA: not bound (%s)\n", pi->numa_why);
+	fprintf(out, "# GB/s = 10^9 bytes/s of completed payload%s%s; time = average per "
+	       "transfer\n", o->bidir ? " (both directions summed)" : "",
+	       o->conns > 1 ? " (all conns summed)" : "");
 	fprintf(out, "# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
 	       "p50(us)", "p99(us)");
 	fflush(out);
@@ -62,24 +65,26 @@ int perf_json_open(const struct perf_opts *o, FILE **f)
 	return 0;
 }
 
-void perf_json_row(FILE *f, const struct perf_opts *o, int role,
-		   const tcpx_p2p_session_info *info, int numa_node, const struct bench_row *r,
-		   int first)
+void perf_json_row(FILE *f, const struct perf_opts *o, const struct perf_peer_info *pi,
+		   const struct bench_row *r, int first)
 {
+	const tcpx_p2p_session_info *info = &pi->session;
+
 	if (!f)
 		return;
 	fprintf(f, "%s  {\"size\": %zu, \"iters\": %d, \"time_us\": %.3f, \"gbps\": %.4f, "
-		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"config\": {\"role\": \"%s\", "
-		"\"mem\": \"%s\", \"gpu\": %d, \"channels\": %d, \"chunk_bytes\": %zu, "
+		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"setup_ms\": %.3f, "
+		"\"config\": {\"role\": \"%s\", \"mem\": \"%s\", \"gpu\": %d, \"conns\": %d, "
+		"\"channels\": %d, \"chunk_bytes\": %zu, "
 		"\"send_window\": %d, \"recv_window\": %d, \"unpack\": \"%s\", \"bidir\": %s, "
 		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, "
 		"\"net_dev\": %d, \"numa_node\": %d, \"version\": \"%s\"}}",
 		first ? "" : ",\n", r->size, r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us,
-		role ? "client" : "server", o->cuda ? "cuda" : "host", info->gpu,
-		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
-		unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
+		pi->setup_ms, pi->role ? "client" : "server", o->cuda ? "cuda" : "host", info->gpu,
+		o->conns, o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window,
+		o->cfg.recv_window, unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
 		o->verify ? "true" : "false", o->sweep.warmup, info->plugin_name, info->plugin_abi,
-		info->net_dev, numa_node, tcpx_p2p_version());
+		info->net_dev, pi->numa_node, tcpx_p2p_version());
 	fflush(f);
 }
 

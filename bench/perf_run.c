@@ -1,5 +1,9 @@
-/* One tcpx_perf peer: connect, then for each size run warm-up and timed
- * iterations, each started by a barrier over the rendezvous socket. */
+/* One tcpx_perf peer: connect (--conns connections), then for each size run
+ * warm-up and timed iterations, each started by a barrier over the first
+ * conn's rendezvous socket.  An iteration splits the size evenly over the
+ * conns, posts every transfer, then waits for them as an application would:
+ * tcpx_p2p_wait_any over all of them (the session's progress engine drives
+ * every conn whichever xfer is waited on). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,15 +14,14 @@
 
 struct peer {
 	const struct perf_opts *o;
-	int role; /* 0 server, 1 client */
-	tcpx_p2p_xfer *xr, *xs; /* this iteration's; left set by a failure */
-	int numa_node;       /* bound node, -1 none */
-	const char *numa_why;
+	struct perf_peer_info pi;
+	/* this iteration's, per conn; left set by a failure */
+	tcpx_p2p_xfer *xr[PERF_MAX_CONNS], *xs[PERF_MAX_CONNS];
 	tcpx_p2p_session *s;
-	tcpx_p2p_conn *c;
+	tcpx_p2p_conn *c[PERF_MAX_CONNS];
+	int nconns;          /* conns that exist */
 	struct bench_buf buf;
 	tcpx_p2p_mr *mr;
-	tcpx_p2p_session_info info;
 	double *us;
 };
 
@@ -40,12 +43,12 @@ static double now_s(void)
 /* Who moves data which way: uni = client sends, server receives. */
 static int sends(const struct peer *p)
 {
-	return p->o->bidir || p->role == 1;
+	return p->o->bidir || p->pi.role == 1;
 }
 
 static int receives(const struct peer *p)
 {
-	return p->o->bidir || p->role == 0;
+	return p->o->bidir || p->pi.role == 0;
 }
 
 /* Pattern stream of (size, iteration, direction): stale or misplaced
@@ -59,11 +62,86 @@ static uint64_t seed_of(size_t size, int it, int from_client)
  * detaches what was pending). */
 static void release_xfers(struct peer *p)
 {
-	if (p->xr)
-		tcpx_p2p_xfer_release(p->xr);
-	if (p->xs)
-		tcpx_p2p_xfer_release(p->xs);
-	p->xr = p->xs = NULL;
+	int k;
+
+	for (k = 0; k < p->o->conns; k++) {
+		if (p->xr[k])
+			tcpx_p2p_xfer_release(p->xr[k]);
+		if (p->xs[k])
+			tcpx_p2p_xfer_release(p->xs[k]);
+		p->xr[k] = p->xs[k] = NULL;
+	}
+}
+
+/* Conn k's share of a transfer of `size`: an even split, the last conn
+ * taking the remainder. */
+static size_t share_len(size_t size, int n, int k)
+{
+	return k == n - 1 ? size - (size_t)(n - 1) * (size / (size_t)n) : size / (size_t)n;
+}
+
+static int fail_conn(const char *what, int k, int rc)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%s, conn %d", what, k);
+	return fail(buf, rc);
+}
+
+/* Post this iteration's transfers on every conn: all receives, then all
+ * sends; conn k carries [k * size/n, +share_len) of each region. */
+static int post_all(struct peer *p, size_t size, size_t recv_off)
+{
+	const struct perf_opts *o = p->o;
+	size_t off;
+	int k, rc;
+
+	for (k = 0; k < o->conns && receives(p); k++) {
+		off = (size_t)k * (size / (size_t)o->conns);
+		rc = tcpx_p2p_recv(p->c[k], p->mr, recv_off + off, share_len(size, o->conns, k),
+				   &p->xr[k]);
+		if (rc)
+			return fail_conn("recv", k, rc);
+	}
+	for (k = 0; k < o->conns && sends(p); k++) {
+		off = (size_t)k * (size / (size_t)o->conns);
+		rc = tcpx_p2p_send(p->c[k], p->mr, off, share_len(size, o->conns, k), &p->xs[k]);
+		if (rc)
+			return fail_conn("send", k, rc);
+	}
+	return 0;
+}
+
+/* Wait until every posted xfer completes, whichever finishes first. */
+static int complete_all(struct peer *p)
+{
+	tcpx_p2p_xfer *pend[2 * PERF_MAX_CONNS];
+	int tag[2 * PERF_MAX_CONNS]; /* 2 * conn + (1 for a send) */
+	int n = 0, k, i, done, rc;
+
+	for (k = 0; k < p->o->conns; k++) {
+		if (p->xr[k]) {
+			tag[n] = 2 * k;
+			pend[n++] = p->xr[k];
+		}
+		if (p->xs[k]) {
+			tag[n] = 2 * k + 1;
+			pend[n++] = p->xs[k];
+		}
+	}
+	while (n > 0) {
+		rc = tcpx_p2p_wait_any(pend, n, p->o->timeout_ms, 0, &i);
+		if (rc)
+			return fail("wait_any", rc);
+		rc = tcpx_p2p_test(pend[i], &done);
+		if (rc || !done)
+			return fail_conn(tag[i] & 1 ? "wait (send)" : "wait (recv)", tag[i] / 2,
+					 rc ? rc : TCPX_P2P_EPROTO);
+		pend[i] = pend[n - 1];
+		tag[i] = tag[n - 1];
+		n--;
+	}
+	return 0;
 }
 
 static int one_iteration(struct peer *p, size_t size, int it, double *us)
@@ -72,35 +150,33 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 	size_t recv_off = o->bidir ? o->sweep.max_bytes : 0;
 	double t0;
 	size_t bad;
-	int rc;
+	int k, rc;
 
-	if (o->verify && sends(p) && bench_buf_fill(&p->buf, 0, size, seed_of(size, it, p->role)))
+	if (o->verify && sends(p) && bench_buf_fill(&p->buf, 0, size, seed_of(size, it, p->pi.role)))
 		return fail("fill", TCPX_P2P_ECUDA);
 	if (o->verify && receives(p) && bench_buf_poison(&p->buf, recv_off, size))
 		return fail("poison", TCPX_P2P_ECUDA);
-	rc = tcpx_p2p_conn_barrier(p->c, o->timeout_ms);
+	rc = tcpx_p2p_conn_barrier(p->c[0], o->timeout_ms);
 	if (rc)
 		return fail("barrier", rc);
 	t0 = now_s();
-	if (receives(p) && (rc = tcpx_p2p_recv(p->c, p->mr, recv_off, size, &p->xr)))
-		return fail("recv", rc);
-	if (sends(p) && (rc = tcpx_p2p_send(p->c, p->mr, 0, size, &p->xs)))
-		return fail("send", rc);
-	if (p->xr && (rc = tcpx_p2p_wait(p->xr, o->timeout_ms)))
-		return fail("wait (recv)", rc);
-	if (p->xs && (rc = tcpx_p2p_wait(p->xs, o->timeout_ms)))
-		return fail("wait (send)", rc);
+	rc = post_all(p, size, recv_off);
+	if (!rc)
+		rc = complete_all(p);
+	if (rc)
+		return rc;
 	*us = (now_s() - t0) * 1e6;
 	release_xfers(p);
 	if (!o->verify || !receives(p))
 		return 0;
-	bad = bench_buf_check(&p->buf, recv_off, size, seed_of(size, it, 1 - p->role));
+	bad = bench_buf_check(&p->buf, recv_off, size, seed_of(size, it, 1 - p->pi.role));
 	if (bad == (size_t)-1)
 		return 0;
 	if (bad == (size_t)-2)
 		return fail("copying the received buffer back for verification", TCPX_P2P_ECUDA);
+	k = size >= (size_t)o->conns ? (int)(bad / (size / (size_t)o->conns)) : o->conns - 1;
 	fprintf(stderr, "tcpx_perf: verification FAILED: size %zu, iteration %d, first bad byte "
-		"at offset %zu\n", size, it, bad);
+		"at offset %zu (conn %d)\n", size, it, bad, k < o->conns ? k : o->conns - 1);
 	return -1;
 }
 
@@ -135,31 +211,53 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
 	if (report) {
 		perf_print_row(o, &row);
-		perf_json_row(json, o, p->role, &p->info, p->numa_node, &row, first);
+		perf_json_row(json, o, &p->pi, &row, first);
 	}
 	return 0;
 }
 
+/* Make o->conns conns: the client dials them one after another, the server
+ * accepts them in the same order, so conn k is the same on both sides.
+ * Each accept builds its conn's channels concurrently.  The set-up time runs
+ * from the first dial or accept (the server's includes waiting for the
+ * client to dial) until the last conn exists. */
 static int connect_peer(struct peer *p, void (*listening)(void *, uint16_t), void *arg)
 {
 	const struct perf_opts *o = p->o;
-	tcpx_p2p_server *srv;
+	tcpx_p2p_server *srv = NULL;
 	uint16_t port;
-	int rc;
+	double t0;
+	int rc = 0;
 
-	if (p->role == 1) {
-		rc = tcpx_p2p_dial(p->s, o->host, o->port, o->timeout_ms, &p->c);
-		return rc ? fail("dial", rc) : 0;
+	if (p->pi.role == 0) {
+		rc = tcpx_p2p_server_create(p->s, o->bind, o->port, &srv);
+		if (rc)
+			return fail("listen", rc);
+		tcpx_p2p_server_port(srv, &port);
+		if (listening)
+			listening(arg, port);
 	}
-	rc = tcpx_p2p_server_create(p->s, o->bind, o->port, &srv);
-	if (rc)
-		return fail("listen", rc);
-	tcpx_p2p_server_port(srv, &port);
-	if (listening)
-		listening(arg, port);
-	rc = tcpx_p2p_server_accept(srv, o->timeout_ms, &p->c);
-	tcpx_p2p_server_destroy(srv);
-	return rc ? fail("accept", rc) : 0;
+	t0 = now_s();
+	for (p->nconns = 0; p->nconns < o->conns; p->nconns++) {
+		if (srv)
+			rc = tcpx_p2p_server_accept(srv, o->timeout_ms, &p->c[p->nconns]);
+		else
+			rc = tcpx_p2p_dial(p->s, o->host, o->port, o->timeout_ms, &p->c[p->nconns]);
+		if (rc) {
+			fail_conn(srv ? "accept" : "dial", p->nconns, rc);
+			break;
+		}
+	}
+	p->pi.setup_ms = (now_s() - t0) * 1e3;
+	if (srv)
+		tcpx_p2p_server_destroy(srv);
+	return rc;
+}
+
+static void destroy_conns(struct peer *p)
+{
+	while (p->nconns > 0)
+		tcpx_p2p_conn_destroy(p->c[--p->nconns]);
 }
 
 static int run_sizes(struct peer *p, int report)
@@ -172,7 +270,7 @@ static int run_sizes(struct peer *p, int report)
 	if (report && perf_json_open(o, &json))
 		return -1;
 	if (report)
-		perf_print_header(o, p->role, &p->info, p->numa_node, p->numa_why);
+		perf_print_header(o, &p->pi);
 	for (size = o->sweep.min_bytes, rc = 0; size <= o->sweep.max_bytes && !rc;
 	     size = bench_sweep_next(&o->sweep, size), first = 0)
 		rc = run_size(p, size, report, json, first);
@@ -183,15 +281,15 @@ static int run_sizes(struct peer *p, int report)
 int perf_run(const struct perf_opts *o, int role, int report,
 	     void (*listening)(void *arg, uint16_t port), void *arg)
 {
-	struct peer p = { .o = o, .role = role };
+	struct peer p = { .o = o, .pi.role = role };
 	tcpx_p2p_config cfg = o->cfg;
 	size_t len = o->bidir ? 2 * o->sweep.max_bytes : o->sweep.max_bytes;
 	char err[256];
 	int rc;
 
 	cfg.gpu = o->cuda ? o->gpu[role] : -1;
-	p.numa_node = bind_numa(o, cfg.gpu, &p.numa_why);
-	p.info.struct_size = sizeof(p.info);
+	p.pi.numa_node = bind_numa(o, cfg.gpu, &p.pi.numa_why);
+	p.pi.session.struct_size = sizeof(p.pi.session);
 	p.us = calloc((size_t)o->sweep.iters, sizeof(*p.us));
 	if (!p.us)
 		return -1;
@@ -200,14 +298,14 @@ int perf_run(const struct perf_opts *o, int role, int report,
 		fail("session", rc);
 		goto free_us;
 	}
-	tcpx_p2p_session_query(p.s, &p.info);
+	tcpx_p2p_session_query(p.s, &p.pi.session);
 	rc = connect_peer(&p, listening, arg);
 	if (rc)
-		goto destroy_session;
+		goto close_conns;
 	if (bench_buf_alloc(&p.buf, len ? len : 1, o->cuda, cfg.gpu, err, sizeof(err))) {
 		fprintf(stderr, "tcpx_perf: %s\n", err);
 		rc = -1;
-		goto destroy_conn;
+		goto close_conns;
 	}
 	rc = tcpx_p2p_mr_register(p.s, p.buf.ptr, len ? len : 1,
 				  o->cuda ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST, &p.mr);
@@ -217,19 +315,19 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	}
 	rc = run_sizes(&p, report);
 	/* Neither side closes while the other may still be transferring. */
-	if (!rc && (rc = tcpx_p2p_conn_barrier(p.c, o->timeout_ms)))
+	if (!rc && (rc = tcpx_p2p_conn_barrier(p.c[0], o->timeout_ms)))
 		fail("final barrier", rc);
-	/* The conn first: after a failure, destroying it is what stops writes
-	 * into the buffer and completes what was pending. */
-	tcpx_p2p_conn_destroy(p.c);
+	/* The conns first: after a failure, destroying them is what stops
+	 * writes into the buffer and completes what was pending. */
+	destroy_conns(&p);
 	release_xfers(&p);
 	if (tcpx_p2p_mr_deregister(p.mr) == 0)
 		bench_buf_free(&p.buf);
 	goto destroy_session;
 free_buf:
 	bench_buf_free(&p.buf);
-destroy_conn:
-	tcpx_p2p_conn_destroy(p.c);
+close_conns:
+	destroy_conns(&p);
 destroy_session:
 	tcpx_p2p_session_destroy(p.s);
 free_us:

@@ -19,10 +19,18 @@
  * direction, and a matching pair must have equal lengths (the plugin cannot
  * tell sizes apart; see docs/api.md).
  *
+ * Progress: the plugin moves bytes only while it is driven (TCPX moves a
+ * request's bytes only inside its test()).  Every test, wait, wait_any and
+ * progress call drives every connection of the session, so one thread
+ * waiting on anything keeps all of them moving.  An application that posts
+ * and returns must either call one of them regularly or set
+ * progress_thread (TCPX_P2P_PROGRESS_THREAD=1): then a thread per session
+ * drives the transfers and test/wait only look and sleep.  See docs/api.md.
+ *
  * Threads: every function may be called from any thread.  Calls on one conn
- * (and its xfers) are serialised by a lock inside the conn; different conns
- * progress independently.  A session with a GPU makes that GPU current
- * (cudaSetDevice) on the calling thread, as the plugin requires.
+ * (and its xfers) are serialised by a lock inside the conn; progress passes
+ * skip a conn another thread is working on.  A session with a GPU makes that
+ * GPU current (cudaSetDevice) on the calling thread, as the plugin requires.
  */
 #ifndef TCPX_P2P_H
 #define TCPX_P2P_H
@@ -109,6 +117,9 @@ typedef struct tcpx_p2p_config {
 	int unpack;           /* enum tcpx_p2p_unpack */
 	int timeout_ms;       /* set-up deadline used where TCPX_P2P_TIMEOUT_DEFAULT is passed */
 	const char *plugin_path; /* NULL = search (docs/configuration.md) */
+	/* Fields below were added in 0.2; struct_size tells which a caller has. */
+	int progress_thread;  /* 1 = a thread per session drives every transfer */
+	int mss;              /* smallest TCP MSS on the path: bounds the fragments per chunk */
 	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
 	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
 } tcpx_p2p_config;
@@ -141,9 +152,13 @@ typedef struct tcpx_p2p_mr tcpx_p2p_mr;
 typedef struct tcpx_p2p_xfer tcpx_p2p_xfer;
 
 /* Create a session: validate cfg (NULL = tcpx_p2p_config_init defaults),
- * select the GPU, load and initialise the plugin.
- * RETURN VALUE: 0; EINVAL (bad cfg), ENOPLUGIN (detail lists each file tried
- * and why), EPLUGIN, ECUDA (gpu given but unusable), ENOMEM. */
+ * select the GPU, load and initialise the plugin, start the progress thread
+ * if asked for.
+ * RETURN VALUE: 0; EINVAL (bad cfg; or, with a plugin that bounces received
+ * data through pages, a chunk_bytes that could need more than the 2048
+ * fragments one receive may have at the configured mss), ENOPLUGIN (detail
+ * lists each file tried and why), EPLUGIN, ECUDA (gpu given but unusable),
+ * ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out);
 
 /* Destroy a session.  All its conns, listeners, servers and mrs must be
@@ -255,19 +270,38 @@ TCPX_P2P_API int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset,
 TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 			       tcpx_p2p_xfer **out);
 
-/* Drive the connection's progress engine once; never blocks.
- * RETURN VALUE: 0; ECLOSED/EPLUGIN/ECUDA when the connection failed (every
- * pending xfer then fails with that code). */
+/* Drive every connection of c's session once (one bounded pass; it waits
+ * for c's lock but skips connections another thread is progressing).  It
+ * does not sleep.  RETURN VALUE: 0; ECLOSED/EPLUGIN/ECUDA when c failed
+ * (every pending xfer of c then fails with that code). */
 TCPX_P2P_API int tcpx_p2p_progress(tcpx_p2p_conn *c);
 
-/* Drive progress and report whether x completed (*done = 1).
+/* Drive every connection of the session once, as tcpx_p2p_progress does.
+ * Failures land on the xfers of the connection that failed.
+ * RETURN VALUE: 0; EINVAL (NULL s). */
+TCPX_P2P_API int tcpx_p2p_session_progress(tcpx_p2p_session *s);
+
+/* Report whether x completed (*done = 1), driving the session once first
+ * (unless a progress thread does).
  * RETURN VALUE: 0; the connection's error when x failed. */
 TCPX_P2P_API int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done);
 
-/* Drive progress until x completes or timeout_ms passes (< 0: no limit).
- * RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be waited on
- * again); the connection's error when x failed. */
+/* Wait until x completes or timeout_ms passes (< 0: no limit), driving
+ * every connection of the session meanwhile (or, with a progress thread,
+ * sleeping until it reports a completion).  It spins, then yields, then
+ * sleeps up to 50 us at a time only while every transfer waits on the
+ * network.  RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be
+ * waited on again); the connection's error when x failed. */
 TCPX_P2P_API int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms);
+
+/* Wait until one of xfers[0..n) completes (as tcpx_p2p_wait does for one);
+ * *index is then the first complete one (completed or failed: its
+ * tcpx_p2p_test or tcpx_p2p_wait returns which).  All xfers must belong to
+ * one session.  flags: 0 (reserved).
+ * RETURN VALUE: 0; ETIMEDOUT (none completed; *index untouched); EINVAL
+ * (NULL xfers or index, n <= 0, a NULL entry, flags, mixed sessions). */
+TCPX_P2P_API int tcpx_p2p_wait_any(tcpx_p2p_xfer *const *xfers, int n, int timeout_ms,
+				   unsigned flags, int *index);
 
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);

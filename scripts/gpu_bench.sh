@@ -31,6 +31,22 @@ run "$perf" loopback --mem cuda --gpu "$gpus" -b 512K -e 256M -f 4 -n 10 -w 2 -q
 for ch in 4 8; do
 	run "$perf" loopback --mem cuda --gpu "$gpus" --channels "$ch" --size 256M -n 10 -w 2 -q
 done
+# TCPX's progress model (strict, the default) against the lenient one, in
+# the same run: the library must keep the plugin fed (issue #7's target:
+# strict >= 0.9x eager).
+for rep in 1 2 3; do
+	for mode in strict eager; do
+		for ch in 2 4; do
+			for size in 64M 256M; do
+				echo "## progress=$mode rep=$rep"
+				TCPX_EMU_PROGRESS=$mode run "$perf" loopback --mem cuda --gpu "$gpus" \
+					--channels "$ch" --size "$size" -n 10 -w 2 -q
+				TCPX_EMU_PROGRESS=$mode TCPX_EMU_BOUNCE=off run "$perf" loopback \
+					--mem host --channels "$ch" --size "$size" -n 10 -w 2 -q
+			done
+		done
+	done
+done
 if [ -x "$build/bin/unpack_bench" ]; then
 	run "$build/bin/unpack_bench"
 fi

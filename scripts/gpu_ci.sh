@@ -79,7 +79,7 @@ pcdirs=$(find "$root" -type d -name pkgconfig 2>/dev/null | paste -sd:)
 export PKG_CONFIG_PATH=${pcdirs:+$pcdirs:}${PKG_CONFIG_PATH:-}
 cmake_args=(-DCMAKE_PREFIX_PATH="$root/usr" -DTCPX_P2P_CUDA=ON
 	-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DTCPX_P2P_WERROR="${TCPX_P2P_WERROR:-OFF}"
-	-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTCPX_P2P_TEST_HOOKS=ON)
 if ! command -v pkg-config >/dev/null && [[ -x $root/usr/bin/pkgconf ]]; then
 	cmake_args+=(-DPKG_CONFIG_EXECUTABLE="$root/usr/bin/pkgconf")
 fi

@@ -21,7 +21,7 @@ run_suite() { # name, build dir, cmake args...
 	shift 2
 	tp_log "$name: build in $dir"
 	mkdir -p "$dir"
-	tp_build "$dir" -DTCPX_P2P_WERROR=ON "$@"
+	tp_build "$dir" -DTCPX_P2P_WERROR=ON -DTCPX_P2P_TEST_HOOKS=ON "$@"
 	tp_log "$name: ctest"
 	ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 "${ctest_args[@]}"
 }

@@ -21,6 +21,9 @@
 #define EMU_SLICE_MIN (64u << 10)
 #define EMU_SLICE_MAX (1u << 20)
 #define EMU_MAX_BOUNCE_BYTES (4u << 20)
+/* A bounce receive's pages, worst case: ceil(size / 4 KiB) plus one per
+ * task (each task starts on a fresh page at a random offset). */
+#define EMU_MAX_REQ_PAGES (EMU_MAX_BOUNCE_BYTES / EMU_PAGE + EMU_MAX_BOUNCE_BYTES / EMU_SLICE_MIN)
 #define EMU_MAGIC 0x54435845u /* "TCXE" */
 #define EMU_MAX_PENDING 1024  /* connects in progress per process */
 
@@ -47,6 +50,7 @@ struct emu_config {
 	int nsocks;      /* total sockets per comm (NSOCKS_PERTHREAD x NTHREADS) */
 	int nthreads;    /* helper threads per comm */
 	uint32_t pages;  /* bounce pool pages per comm */
+	uint32_t mss;    /* TCPX_EMU_MSS: packet payload; each comm draws from [mss - mss/8, mss] */
 	int poison;
 	int strict_tags;
 	int null_pct;
@@ -57,6 +61,15 @@ struct emu_config {
 	 * pages (emu_scatter.cu); 0 selects the older per-fragment H2D copies.
 	 */
 	int cuda_scatter;
+	/*
+	 * TCPX_EMU_PROGRESS=strict (default) moves a request's bytes only once a
+	 * test() on its comm handed it to the helper threads, one request per
+	 * test, and publishes finished requests there, as TCPX does (DESIGN
+	 * §4.13); eager (1 here) hands every request over at post time.
+	 */
+	int eager;
+	uint32_t accept_wait_us; /* TCPX_EMU_ACCEPT_WAIT_US: flow-steering set-up */
+	int null_bounce;         /* TCPX_EMU_NULL_BOUNCE: device handle without a bounce buffer */
 	int connect_abandon_ms; /* TCPX_EMU_CONNECT_ABANDON_MS: see emu_pending.c */
 	struct in_addr addr;
 };
@@ -84,7 +97,7 @@ int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n);
 /*
  * Queues the scatter of one received slice, bytes [off, off + len) of a
  * message already copied to the device at staging, onto the bounce pages:
- * recs (device view) are the nrec records that overlap the slice.  Returns
+ * recs (device view) are the nrec records of the slice's task.  Returns
  * 0 once queued, 1 with nothing queued where the kernel cannot run (the
  * caller copies the fragments another way; kernel faults surface at the
  * stream's synchronisation).
@@ -146,6 +159,7 @@ struct emu_pool {
 	enum emu_bounce mode;
 	uint32_t npages;
 	uint32_t nfree;
+	uint32_t reserved;             /* free pages promised to receives set up */
 	uint32_t *free_pages;
 	char *buf;                     /* host or device memory */
 	struct tp_unpack_meta *meta;   /* host view of the meta ring */
@@ -155,14 +169,31 @@ struct emu_pool {
 	uint64_t rng;
 };
 
+/* null_bounce: the unpack handle names no bounce buffer, as TCPX's can
+ * (TCPX_RXMEM_IMPORT_SKIP_ODDS); a consumer must refuse such a handle. */
 int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t npages,
-			uint64_t seed);
+			uint64_t seed, int null_bounce);
 void tp__emu_pool_destroy(struct emu_pool *pool);
-/* Writes slot's records with intra-page offsets; returns the page count. */
-uint32_t tp__emu_pool_layout(struct emu_pool *pool, int slot, uint64_t size);
-/* Takes n scattered pages (n <= nfree) and places slot's records on them. */
-void tp__emu_pool_take(struct emu_pool *pool, int slot, uint32_t *pages, uint32_t n);
-void tp__emu_pool_publish(struct emu_pool *pool, int slot, uint32_t n);
+/* Most pages a receive of size bytes cut into ntasks tasks can fill. */
+uint32_t tp__emu_pool_need(uint64_t size, uint64_t ntasks);
+/*
+ * Starts a task of len bytes: picks a random intra-page offset (returned)
+ * and appends to pages[*npages] the scattered pages the task fills, taken
+ * from the free list (the caller reserved them).  Comm lock held.
+ */
+uint32_t tp__emu_pool_take(struct emu_pool *pool, uint64_t len, uint32_t *pages,
+			   uint32_t *npages);
+/* Most records a task of len bytes can produce with packets of mss bytes. */
+uint32_t tp__emu_frag_max(uint64_t len, uint32_t mss);
+/*
+ * The records of a task's bytes [off, off + len) of the message, placed
+ * from byte intra of pages[0] on: one per part of a packet within a page.
+ * Returns the count (at most tp__emu_frag_max).
+ */
+uint32_t tp__emu_frags(tp_unpack_rec *rec, const uint32_t *pages, uint32_t intra, uint32_t mss,
+		       uint64_t off, uint64_t len);
+/* Copies a receive's records into slot and publishes their count. */
+void tp__emu_pool_publish(struct emu_pool *pool, int slot, const tp_unpack_rec *rec, uint32_t n);
 void tp__emu_pool_release(struct emu_pool *pool, const uint32_t *pages, uint32_t npages,
 			  int poison);
 
@@ -170,8 +201,9 @@ void tp__emu_pool_release(struct emu_pool *pool, const uint32_t *pages, uint32_t
 
 enum emu_req_state {
 	EMU_REQ_FREE = 0,
-	EMU_REQ_POSTED,   /* helper threads own it */
-	EMU_REQ_DONE,     /* helpers finished; test has not reported it yet */
+	EMU_REQ_POSTED,   /* posted; helper threads own it once activated */
+	EMU_REQ_FINISHED, /* helpers finished; the next progress step publishes it */
+	EMU_REQ_DONE,     /* published; test has not reported it yet */
 	EMU_REQ_REPORTED, /* receive reported done; waiting for irecvConsumed */
 };
 
@@ -192,6 +224,9 @@ struct emu_req {
 	int discard;       /* receive failed early: drain the bytes */
 	uint32_t *pages;   /* bounce pages held until irecvConsumed */
 	uint32_t npages;
+	uint32_t resv;     /* pages reserved in the pool, not taken yet */
+	tp_unpack_rec *recs; /* finished tasks' records, in completion order */
+	uint32_t nrec;
 };
 
 enum emu_kind { EMU_SEND, EMU_RECV };
@@ -207,6 +242,10 @@ struct emu_thread {
 	int flip;          /* which half of staging the next scattered slice lands in */
 	int inflight;      /* a slice's copy + scatter is queued on stream, not yet synced */
 	void *stream;
+	tp_unpack_rec *recs;     /* the current task's records: two halves, as staging */
+	tp_unpack_rec *recs_dev; /* their device alias (scatter path), else NULL */
+	uint32_t rec_cap;        /* records per half */
+	int recs_mapped;         /* recs came from tp__emu_cuda_host_alloc_mapped */
 	struct iovec *iov;
 	void **cp_dst;     /* device bounce: one batched H2D per slice */
 	const void **cp_src;
@@ -223,11 +262,13 @@ struct emu_comm {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	uint64_t npost;
+	uint64_t nactive;  /* requests handed to the helper threads */
 	uint64_t ntested;
 	uint64_t nconsumed;
 	int closing;
 	ncclResult_t broken; /* set when a helper hit a socket error */
 	uint32_t rng;
+	uint32_t mss;      /* this comm's packet payload size */
 	struct emu_req reqs[EMU_MAX_REQS];
 	struct emu_thread threads[EMU_MAX_SOCKS];
 	struct emu_pool pool; /* receive comms in bounce mode */
@@ -249,6 +290,7 @@ struct emu_listen {
 		struct emu_hello hello;
 	} pend[2 * EMU_MAX_SOCKS];
 	struct emu_comm *comm; /* receive comm being assembled */
+	uint64_t ready_ns;     /* all sockets in: flow steering "ends" at this time */
 	uint32_t calls;
 };
 
@@ -278,6 +320,9 @@ int tp__emu_comm_start(struct emu_comm *c);
 void tp__emu_comm_free(struct emu_comm *c);
 uint32_t tp__emu_rand(uint32_t *state);
 uint64_t tp__emu_slice_size(uint64_t size, int nsocks);
+
+/* emu_req.c: a request the helpers finished becomes visible to test */
+void tp__emu_req_publish(struct emu_comm *c, struct emu_req *r);
 
 /* emu_xfer.c: helper thread bodies */
 void *tp__emu_send_thread(void *arg);

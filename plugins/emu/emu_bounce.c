@@ -1,10 +1,18 @@
 /*
- * Per-comm bounce pool and unpack meta ring, laid out like TCPX's: every
- * receive lands as fragments of at most one 4 KiB page each, on pages taken
- * at random from a shuffled free list, at a random intra-page offset below
- * 2048 (so all fragments but the last are >= 2048 bytes and a 4 MiB receive
- * needs at most 2048 records).  The consumer must walk the records; any
- * shortcut that assumes contiguity or page order reads the wrong bytes.
+ * Per-comm bounce pool and unpack meta ring, laid out as TCPX lays them out,
+ * because a consumer that passes here must not trip over what TCPX does:
+ * - each socket task (one slice on one socket) receives packets of the
+ *   comm's MSS into 4 KiB devmem pages, so a fragment ends where a packet or
+ *   a page ends: fragments of any length up to 4 KiB, many far below it;
+ * - a task starts on a fresh page, at a random intra-page offset, and fills
+ *   pages taken at random from a shuffled free list: page order says nothing
+ *   about message order;
+ * - every task keeps its own fragment list, and tcpxCommProgress appends
+ *   finished tasks' lists to the ring in completion order, so records of
+ *   different sockets interleave and dst_off is not monotonic;
+ * - more than 2048 records for one receive is where TCPX calls exit(1).
+ * The consumer must walk the records; any shortcut that assumes contiguity,
+ * page order, record order or a minimum fragment size reads wrong bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -77,10 +85,11 @@ static void buf_free(struct emu_pool *pool)
 }
 
 /* The unpack handle lives in device memory in device mode, as on TCPX. */
-static int handle_alloc(struct emu_pool *pool)
+static int handle_alloc(struct emu_pool *pool, int null_bounce)
 {
 	struct tp_unpack_handle h = {
-		.meta = pool->meta_dev, .bounce_buf = pool->buf, .head = (uint64_t)-1,
+		.meta = pool->meta_dev, .bounce_buf = null_bounce ? NULL : pool->buf,
+		.head = (uint64_t)-1,
 	};
 	void *p = NULL;
 
@@ -111,7 +120,7 @@ static void handle_free(struct emu_pool *pool)
 }
 
 int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t npages,
-			uint64_t seed)
+			uint64_t seed, int null_bounce)
 {
 	memset(pool, 0, sizeof(*pool));
 	pool->mode = mode;
@@ -134,7 +143,7 @@ int tp__emu_pool_create(struct emu_pool *pool, enum emu_bounce mode, uint32_t np
 		goto free_list;
 	if (meta_alloc(pool))
 		goto free_buf;
-	if (handle_alloc(pool))
+	if (handle_alloc(pool, null_bounce))
 		goto free_meta;
 	if (mode == EMU_BOUNCE_DEVICE && tp__emu_cuda_stream_create(&pool->stream))
 		goto free_handle;
@@ -167,43 +176,62 @@ void tp__emu_pool_destroy(struct emu_pool *pool)
 	pool->free_pages = NULL;
 }
 
-uint32_t tp__emu_pool_layout(struct emu_pool *pool, int slot, uint64_t size)
+uint32_t tp__emu_pool_need(uint64_t size, uint64_t ntasks)
 {
-	tp_unpack_rec *rec = pool->meta->mem[slot];
-	uint64_t off = 0;
-	uint32_t n = 0;
+	return (uint32_t)((size + EMU_PAGE - 1) / EMU_PAGE + ntasks);
+}
 
-	while (off < size) {
-		uint32_t intra = (uint32_t)(xorshift(&pool->rng) % (EMU_PAGE / 2));
-		uint64_t len = EMU_PAGE - intra;
+uint32_t tp__emu_pool_take(struct emu_pool *pool, uint64_t len, uint32_t *pages,
+			   uint32_t *npages)
+{
+	uint32_t intra = (uint32_t)(xorshift(&pool->rng) % EMU_PAGE);
+	uint64_t n = (intra + len + EMU_PAGE - 1) / EMU_PAGE;
 
-		if (len > size - off)
-			len = size - off;
-		rec[n].src_off = intra;
-		rec[n].len = (uint32_t)len;
-		rec[n].dst_off = off;
-		off += len;
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t j = (uint32_t)(xorshift(&pool->rng) % pool->nfree);
+
+		pages[(*npages)++] = pool->free_pages[j];
+		pool->free_pages[j] = pool->free_pages[--pool->nfree];
+	}
+	return intra;
+}
+
+/* Every record ends at a packet or a page boundary, or at the task's end. */
+uint32_t tp__emu_frag_max(uint64_t len, uint32_t mss)
+{
+	return (uint32_t)((len + mss - 1) / mss + (len + EMU_PAGE - 1) / EMU_PAGE + 1);
+}
+
+uint32_t tp__emu_frags(tp_unpack_rec *rec, const uint32_t *pages, uint32_t intra, uint32_t mss,
+		       uint64_t off, uint64_t len)
+{
+	uint64_t pos = 0;
+	uint32_t page = 0, in_page = intra, n = 0;
+
+	while (pos < len) {
+		uint64_t pkt_end = (pos / mss + 1) * mss;
+		uint64_t take = (pkt_end < len ? pkt_end : len) - pos;
+
+		if (take > EMU_PAGE - in_page)
+			take = EMU_PAGE - in_page;
+		rec[n].src_off = pages[page] * EMU_PAGE + in_page;
+		rec[n].len = (uint32_t)take;
+		rec[n].dst_off = off + pos;
 		n++;
+		pos += take;
+		in_page += (uint32_t)take;
+		if (in_page == EMU_PAGE) {
+			page++;
+			in_page = 0;
+		}
 	}
 	return n;
 }
 
-void tp__emu_pool_take(struct emu_pool *pool, int slot, uint32_t *pages, uint32_t n)
-{
-	tp_unpack_rec *rec = pool->meta->mem[slot];
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t j = (uint32_t)(xorshift(&pool->rng) % pool->nfree);
-
-		pages[i] = pool->free_pages[j];
-		pool->free_pages[j] = pool->free_pages[--pool->nfree];
-		rec[i].src_off += pages[i] * EMU_PAGE;
-	}
-}
-
 /* The consumer may look at the records as soon as it sees the count. */
-void tp__emu_pool_publish(struct emu_pool *pool, int slot, uint32_t n)
+void tp__emu_pool_publish(struct emu_pool *pool, int slot, const tp_unpack_rec *rec, uint32_t n)
 {
+	memcpy(pool->meta->mem[slot], rec, (size_t)n * sizeof(*rec));
 	__atomic_store_n(&pool->meta->cnt[slot], (uint64_t)n, __ATOMIC_RELEASE);
 }
 

@@ -12,7 +12,6 @@
 #include "emu.h"
 
 #define EMU_SCRATCH (64u << 10)
-#define EMU_MAX_IOV (EMU_SLICE_MAX / (EMU_PAGE / 2) + 2)
 
 uint32_t tp__emu_rand(uint32_t *state)
 {
@@ -54,6 +53,8 @@ struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config 
 		c->cuda_dev = -1;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	c->rng = (uint32_t)(ts.tv_nsec ^ (uintptr_t)c) | 1;
+	/* One path, one MSS; its exact value varies with options and route. */
+	c->mss = cfg->mss - tp__emu_rand(&c->rng) % (cfg->mss / 8 + 1);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	return c;
@@ -65,16 +66,33 @@ static int thread_prepare(struct emu_comm *c, struct emu_thread *t)
 	 * lands in the other half of a double-size staging buffer. */
 	int scatter = c->kind == EMU_RECV && c->pool.meta && c->pool.mode == EMU_BOUNCE_DEVICE &&
 		      c->cfg.cuda_scatter;
+	/* A task is at most one slice; with a small MSS that is thousands of
+	 * fragments (a 1 MiB slice at MSS 448: ~2600). */
+	uint32_t cap = tp__emu_frag_max(EMU_SLICE_MAX, c->mss);
+	size_t rec_bytes = 2 * (size_t)cap * sizeof(*t->recs);
 
 	t->scratch = malloc(EMU_SCRATCH);
-	t->iov = malloc(EMU_MAX_IOV * sizeof(*t->iov));
+	t->iov = malloc(cap * sizeof(*t->iov));
 	if (!t->scratch || !t->iov)
 		return -1;
+	if (c->kind == EMU_RECV && c->pool.meta) {
+		t->rec_cap = cap;
+		/* The scatter kernel reads a task's records where the helper
+		 * wrote them: pinned, device-mapped host memory. */
+		if (scatter) {
+			if (tp__emu_cuda_host_alloc_mapped((void **)&t->recs, (void **)&t->recs_dev,
+							   rec_bytes))
+				return -1;
+			t->recs_mapped = 1;
+		} else if (!(t->recs = malloc(rec_bytes))) {
+			return -1;
+		}
+	}
 	if (c->cuda_dev < 0)
 		return 0;
-	t->cp_dst = malloc(EMU_MAX_IOV * sizeof(*t->cp_dst));
-	t->cp_src = malloc(EMU_MAX_IOV * sizeof(*t->cp_src));
-	t->cp_len = malloc(EMU_MAX_IOV * sizeof(*t->cp_len));
+	t->cp_dst = malloc(cap * sizeof(*t->cp_dst));
+	t->cp_src = malloc(cap * sizeof(*t->cp_src));
+	t->cp_len = malloc(cap * sizeof(*t->cp_len));
 	if (!t->cp_dst || !t->cp_src || !t->cp_len)
 		return -1;
 	if (tp__emu_cuda_host_alloc((void **)&t->staging, (scatter ? 2 : 1) * (size_t)EMU_SLICE_MAX))
@@ -95,8 +113,9 @@ int tp__emu_comm_start(struct emu_comm *c)
 		}
 	}
 	for (int i = 0; c->pool.meta && i < EMU_MAX_REQS; i++) {
-		c->reqs[i].pages = malloc(TP_UNPACK_MAX_PAGES * sizeof(*c->reqs[i].pages));
-		if (!c->reqs[i].pages)
+		c->reqs[i].pages = malloc(EMU_MAX_REQ_PAGES * sizeof(*c->reqs[i].pages));
+		c->reqs[i].recs = malloc(TP_UNPACK_MAX_PAGES * sizeof(*c->reqs[i].recs));
+		if (!c->reqs[i].pages || !c->reqs[i].recs)
 			return -1;
 	}
 	for (int i = 0; i < c->nthreads; i++) {
@@ -139,6 +158,10 @@ void tp__emu_comm_free(struct emu_comm *c)
 			tp__emu_cuda_free(t->dstaging);
 		}
 		tp__emu_cuda_host_free(t->staging);
+		if (t->recs_mapped)
+			tp__emu_cuda_host_free(t->recs);
+		else
+			free(t->recs);
 		free(t->scratch);
 		free(t->iov);
 		free(t->cp_dst);
@@ -148,8 +171,10 @@ void tp__emu_comm_free(struct emu_comm *c)
 	for (int i = 0; i < EMU_MAX_SOCKS; i++)
 		if (c->fds[i] >= 0)
 			close(c->fds[i]);
-	for (int i = 0; i < EMU_MAX_REQS; i++)
+	for (int i = 0; i < EMU_MAX_REQS; i++) {
 		free(c->reqs[i].pages);
+		free(c->reqs[i].recs);
+	}
 	tp__emu_pool_destroy(&c->pool);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->lock);

@@ -215,6 +215,14 @@ fail:
 	return ncclSystemError;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void pend_drop(struct emu_listen *l, int i)
 {
 	close(l->pend[i].fd);
@@ -296,7 +304,7 @@ static ncclResult_t accept_finish(struct emu_listen *l, ncclNetDeviceHandle_v7_t
 
 	if (c->cfg.bounce != EMU_BOUNCE_OFF) {
 		if (tp__emu_pool_create(&c->pool, c->cfg.bounce, c->cfg.pages,
-					l->nonce ^ (uintptr_t)c))
+					l->nonce ^ (uintptr_t)c, c->cfg.null_bounce))
 			return ncclSystemError;
 		dh->netDeviceType = NCCL_NET_DEVICE_UNPACK;
 		dh->netDeviceVersion = NCCL_NET_DEVICE_UNPACK_VERSION;
@@ -334,6 +342,12 @@ ncclResult_t tp__emu_accept(void *listen_comm, void **recv_comm,
 	for (int i = 0; i < l->comm->nsocks; i++)
 		if (l->comm->fds[i] < 0)
 			return ncclSuccess;
+	/* TCPX programs flow steering for the new sockets in a thread of its
+	 * own and sleeps meanwhile; accept returns the comm only after that. */
+	if (!l->ready_ns)
+		l->ready_ns = now_ns() + (uint64_t)l->cfg.accept_wait_us * 1000;
+	if (now_ns() < l->ready_ns)
+		return ncclSuccess;
 	ret = accept_finish(l, dev_handle ? *dev_handle : NULL);
 	if (ret != ncclSuccess) {
 		tp__emu_comm_free(l->comm);

@@ -105,7 +105,7 @@ int tp__emu_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 }
 
 /*
- * A 4 MiB bounce receive is ~1400 scattered fragments; one batched call
+ * A 4 MiB bounce receive is over a thousand scattered runs; one batched call
  * instead of one cudaMemcpyAsync each is what keeps device mode usable as a
  * benchmark transport.  Falls back to single copies where batching is absent.
  * Concurrent batches from two helper threads faulted (error 719) on an H100

@@ -48,6 +48,19 @@ static enum emu_bounce bounce_mode(void)
 	return gpu ? EMU_BOUNCE_DEVICE : EMU_BOUNCE_OFF;
 }
 
+/* 1 for eager, 0 for strict (TCPX's model, the default). */
+static int progress_mode(void)
+{
+	const char *s = getenv("TCPX_EMU_PROGRESS");
+
+	if (!s || !*s || !strcasecmp(s, "strict"))
+		return 0;
+	if (!strcasecmp(s, "eager"))
+		return 1;
+	EMU_WARN("unknown TCPX_EMU_PROGRESS=%s (strict|eager): using strict", s);
+	return 0;
+}
+
 void tp__emu_config_load(struct emu_config *cfg)
 {
 	long per = env_long("NCCL_NSOCKS_PERTHREAD", 2, 1, 64);
@@ -64,11 +77,17 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->nsocks = (int)total;
 	cfg->nthreads = (int)(nthr < total ? nthr : total);
 	cfg->pages = (uint32_t)env_long("TCPX_EMU_BOUNCE_PAGES", 8192, 1, 1 << 20);
+	/* The path MSS cuts fragments (emu_bounce.c): 8192 is a jumbo-frame
+	 * path as on A3; 1448 a 1500-byte MTU, where 4 MiB needs > 2048. */
+	cfg->mss = (uint32_t)env_long("TCPX_EMU_MSS", 8192, 512, 65536);
 	cfg->poison = env_long("TCPX_EMU_POISON", 0, 0, 1) != 0;
 	cfg->strict_tags = env_long("TCPX_EMU_STRICT_TAGS", 0, 0, 1) != 0;
 	cfg->null_pct = (int)env_long("TCPX_EMU_NULL_REQ_PCT", 0, 0, 100);
 	cfg->cuda_batch = env_long("TCPX_EMU_CUDA_BATCH", 1, 0, 1) != 0;
 	cfg->cuda_scatter = env_long("TCPX_EMU_CUDA_SCATTER", 1, 0, 1) != 0;
+	cfg->eager = progress_mode();
+	cfg->accept_wait_us = (uint32_t)env_long("TCPX_EMU_ACCEPT_WAIT_US", 5000, 0, 60000000);
+	cfg->null_bounce = env_long("TCPX_EMU_NULL_BOUNCE", 0, 0, 1) != 0;
 	cfg->connect_abandon_ms = (int)env_long("TCPX_EMU_CONNECT_ABANDON_MS", 30000, 1, 86400000);
 }
 

@@ -58,6 +58,12 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 	struct emu_req *r;
 
 	*request = NULL;
+	if (!mr) {
+		/* TCPX reads the buffer's memory type from the handle. */
+		EMU_WARN("%s: NULL mhandle (post with the handle regMr returned)",
+			 c->kind == EMU_SEND ? "isend" : "irecv");
+		return ncclInvalidArgument;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (null_request(c)) {
 		pthread_mutex_unlock(&c->lock);
@@ -75,15 +81,20 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 	r->cap = size;
 	r->size = c->kind == EMU_SEND ? size : 0;
 	r->tag = tag;
-	r->cuda = mr && mr->type == NCCL_PTR_CUDA;
+	r->cuda = mr->type == NCCL_PTR_CUDA;
 	r->result = ncclSuccess;
 	r->parts_done = 0;
 	r->setup = 0;
 	r->discard = 0;
 	r->npages = 0;
+	r->resv = 0;
+	r->nrec = 0;
 	r->state = EMU_REQ_POSTED;
 	c->npost++;
-	pthread_cond_broadcast(&c->cv);
+	if (c->cfg.eager) {
+		c->nactive = c->npost;
+		pthread_cond_broadcast(&c->cv);
+	}
 	pthread_mutex_unlock(&c->lock);
 	*request = r;
 	return ncclSuccess;
@@ -140,6 +151,35 @@ static void release_failed_prefix(struct emu_comm *c)
 	pthread_cond_broadcast(&c->cv);
 }
 
+void tp__emu_req_publish(struct emu_comm *c, struct emu_req *r)
+{
+	if (c->kind == EMU_RECV && c->pool.meta)
+		tp__emu_pool_publish(&c->pool, (int)(r->seq % EMU_MAX_REQS), r->recs,
+				     r->discard ? 0 : r->nrec);
+	r->state = EMU_REQ_DONE;
+}
+
+/*
+ * TCPX's tcpxCommProgress, run by every test() on the comm: requests the
+ * helpers finished are published (their records reach the meta ring here),
+ * then at most one more posted request is handed to the helpers.  Nothing
+ * moves between tests: a caller that stops testing stops the transfer.
+ */
+static void progress_step(struct emu_comm *c)
+{
+	for (uint64_t seq = c->ntested; seq < c->nactive; seq++) {
+		struct emu_req *r = &c->reqs[seq % EMU_MAX_REQS];
+
+		if (r->state != EMU_REQ_FINISHED)
+			break;
+		tp__emu_req_publish(c, r);
+	}
+	if (c->nactive < c->npost) {
+		c->nactive++;
+		pthread_cond_broadcast(&c->cv);
+	}
+}
+
 ncclResult_t tp__emu_test(void *request, int *done, int *sizes)
 {
 	struct emu_req *r = request;
@@ -165,6 +205,8 @@ ncclResult_t tp__emu_test(void *request, int *done, int *sizes)
 		ret = ncclInvalidUsage;
 		goto unlock;
 	}
+	if (!c->cfg.eager)
+		progress_step(c);
 	if (r->state == EMU_REQ_POSTED && c->broken) {
 		r->result = c->broken;
 		r->state = EMU_REQ_DONE;

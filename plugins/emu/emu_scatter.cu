@@ -1,11 +1,12 @@
 /*
  * Device bounce, fast path: a received slice arrives on the GPU with one
  * contiguous H2D copy, and this kernel moves each of its fragments to the
- * bounce page the emulator picked for it.  The records are the meta ring's
- * own (pinned, device-mapped host memory), so nothing extra is copied to
- * describe the scatter: a fragment's bytes sit in the staging buffer at
- * dst_off - slice start, and go to bounce + src_off.  Only the records that
- * overlap the slice are passed; the first and last may overlap it in part.
+ * bounce page the emulator picked for it.  The records are the ones the
+ * helper thread just cut for the slice's task, in its pinned, device-mapped
+ * host buffer, so nothing extra is copied to describe the scatter: a
+ * fragment's bytes sit in the staging buffer at dst_off - slice start, and
+ * go to bounce + src_off.  They lie inside the slice; the clipping below
+ * costs nothing and keeps a bad record from reaching outside it.
  */
 #include <stdint.h>
 

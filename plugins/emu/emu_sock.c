@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/tcp.h>
@@ -77,11 +78,14 @@ int tp__emu_recv_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
-/* Scatter receive into bounce fragments; iov is consumed. */
+/* Scatter receive into bounce fragments; iov is consumed.  Past IOV_MAX
+ * entries recvmsg fails, so longer lists go in pieces. */
 int tp__emu_recv_iov(int fd, struct iovec *iov, int cnt)
 {
 	while (cnt) {
-		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		struct msghdr msg = {
+			.msg_iov = iov, .msg_iovlen = (size_t)(cnt < IOV_MAX ? cnt : IOV_MAX),
+		};
 		ssize_t r = recvmsg(fd, &msg, MSG_WAITALL);
 
 		if (r == 0) {

@@ -4,7 +4,17 @@
  * header {seq, size, tag} for every request, so each thread knows the
  * sender's size on its own.  Thread t owns sockets t, t+T, ...; both ends
  * walk them in the same order with blocking I/O, so no socket can starve.
+ * That order starts at a different socket for each request: TCPX's helpers
+ * poll their sockets, so no socket's tasks reliably finish first.
  * Host data moves straight between the user buffer and the socket.
+ *
+ * Bounce receives model TCPX's receive side (emu_bounce.c says why): a
+ * task, one slice on one socket, takes its pages when it starts, cuts its
+ * bytes into packet-and-page fragments, and appends its records to the
+ * request when it finishes, under the comm lock, so tasks of different
+ * sockets interleave in the order they finish.  The progress step in test
+ * publishes them.  A receive whose records would pass 2048 fails where TCPX
+ * would exit(1), and the rest of its bytes are drained so the comm lives.
  */
 #include <errno.h>
 #include <string.h>
@@ -43,13 +53,14 @@ static void comm_break(struct emu_comm *c, int sock, const char *what, int err)
 		shutdown(c->fds[i], SHUT_RDWR);
 }
 
-/* Waits for request seq to be posted; NULL when the comm is going away. */
+/* Waits for request seq to be handed over (by a test in strict mode, at
+ * post in eager mode); NULL when the comm is going away. */
 static struct emu_req *next_req(struct emu_comm *c, uint64_t seq)
 {
 	struct emu_req *r = NULL;
 
 	pthread_mutex_lock(&c->lock);
-	while (!c->closing && !c->broken && seq >= c->npost)
+	while (!c->closing && !c->broken && seq >= c->nactive)
 		pthread_cond_wait(&c->cv, &c->lock);
 	if (!c->closing && !c->broken)
 		r = &c->reqs[seq % EMU_MAX_REQS];
@@ -57,14 +68,29 @@ static struct emu_req *next_req(struct emu_comm *c, uint64_t seq)
 	return r;
 }
 
+/* Thread idx's sockets: idx, idx + T, ... */
+static int sock_count(const struct emu_comm *c, int idx)
+{
+	return (c->nsocks - idx + c->nthreads - 1) / c->nthreads;
+}
+
+/* The k-th of them in request seq's walk (both ends agree on it). */
+static int sock_at(const struct emu_comm *c, int idx, uint64_t seq, int k)
+{
+	return idx + (int)((seq + (uint64_t)k) % (uint64_t)sock_count(c, idx)) * c->nthreads;
+}
+
 static void part_done(struct emu_comm *c, struct emu_req *r)
 {
 	pthread_mutex_lock(&c->lock);
 	if (++r->parts_done == c->nthreads) {
-		if (c->kind == EMU_RECV && c->pool.meta)
-			tp__emu_pool_publish(&c->pool, (int)(r->seq % EMU_MAX_REQS),
-					     r->discard ? 0 : r->npages);
-		r->state = EMU_REQ_DONE;
+		/* The worst case did not happen: pages promised, never taken. */
+		c->pool.reserved -= r->resv;
+		r->resv = 0;
+		if (c->cfg.eager)
+			tp__emu_req_publish(c, r);
+		else
+			r->state = EMU_REQ_FINISHED;
 		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -113,7 +139,9 @@ void *tp__emu_send_thread(void *arg)
 		if (!r)
 			break;
 		p = (struct part){ r->seq, r->data, r->size, r->tag, r->cuda };
-		for (int s = t->idx; s < c->nsocks; s += c->nthreads) {
+		for (int k = 0; k < sock_count(c, t->idx); k++) {
+			int s = sock_at(c, t->idx, seq, k);
+
 			if (send_slices(t, s, &p)) {
 				comm_break(c, s, "send", errno);
 				return NULL;
@@ -126,12 +154,15 @@ void *tp__emu_send_thread(void *arg)
 
 /*
  * First header of a request on this side: decide its fate and, in bounce
- * mode, lay out its fragments and take pages (waiting for irecvConsumed to
- * return some if the pool is short).  Called with the lock held.
+ * mode, reserve the most pages its tasks can take (waiting for
+ * irecvConsumed to return some if the pool is short).  Reserving for the
+ * whole request here, in request order, is what keeps a task from waiting
+ * for pages held by a later request while an earlier one cannot finish.
+ * Called with the lock held.
  */
 static int recv_setup(struct emu_comm *c, struct emu_req *r, const struct emu_hdr *h)
 {
-	int slot = (int)(r->seq % EMU_MAX_REQS);
+	uint64_t slice = tp__emu_slice_size(h->size, c->nsocks);
 	uint32_t n;
 
 	while (r->setup == 1 && !c->closing && !c->broken)
@@ -160,19 +191,19 @@ static int recv_setup(struct emu_comm *c, struct emu_req *r, const struct emu_hd
 		r->discard = 1;
 	}
 	if (c->pool.meta && !r->discard) {
-		n = tp__emu_pool_layout(&c->pool, slot, h->size);
+		n = tp__emu_pool_need(h->size, (h->size + slice - 1) / slice);
 		if (n > c->pool.npages) {
-			EMU_WARN("receive of %llu bytes needs %u pages, the pool has %u",
+			EMU_WARN("receive of %llu bytes may need %u pages, the pool has %u",
 				 (unsigned long long)h->size, n, c->pool.npages);
 			r->result = ncclInternalError;
 			r->discard = 1;
 		} else {
-			while (c->pool.nfree < n && !c->closing && !c->broken)
+			while (c->pool.nfree - c->pool.reserved < n && !c->closing && !c->broken)
 				pthread_cond_wait(&c->cv, &c->lock);
 			if (c->closing || c->broken)
 				return -1;
-			tp__emu_pool_take(&c->pool, slot, r->pages, n);
-			r->npages = n;
+			c->pool.reserved += n;
+			r->resv = n;
 		}
 	}
 	r->setup = 2;
@@ -193,22 +224,6 @@ static int drain(struct emu_thread *t, int fd, uint64_t len)
 	return 0;
 }
 
-/* Index of the record holding byte off (records ascend in dst_off). */
-static uint32_t rec_find(const tp_unpack_rec *rec, uint32_t n, uint64_t off)
-{
-	uint32_t lo = 0, hi = n;
-
-	while (hi - lo > 1) {
-		uint32_t mid = (lo + hi) / 2;
-
-		if (rec[mid].dst_off <= off)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* Waits for the slice queued last on this thread's stream, if any. */
 static int stream_drain(struct emu_thread *t)
 {
@@ -224,17 +239,17 @@ static int stream_drain(struct emu_thread *t)
 
 /*
  * Device bounce, fast path: one H2D copy of the slice and one kernel that
- * puts records [first, last) on their pages, both left running while the
- * next slice arrives in the other half of staging.  The sync here, before
- * queueing, is what frees that other half; the one before part_done is
- * what makes the pages valid before test can report the receive done.
- * Returns 1 where the kernel cannot run (nothing left in flight then).
+ * puts the task's nrec records on their pages, both left running while the
+ * next slice arrives in the other half of staging (its records in the other
+ * half of recs).  The sync here, before queueing, is what frees those other
+ * halves; the one before part_done is what makes the pages valid before
+ * test can report the receive done.  Returns 1 where the kernel cannot run
+ * (nothing left in flight then).
  */
-static int scatter_slice(struct emu_thread *t, struct emu_req *r, const char *host,
-			 uint32_t first, uint32_t last, uint64_t off, uint64_t len)
+static int scatter_slice(struct emu_thread *t, const char *host, const tp_unpack_rec *recs_dev,
+			 uint32_t nrec, uint64_t off, uint64_t len)
 {
 	struct emu_pool *pool = &t->comm->pool;
-	const tp_unpack_rec *recs = pool->meta_dev->mem[r->seq % EMU_MAX_REQS] + first;
 	int ret;
 
 	if (stream_drain(t))
@@ -244,61 +259,101 @@ static int scatter_slice(struct emu_thread *t, struct emu_req *r, const char *ho
 		return -1;
 	}
 	t->inflight = 1;
-	ret = tp__emu_cuda_scatter(recs, last - first, off, len, t->dstaging, pool->buf,
-				   t->stream);
+	ret = tp__emu_cuda_scatter(recs_dev, nrec, off, len, t->dstaging, pool->buf, t->stream);
 	if (ret)
 		return stream_drain(t) ? -1 : 1;
 	t->flip ^= 1;
 	return 0;
 }
 
+/* A task finished: its records join the request's, after those of the
+ * tasks that finished before it, unless that passes TCPX's limit. */
+static void task_done(struct emu_comm *c, struct emu_req *r, const tp_unpack_rec *rec,
+		      uint32_t n)
+{
+	pthread_mutex_lock(&c->lock);
+	if (__atomic_load_n(&r->discard, __ATOMIC_RELAXED)) {
+		/* failed already: the rest is drained */
+	} else if (r->nrec + n > TP_UNPACK_MAX_PAGES) {
+		EMU_WARN("receive of %llu bytes needs more than %d fragments (MSS %u); "
+			 "TCPX would exit(1) here",
+			 (unsigned long long)r->size, TP_UNPACK_MAX_PAGES, c->mss);
+		r->result = ncclInternalError;
+		__atomic_store_n(&r->discard, 1, __ATOMIC_RELAXED);
+	} else {
+		memcpy(r->recs + r->nrec, rec, (size_t)n * sizeof(*rec));
+		r->nrec += n;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * One task: take its pages, cut its bytes into fragments, receive them.
+ * A fragment's bytes continue the previous one's on the same page when a
+ * packet boundary splits them, so runs of such records are merged into one
+ * iovec or copy; a slice thus needs about one per page.
+ */
 static int recv_bounce(struct emu_thread *t, int fd, struct emu_req *r, uint64_t off,
 		       uint64_t len)
 {
-	struct emu_pool *pool = &t->comm->pool;
-	const tp_unpack_rec *rec = pool->meta->mem[r->seq % EMU_MAX_REQS];
+	struct emu_comm *c = t->comm;
+	struct emu_pool *pool = &c->pool;
 	int dev = pool->mode == EMU_BOUNCE_DEVICE;
 	char *host = t->staging + (t->flip ? EMU_SLICE_MAX : 0);
-	uint64_t end = off + len;
-	uint32_t first = rec_find(rec, r->npages, off);
+	size_t half = t->flip ? t->rec_cap : 0;
+	tp_unpack_rec *rec = t->recs + half;
+	uint32_t first, intra, n;
 	int cnt = 0;
+
+	pthread_mutex_lock(&c->lock);
+	first = r->npages;
+	intra = tp__emu_pool_take(pool, len, r->pages, &r->npages);
+	pool->reserved -= r->npages - first;
+	r->resv -= r->npages - first;
+	pthread_mutex_unlock(&c->lock);
+	n = tp__emu_frags(rec, r->pages + first, intra, c->mss, off, len);
 
 	if (dev && tp__emu_recv_full(fd, host, len))
 		return -1;
 	if (dev && t->dstaging) {
-		int ret = scatter_slice(t, r, host, first,
-					rec_find(rec, r->npages, end - 1) + 1, off, len);
+		int ret = scatter_slice(t, host, t->recs_dev + half, n, off, len);
 
-		if (ret <= 0)
-			return ret;
+		if (ret < 0)
+			return -1;
+		if (ret == 0)
+			goto done;
 	}
-	for (uint32_t i = first; i < r->npages; i++) {
-		uint64_t a = rec[i].dst_off, b = a + rec[i].len;
-		char *dst;
+	for (uint32_t i = 0; i < n; i++) {
+		char *dst = pool->buf + rec[i].src_off;
 
-		if (a >= end)
-			break;
-		if (a < off)
-			a = off;
-		min_u64(&b, end);
-		dst = pool->buf + rec[i].src_off + (a - rec[i].dst_off);
 		if (dev) {
+			if (cnt && (char *)t->cp_dst[cnt - 1] + t->cp_len[cnt - 1] == dst) {
+				t->cp_len[cnt - 1] += rec[i].len;
+				continue;
+			}
 			t->cp_dst[cnt] = dst;
-			t->cp_src[cnt] = host + (a - off);
-			t->cp_len[cnt++] = b - a;
+			t->cp_src[cnt] = host + (rec[i].dst_off - off);
+			t->cp_len[cnt++] = rec[i].len;
 		} else {
+			if (cnt && (char *)t->iov[cnt - 1].iov_base + t->iov[cnt - 1].iov_len == dst) {
+				t->iov[cnt - 1].iov_len += rec[i].len;
+				continue;
+			}
 			t->iov[cnt].iov_base = dst;
-			t->iov[cnt++].iov_len = b - a;
+			t->iov[cnt++].iov_len = rec[i].len;
 		}
 	}
-	if (!dev)
-		return tp__emu_recv_iov(fd, t->iov, cnt);
-	if (tp__emu_cuda_copy_batch(t->cp_dst, t->cp_src, t->cp_len, (size_t)cnt,
-				    t->comm->cfg.cuda_batch, t->stream) ||
-	    tp__emu_cuda_sync(t->stream)) {
+	if (!dev) {
+		if (tp__emu_recv_iov(fd, t->iov, cnt))
+			return -1;
+	} else if (tp__emu_cuda_copy_batch(t->cp_dst, t->cp_src, t->cp_len, (size_t)cnt,
+					   c->cfg.cuda_batch, t->stream) ||
+		   tp__emu_cuda_sync(t->stream)) {
 		errno = EIO;
 		return -1;
 	}
+done:
+	task_done(c, r, rec, n);
 	return 0;
 }
 
@@ -314,7 +369,7 @@ static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
 		int ret;
 
 		min_u64(&len, r->size - off);
-		if (r->discard)
+		if (__atomic_load_n(&r->discard, __ATOMIC_RELAXED))
 			ret = drain(t, fd, len);
 		else if (c->pool.meta)
 			ret = recv_bounce(t, fd, r, off, len);
@@ -364,7 +419,9 @@ void *tp__emu_recv_thread(void *arg)
 
 		if (!r)
 			break;
-		for (int s = t->idx; s < c->nsocks; s += c->nthreads) {
+		for (int k = 0; k < sock_count(c, t->idx); k++) {
+			int s = sock_at(c, t->idx, seq, k);
+
 			if (recv_socket(t, s, r)) {
 				comm_break(c, s, "receive", errno);
 				goto drain;

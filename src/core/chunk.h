@@ -40,6 +40,19 @@ static inline void tp_chunk_range(size_t len, size_t chunk, uint64_t i, size_t *
 	*n = o >= len ? 0 : (len - o < chunk ? len - o : chunk);
 }
 
+/*
+ * Fragments one received chunk can need on a plugin that lands packets in
+ * 4 KiB bounce pages (TCPX devmem): a fragment ends at every packet (MSS)
+ * and every page boundary, plus a page started per socket task.  TCPX
+ * exits the process beyond TP_UNPACK_MAX_PAGES (2048), so the library
+ * refuses chunk sizes that could get there at the configured MSS.
+ */
+#define TP_FRAG_TASK_SLACK 16u
+static inline uint64_t tp_chunk_max_frags(uint64_t chunk, uint64_t mss)
+{
+	return (chunk + mss - 1) / mss + (chunk + 4095) / 4096 + TP_FRAG_TASK_SLACK;
+}
+
 /* The FIFO window of one comm.  Requests move through stages in order:
  *   posted -> tested (done) -> unpacked (launched) -> retired (consumed)
  * Each counter is the number of requests that have passed that stage,

@@ -63,6 +63,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
 	pthread_mutex_unlock(&s->lock);
+	tp__engine_add(s, c);
 	*out = c;
 	return 0;
 
@@ -88,6 +89,8 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 	c->err = err;
 	for (d = 0; d < 2; d++) {
 		for (x = c->dir[d].head; x; x = x->next) {
+			if (!x->done)
+				c->completed++;
 			x->err = err;
 			x->done = true;
 		}
@@ -107,13 +110,14 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
 
 int tcpx_p2p_progress(tcpx_p2p_conn *c)
 {
-	bool moved;
+	struct tp_progress st;
 	int rc;
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "progress: NULL conn");
+	tp__engine_pass(c->s, c, &st);
 	pthread_mutex_lock(&c->lock);
-	rc = tp__progress(c, &moved);
+	rc = c->err;
 	if (rc)
 		rc = tp__error(rc, "progress: the connection failed: %s",
 			       c->why[0] ? c->why : tcpx_p2p_strerror(rc));
@@ -208,19 +212,25 @@ static void drop_failed_xfers(struct tcpx_p2p_conn *c)
 int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s;
+	uint64_t before;
 	int i;
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_destroy: NULL conn");
 	s = c->s;
+	/* No pass of the session reaches this conn after this. */
+	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
+	before = c->completed;
 	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head) {
 		if (!c->err)
 			TP_INFO("conn", "closing the connection to %s with transfers pending",
 				c->peer[0] ? c->peer : "peer");
 		fail_pending(c, c->err ? c->err : TCPX_P2P_ECLOSED);
 	}
+	before = c->completed - before;
 	pthread_mutex_unlock(&c->lock);
+	tp__engine_notify(s, before);
 	/* Unpacks queued for this conn read its bounce buffers: let them end
 	 * before the comms (and the buffers) go. */
 	tp__unpack_drain(s);

@@ -12,6 +12,7 @@
 #include "tp_device.h"
 
 struct tp_unpacker;
+struct tp_engine;
 
 struct tcpx_p2p_session {
 	tcpx_p2p_config cfg;
@@ -20,7 +21,8 @@ struct tcpx_p2p_session {
 	int net_dev;
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
-	bool test_early_consume;      /* test only: consume before the unpack ends */
+	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
+	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
 	struct tcpx_p2p_mr *mrs;      /* registered regions (for conn teardown) */
 	uint64_t mr_ids;              /* last region id handed out */
@@ -88,6 +90,9 @@ struct tp_comm {
 	/* Next chunk this comm posts: seq in cursor (NULL: none queued). */
 	struct tcpx_p2p_xfer *cursor;
 	uint64_t next_seq;
+	/* Posted requests a test() may still have to hand to the plugin's
+	 * helpers: TCPX activates at most one per test (DESIGN §4.13). */
+	uint32_t handover;
 	/* Registration cache: the region last used on this comm. */
 	uint64_t mr_cached; /* region id, 0: none */
 	void *mh_cached;
@@ -117,6 +122,10 @@ struct tcpx_p2p_conn {
 	bool barrier_sent;  /* our frame of barrier `barriers` went out */
 	bool ctrl_dead;     /* the control socket broke mid-frame */
 	char peer[64];
+	/* Session engine: its list of conns (engine lock) and what a pass
+	 * learns without taking this conn's lock again. */
+	struct tcpx_p2p_conn *eprev, *enext;
+	uint64_t completed; /* xfers completed or failed; guarded by lock */
 };
 
 struct tcpx_p2p_listener {
@@ -150,9 +159,39 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 /* Record the first fatal error and fail every pending xfer with it. */
 int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
 
-/* progress.c */
-int tp__progress(struct tcpx_p2p_conn *c, bool *moved);
+/* progress.c: one pass over one conn (its lock held). */
+struct tp_progress {
+	bool moved;   /* some stage advanced */
+	bool pending; /* a test could still hand requests over, or an unpack runs:
+		       * the caller should come back at once, not sleep */
+	bool busy;    /* transfers are pending at all */
+};
+int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st);
 void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+
+/* engine.c: the session-wide progress engine and the optional thread. */
+int tp__engine_create(struct tcpx_p2p_session *s);
+void tp__engine_destroy(struct tcpx_p2p_session *s);
+void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+/* Progress every conn of the session once; own (may be NULL) is waited
+ * for, the others are skipped while another thread holds them. */
+void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
+		     struct tp_progress *st);
+/* n xfers completed outside a pass: tell waiters (thread mode). */
+void tp__engine_notify(struct tcpx_p2p_session *s, uint64_t n);
+/* A transfer was posted: wake the progress thread. */
+void tp__engine_kick(struct tcpx_p2p_session *s);
+/* Completions so far, and waiting for the next (thread mode). */
+bool tp__engine_threaded(const struct tcpx_p2p_session *s);
+uint64_t tp__engine_completions(struct tcpx_p2p_session *s);
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns);
+/* Between passes that found nothing to do: spin, yield, then sleep. */
+struct tp_backoff {
+	unsigned idle;
+};
+void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
+int64_t tp__now_ns(void);
 
 /* unpack.c */
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);

@@ -2,6 +2,7 @@
  * cached in the region. */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "util/error.h"
@@ -148,6 +149,11 @@ static int add_reg(struct tcpx_p2p_mr *mr, void *comm, void *mh)
 	return 0;
 }
 
+static bool needs_mhandle(const struct tp_net *net)
+{
+	return !strncmp(net->name, "GPUDirectTCPX", 13) || !strncmp(net->name, "TCPXEmu", 7);
+}
+
 int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
 {
 	struct tcpx_p2p_session *s = mr->s;
@@ -175,6 +181,11 @@ int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
 						 mr->type == TCPX_P2P_MEM_CUDA ? NCCL_PTR_CUDA
 									       : NCCL_PTR_HOST,
 						 &mh);
+		/* TCPX reads the buffer's memory type from the handle at every
+		 * post; other plugins (NCCL's socket one) register nothing. */
+		if (!rc && !mh && needs_mhandle(s->net))
+			rc = tp__error(TCPX_P2P_EPLUGIN, "plugin %s: regMr returned a NULL "
+				       "handle", s->net->name);
 		if (!rc) {
 			rc = add_reg(mr, cm->comm, mh);
 			if (rc)

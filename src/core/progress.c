@@ -1,10 +1,12 @@
-/* The progress engine.  Every comm is a FIFO of at most `window` requests
- * moving through  post -> test -> unpack -> consume  (sends: post -> test).
- * One pass drives every stage on every channel and never blocks: a stage
- * that cannot move is left for the next pass while the others go on.
- * The plugin contract (DESIGN §4.6-4.7): test only the oldest incomplete
- * request, irecvConsumed in posting order, at most 16 requests per comm,
- * a NULL request means "not now". */
+/* One conn's progress pass.  Every comm is a FIFO of at most `window`
+ * requests moving through  post -> test -> unpack -> consume  (sends:
+ * post -> test).  One pass drives every stage on every channel and never
+ * blocks: a stage that cannot move is left for the next pass while the
+ * others go on.  The plugin contract (DESIGN §4.6-4.7, §4.13): test only
+ * the oldest incomplete request, irecvConsumed in posting order, at most 16
+ * requests per comm, a NULL request means "not now", and a posted request
+ * moves no byte until test() hands it to the plugin's helper threads — at
+ * most one per test, so a pass tests once per request it posted. */
 #include <string.h>
 
 #include "core/core.h"
@@ -55,6 +57,7 @@ static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	if (++x->retired < x->nchunks)
 		return;
 	x->done = true;
+	c->completed++;
 	unlink_xfer(c, x);
 	tp__mr_put(x->mr);
 }
@@ -100,13 +103,15 @@ static int post_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		sl->dst = ptr;
 		sl->len = (uint32_t)n;
 		cm->win.posted++;
+		cm->handover++;
 		*moved = true;
 		advance_cursor(c, cm);
 	}
 	return 0;
 }
 
-/* test() only the oldest incomplete request; sends retire right away. */
+/* test() only the oldest incomplete request, once more for every request
+ * not yet handed over; sends retire right away. */
 static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	struct tp_net *net = c->s->net;
@@ -119,8 +124,13 @@ static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		rc = net->ops->test(net, sl->request, &done);
 		if (rc)
 			return rc;
-		if (!done)
+		if (cm->handover)
+			cm->handover--;
+		if (!done) {
+			if (cm->handover)
+				continue;
 			return 0;
+		}
 		cm->win.tested++;
 		*moved = true;
 		if (cm->dir == TP_SEND) {
@@ -230,11 +240,23 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 	return 0;
 }
 
-int tp__progress(struct tcpx_p2p_conn *c, bool *moved)
+/* Work the next pass can do at once: hand-overs owed, unpacks running. */
+static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 {
+	int i;
+
+	st->busy = c->dir[TP_SEND].head || c->dir[TP_RECV].head;
+	for (i = 0; i < c->nchan && !st->pending; i++)
+		st->pending = c->send[i].handover || c->recv[i].handover ||
+			      c->recv[i].win.unpacked != c->recv[i].win.retired;
+}
+
+int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
+{
+	bool *moved = &st->moved;
 	int i, rc = 0;
 
-	*moved = false;
+	*st = (struct tp_progress){ 0 };
 	if (c->err)
 		return c->err;
 	for (i = 0; i < c->nchan && !rc; i++) {
@@ -253,5 +275,6 @@ int tp__progress(struct tcpx_p2p_conn *c, bool *moved)
 	}
 	if (rc)
 		return tp__conn_fail(c, rc);
+	assess(c, st);
 	return 0;
 }

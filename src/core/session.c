@@ -68,6 +68,21 @@ static int pick_net_dev(struct tcpx_p2p_session *s, int ndev, int ngpu)
 	return (int)((long)s->cfg.gpu * ndev / ngpu) % ndev;
 }
 
+/* A plugin that bounces receives through pages fails a receive of more
+ * than 2048 fragments (TCPX: exit(1)); refuse chunks that could need that
+ * many at the path's smallest MSS. */
+static int check_chunk(const struct tcpx_p2p_session *s)
+{
+	uint64_t frags = tp_chunk_max_frags(s->cfg.chunk_bytes, (uint64_t)s->cfg.mss);
+
+	if (s->props.dev_type != NCCL_NET_DEVICE_UNPACK || frags <= TP_UNPACK_MAX_PAGES)
+		return 0;
+	return tp__error(TCPX_P2P_EINVAL, "chunk_bytes %zu could need %llu fragments per "
+			 "receive at MSS %d; plugin %s allows %d (lower TCPX_P2P_CHUNK_BYTES, or "
+			 "raise TCPX_P2P_MSS if the path's MSS is larger)", s->cfg.chunk_bytes,
+			 (unsigned long long)frags, s->cfg.mss, s->net->name, TP_UNPACK_MAX_PAGES);
+}
+
 static int open_gpu(struct tcpx_p2p_session *s, int *ngpu)
 {
 	int rc = tp__dev_count(ngpu);
@@ -169,22 +184,32 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	rc = s->net->ops->get_properties(s->net, s->net_dev, &s->props);
 	if (rc)
 		goto unload;
-	/* Test-only: proves that the GPU poison tests catch a consume that
-	 * does not wait for its unpack (tests/gpu/test_cuda_transfer.c). */
+#if TP_TEST_HOOKS
+	/* Test builds only: proves that the GPU poison tests catch a consume
+	 * that does not wait for its unpack (tests/gpu/test_cuda_transfer.c). */
 	s->test_early_consume = getenv("TCPX_P2P_TEST_EARLY_CONSUME") != NULL;
 	if (s->test_early_consume)
 		TP_WARN("session", "TCPX_P2P_TEST_EARLY_CONSUME: receives are consumed before "
 			"their unpack finished; data WILL be corrupted (test use only)");
+#endif
+	rc = check_chunk(s);
+	if (rc)
+		goto unload;
 	if (pthread_mutex_init(&s->lock, NULL)) {
 		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
 		goto unload;
 	}
+	rc = tp__engine_create(s);
+	if (rc)
+		goto destroy_lock;
 	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s), gpu %d, %d channels, "
 		"chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
 		s->props.name, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
 	*out = s;
 	return 0;
 
+destroy_lock:
+	pthread_mutex_destroy(&s->lock);
 unload:
 	tp__net_unload(s->net);
 free_session:
@@ -205,11 +230,22 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 	if (busy)
 		return tp__error(TCPX_P2P_EBUSY,
 				 "session_destroy: conns, listeners, servers or mrs remain");
+	tp__engine_destroy(s);
 	tp__unpacker_destroy(s->unpacker);
 	tp__net_unload(s->net);
 	pthread_mutex_destroy(&s->lock);
 	drop_token(s);
 	free(s);
+	return 0;
+}
+
+int tcpx_p2p_session_progress(tcpx_p2p_session *s)
+{
+	struct tp_progress st;
+
+	if (!s)
+		return tp__error(TCPX_P2P_EINVAL, "session_progress: NULL session");
+	tp__engine_pass(s, NULL, &st);
 	return 0;
 }
 

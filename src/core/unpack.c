@@ -80,6 +80,13 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 		memcpy(&h, cm->devh.handle, sizeof(h));
 	if (rc)
 		return rc;
+	/* TCPX can hand back a handle without a bounce buffer (an import it
+	 * skipped); every record would then point into nothing. */
+	if (!h.meta || !h.bounce_buf)
+		return tp__error(TCPX_P2P_EPLUGIN, "plugin %s: unpack device handle without %s "
+				 "(the plugin's receive memory import failed; see "
+				 "docs/troubleshooting.md)", s->net->name,
+				 h.meta ? "a bounce buffer" : "a meta ring");
 	/* The ring is pinned, mapped host memory: under UVA its device alias
 	 * is also its host address. */
 	cm->meta = h.meta;

@@ -1,7 +1,5 @@
 /* Transfers: posting, completion and waiting. */
-#include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "core/core.h"
 #include "util/error.h"
@@ -10,7 +8,8 @@ static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum 
 		tcpx_p2p_xfer **out)
 {
 	struct tcpx_p2p_xfer *x;
-	bool moved;
+	struct tp_progress st;
+	uint64_t before;
 	int rc;
 
 	if (!c || !mr || !out)
@@ -44,8 +43,12 @@ static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum 
 	pthread_mutex_unlock(&c->s->lock);
 	tp__xfer_enqueue(c, x);
 	/* Post what fits now; errors land on the xfer and the conn. */
-	tp__progress(c, &moved);
+	before = c->completed;
+	tp__progress(c, &st);
+	before = c->completed - before;
 	pthread_mutex_unlock(&c->lock);
+	tp__engine_notify(c->s, before);
+	tp__engine_kick(c->s);
 	*out = x;
 	return 0;
 }
@@ -71,83 +74,117 @@ static int xfer_result(const struct tcpx_p2p_xfer *x)
 	return tp__error(x->err, "transfer failed: %s", tcpx_p2p_strerror(x->err));
 }
 
-int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
+/* Is x complete?  Its conn's lock orders this against the passes. */
+static bool xfer_done(struct tcpx_p2p_xfer *x)
 {
-	struct tcpx_p2p_conn *c;
-	bool moved;
+	struct tcpx_p2p_conn *c = x->c;
+	bool done;
+
+	if (!c) /* its connection was destroyed: failed, final */
+		return true;
+	pthread_mutex_lock(&c->lock);
+	done = x->done;
+	pthread_mutex_unlock(&c->lock);
+	return done;
+}
+
+static int xfer_final(struct tcpx_p2p_xfer *x)
+{
+	struct tcpx_p2p_conn *c = x->c;
 	int rc;
 
-	if (!x || !done)
-		return tp__error(TCPX_P2P_EINVAL, "test: NULL argument");
-	c = x->c;
-	if (!c) /* its connection was destroyed: failed, final */
+	if (!c)
 		return xfer_result(x);
 	pthread_mutex_lock(&c->lock);
-	if (!x->done)
-		tp__progress(c, &moved);
-	rc = x->done ? xfer_result(x) : 0;
-	if (!rc)
-		*done = x->done;
+	rc = xfer_result(x);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
 
-static int64_t now_ns(void)
+int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 {
-	struct timespec ts;
+	struct tp_progress st;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (!x || !done)
+		return tp__error(TCPX_P2P_EINVAL, "test: NULL argument");
+	if (x->c && !tp__engine_threaded(x->c->s) && !xfer_done(x))
+		tp__engine_pass(x->c->s, x->c, &st);
+	if (!xfer_done(x)) {
+		*done = 0;
+		return 0;
+	}
+	*done = 1;
+	return xfer_final(x);
 }
 
-/* Idle policy while waiting: yield first (the plugin's helper threads may
- * need this core), then sleep briefly so that a stalled peer costs no CPU. */
-static void idle(unsigned *spins)
+/*
+ * Index of the first complete xfer of xs, or -1.  Without a progress
+ * thread each round drives the whole session once (the conns of the
+ * waited-on xfers first); with one, it sleeps until the thread reports a
+ * completion.  s is the session of the xfers that still have a conn.
+ */
+static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_session *s,
+		     int timeout_ms)
 {
-	struct timespec ts = { 0, 20 * 1000 };
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : tp__now_ns() + (int64_t)timeout_ms * 1000000;
+	struct tp_backoff b = { 0 };
+	struct tp_progress st;
+	uint64_t seen;
+	int i;
 
-	if (++*spins < 256) {
-		sched_yield();
-		return;
+	for (;;) {
+		seen = s && tp__engine_threaded(s) ? tp__engine_completions(s) : 0;
+		for (i = 0; i < n; i++)
+			if (xfer_done(xs[i]))
+				return i;
+		if (tp__now_ns() >= deadline)
+			return -1;
+		if (tp__engine_threaded(s)) {
+			tp__engine_wait_completion(s, seen, deadline);
+			continue;
+		}
+		tp__engine_pass(s, n == 1 ? xs[0]->c : NULL, &st);
+		for (i = 0; i < n; i++)
+			if (xfer_done(xs[i]))
+				return i;
+		tp__backoff(&b, &st);
 	}
-	nanosleep(&ts, NULL);
 }
 
 int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms)
 {
-	struct tcpx_p2p_conn *c;
-	int64_t deadline;
-	unsigned spins = 0;
-	bool moved;
-	int rc = 0;
-
 	if (!x)
 		return tp__error(TCPX_P2P_EINVAL, "wait: NULL xfer");
-	c = x->c;
-	if (!c)
-		return xfer_result(x);
-	deadline = timeout_ms < 0 ? INT64_MAX : now_ns() + (int64_t)timeout_ms * 1000000;
-	pthread_mutex_lock(&c->lock);
-	while (!x->done) {
-		tp__progress(c, &moved);
-		if (x->done)
-			break;
-		if (now_ns() >= deadline) {
-			pthread_mutex_unlock(&c->lock);
-			return tp__error(TCPX_P2P_ETIMEDOUT, "wait: transfer pending after %d ms",
-					 timeout_ms);
-		}
-		/* Let other threads post or progress between passes. */
-		pthread_mutex_unlock(&c->lock);
-		if (moved)
-			spins = 0;
-		else
-			idle(&spins);
-		pthread_mutex_lock(&c->lock);
+	if (wait_some(&x, 1, x->c ? x->c->s : NULL, timeout_ms) < 0)
+		return tp__error(TCPX_P2P_ETIMEDOUT, "wait: transfer pending after %d ms",
+				 timeout_ms);
+	return xfer_final(x);
+}
+
+int tcpx_p2p_wait_any(tcpx_p2p_xfer *const *xfers, int n, int timeout_ms, unsigned flags,
+		      int *index)
+{
+	struct tcpx_p2p_session *s = NULL;
+	int i;
+
+	if (!xfers || n <= 0 || !index || flags)
+		return tp__error(TCPX_P2P_EINVAL, "wait_any: NULL argument, n %d or flags 0x%x", n,
+				 flags);
+	for (i = 0; i < n; i++) {
+		if (!xfers[i])
+			return tp__error(TCPX_P2P_EINVAL, "wait_any: xfers[%d] is NULL", i);
+		if (!xfers[i]->c)
+			continue;
+		if (s && xfers[i]->c->s != s)
+			return tp__error(TCPX_P2P_EINVAL, "wait_any: xfers of different sessions");
+		s = xfers[i]->c->s;
 	}
-	rc = xfer_result(x);
-	pthread_mutex_unlock(&c->lock);
-	return rc;
+	i = wait_some(xfers, n, s, timeout_ms);
+	if (i < 0)
+		return tp__error(TCPX_P2P_ETIMEDOUT, "wait_any: no transfer completed in %d ms",
+				 timeout_ms);
+	*index = i;
+	return 0;
 }
 
 int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)

@@ -126,13 +126,68 @@ def case_bidir(c):
                   chunk_bytes=256 << 10)
 
 
+def case_conns(c):
+    # Sizes that do not divide by 4: the last conn carries the remainder,
+    # and --verify checks every conn's share of the buffer.
+    out = c.path("conns.json")
+    p = run([c.perf, "loopback", "--mem", "host", "--conns", "4", "-b", "1001", "-e", "4M",
+             "-f", "8", "-n", "3", "-w", "1", "--verify", "--json", out])
+    check(re.search(r"conns 4, ", p.stdout), "header does not give the conns: %s" % p.stdout)
+    m = re.search(r"# set-up ([0-9.]+) ms", p.stdout)
+    check(m, "header does not give the set-up time: %s" % p.stdout)
+    recs = load_json(out)
+    check_records(recs, sweep(1001, 4 << 20, 8), 3, conns=4, verify=True, role="server")
+    setup = {r.get("setup_ms") for r in recs}
+    check(len(setup) == 1, "setup_ms differs between records: %s" % setup)
+    setup = setup.pop()
+    check(isinstance(setup, (int, float)) and 0 < setup < 60000, "setup_ms %r" % setup)
+    check(abs(setup - float(m.group(1))) < 0.1, "setup_ms %s, header %s" % (setup, m.group(1)))
+    # Both directions on each conn, two processes.
+    for attempt in range(3):
+        port = str(free_port())
+        args = ["--conns", "3", "--bidir", "-b", "100000", "-e", "1M", "-f", "10", "-n", "2",
+                "-w", "1", "--verify", "--timeout", "20000"]
+        rcs, sj, cj = two_processes(
+            c, "conns", [c.perf, "server", "--bind", "127.0.0.1", "-p", port] + args,
+            [c.perf, "client", "-H", "127.0.0.1", "-p", port] + args, clean_env(), clean_env())
+        if rcs == [0, 0]:
+            break
+        with open(c.path("conns-server.log")) as f:
+            if "listen" not in f.read() or attempt == 2:
+                raise Fail("server/client --conns 3 exit statuses %s" % rcs)
+    for path, role in ((sj, "server"), (cj, "client")):
+        check_records(load_json(path), [100000, 1000000], 2, conns=3, bidir=True, role=role)
+
+
+def case_progress_ab(c):
+    script = os.path.join(c.src, "bench", "progress_ab.py")
+    out = c.path("ab.json")
+    p = run([sys.executable, script, "--perf", c.perf, "--reps", "2", "--json", out,
+             "--env", "TCPX_P2P_NUM_CHANNELS=3",
+             "loopback --mem host -s 1M -n 2 -w 1 --conns 2 --verify"], timeout=120)
+    runs = load_json(out)
+    check(sorted((r["mode"], r["rep"]) for r in runs) ==
+          [("eager", 0), ("eager", 1), ("strict", 0), ("strict", 1)], "runs: %s" % runs)
+    for r in runs:
+        cfg = r["record"]["config"]
+        check(cfg["conns"] == 2 and cfg["channels"] == 3 and cfg["verify"],
+              "config not passed on: %s" % cfg)
+    rows = [l.split() for l in p.stdout.splitlines() if l.strip() and not l.startswith("#")]
+    check(len(rows) == 1, "table: %s" % p.stdout)
+    med = {m: sorted(r["gbps"] for r in runs if r["mode"] == m) for m in ("strict", "eager")}
+    want = (sum(med["strict"]) / 2) / (sum(med["eager"]) / 2)
+    check(abs(float(rows[0][2]) - want) < 0.01, "ratio %s, expected %.2f" % (rows[0][2], want))
+    run([sys.executable, script, "--perf", c.perf, "--reps", "1", "loopback --bogus"], expect=1)
+
+
 def case_dump_config(c):
     with open(os.path.join(c.src, "src", "util", "config.c")) as f:
         names = set(re.findall(r'\{\s*"(TCPX_P2P_[A-Z0-9_]+)"', f.read()))
     check(len(names) >= 5, "found only %s in the settings table" % sorted(names))
-    names |= {"TCPX_P2P_PERF_SIZE", "TCPX_P2P_PERF_ITERS"}
+    names |= {"TCPX_P2P_PERF_SIZE", "TCPX_P2P_PERF_ITERS", "TCPX_P2P_PERF_CONNS"}
     p = run([c.perf, "--dump-config"], env=clean_env(TCPX_P2P_CHUNK_BYTES="1M",
-                                                     TCPX_P2P_PERF_ITERS=7))
+                                                     TCPX_P2P_PERF_ITERS=7,
+                                                     TCPX_P2P_PERF_CONNS=5))
     listed = {}
     for line in p.stdout.splitlines():
         m = re.match(r"(TCPX_P2P_[A-Z0-9_]+)\s*=\s*(\S+)", line)
@@ -143,11 +198,16 @@ def case_dump_config(c):
     check(listed["TCPX_P2P_CHUNK_BYTES"] == "1048576",
           "TCPX_P2P_CHUNK_BYTES=1M shows as %s" % listed["TCPX_P2P_CHUNK_BYTES"])
     check(listed["TCPX_P2P_PERF_ITERS"] == "7", "TCPX_P2P_PERF_ITERS=7 not shown")
+    check(listed["TCPX_P2P_PERF_CONNS"] == "5", "TCPX_P2P_PERF_CONNS=5 not shown")
+    p = run([c.perf, "--dump-config", "--conns", "9"])
+    check(re.search(r"^TCPX_P2P_PERF_CONNS\s*=\s*9\s", p.stdout, re.M),
+          "--conns 9 not shown by --dump-config")
 
 
 def case_bad_flag(c):
     for args in (["loopback", "--bogus"], ["loopback", "--mem", "gpu"], ["loopback", "-n", "0"],
-                 ["loopback", "--window", "17"], ["sideways"], [], ["client", "-p", "99999"]):
+                 ["loopback", "--window", "17"], ["loopback", "--conns", "0"],
+                 ["loopback", "--conns", "65"], ["sideways"], [], ["client", "-p", "99999"]):
         p = run([c.perf] + args, expect=2)
         check("usage" in p.stderr or "bad value" in p.stderr,
               "%s: no usage message on stderr" % args)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -33,7 +34,7 @@ static void complete_recv(struct emu_pair *p, void *req, uint64_t k, char *rbuf,
 	const struct tp_unpack_handle *uh = emu_unpack_handle(p);
 	ncclResult_t res;
 
-	assert_int_equal(emu_wait(req, &res), 0);
+	assert_int_equal(emu_wait(p, req, &res), 0);
 	assert_int_equal(res, ncclSuccess);
 	if (uh) {
 		int cnt = emu_unpack(uh, (int)(k % TP_UNPACK_QUEUE_DEPTH), out, size);
@@ -101,7 +102,7 @@ static void test_data_integrity(void **state)
 			uint64_t size = (uint64_t)data_sizes[j % NSIZES];
 			ncclResult_t res;
 
-			assert_int_equal(emu_wait(sreq[b], &res), 0);
+			assert_int_equal(emu_wait(&p, sreq[b], &res), 0);
 			assert_int_equal(res, ncclSuccess);
 			memset(out, 0x5a, size);
 			complete_recv(&p, rreq[b], (uint64_t)j, rbuf[b], uh ? out : rbuf[b], size);
@@ -173,11 +174,11 @@ static void test_request_limit(void **state)
 
 	/* Sends free their slot at test; receives only at irecvConsumed. */
 	for (int i = 0; i < 16; i++) {
-		assert_int_equal(emu_wait(sreq[i], &res), 0);
+		assert_int_equal(emu_wait(&p, sreq[i], &res), 0);
 		assert_int_equal(res, ncclSuccess);
 	}
 	for (int i = 0; i < 16; i++) {
-		assert_int_equal(emu_wait(rreq[i], &res), 0);
+		assert_int_equal(emu_wait(&p, rreq[i], &res), 0);
 		assert_int_equal(res, ncclSuccess);
 	}
 	assert_int_equal(emu_irecv(&p, rbuf, 1, 16, NULL, &rreq[16]), ncclInternalError);
@@ -188,8 +189,8 @@ static void test_request_limit(void **state)
 	if (!bounce_mode())
 		assert_memory_equal(rbuf, sbuf, 16);
 	assert_int_equal(emu_isend(&p, sbuf, 1, 16, NULL, &sreq[16]), ncclSuccess);
-	assert_int_equal(emu_wait(sreq[16], &res), 0);
-	assert_int_equal(emu_wait(rreq[16], &res), 0);
+	assert_int_equal(emu_wait(&p, sreq[16], &res), 0);
+	assert_int_equal(emu_wait(&p, rreq[16], &res), 0);
 	assert_int_equal(res, ncclSuccess);
 	emu_pair_close(&p);
 }
@@ -217,9 +218,9 @@ static void test_fifo_rules(void **state)
 	assert_int_equal(net->test(sreq[1], &done, NULL), ncclInvalidUsage);
 	assert_true(emu_warned("test on non-head request"));
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(emu_wait(sreq[i], &res), 0);
+		assert_int_equal(emu_wait(&p, sreq[i], &res), 0);
 		assert_int_equal(res, ncclSuccess);
-		assert_int_equal(emu_wait(rreq[i], &res), 0);
+		assert_int_equal(emu_wait(&p, rreq[i], &res), 0);
 		assert_int_equal(res, ncclSuccess);
 	}
 	emu_clear_warn();
@@ -257,15 +258,15 @@ static void test_truncation(void **state)
 	emu_clear_warn(); /* before posting, as the helper thread may warn at once */
 	assert_int_equal(emu_irecv(&p, r, 100, 1, NULL, &rreq), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s, 200000, 1, NULL, &sreq), ncclSuccess);
-	assert_int_equal(emu_wait(rreq, &res), 0);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
 	assert_int_equal(res, ncclRemoteError);
 	assert_true(emu_warned("message truncated"));
-	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
 	assert_int_equal(res, ncclSuccess);
 
 	assert_int_equal(emu_irecv(&p, r, 300000, 2, NULL, &rreq), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s + 5, 250000, 2, NULL, &sreq), ncclSuccess);
-	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
 	assert_int_equal(res, ncclSuccess);
 	complete_recv(&p, rreq, 1, r, out, 250000);
 	assert_memory_equal(out, s + 5, 250000);
@@ -323,8 +324,8 @@ static void test_poison(void **state)
 	emu_fill_random(s, size, 11);
 	assert_int_equal(emu_irecv(&p, r, size, 0, NULL, &rreq), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s, size, 0, NULL, &sreq), ncclSuccess);
-	assert_int_equal(emu_wait(sreq, &res), 0);
-	assert_int_equal(emu_wait(rreq, &res), 0);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
 	assert_int_equal(res, ncclSuccess);
 	cnt = emu_unpack(uh, 0, out, size);
 	assert_true(cnt > 0);
@@ -368,15 +369,15 @@ static void test_small_pool(void **state)
 		while (sdone < n) {
 			int done = 0;
 
-			res = net->test(sreq[sdone], &done, NULL);
-			assert_int_equal(res, ncclSuccess);
+			assert_int_equal(emu_test(&p, sreq[sdone], &done, &res), 0);
 			if (!done)
 				break;
+			assert_int_equal(res, ncclSuccess);
 			sdone++;
 		}
 	}
 	while (sdone < n) {
-		assert_int_equal(emu_wait(sreq[sdone++], &res), 0);
+		assert_int_equal(emu_wait(&p, sreq[sdone++], &res), 0);
 		assert_int_equal(res, ncclSuccess);
 	}
 	free(s);
@@ -398,14 +399,14 @@ static void test_strict_tags(void **state)
 	emu_clear_warn();
 	assert_int_equal(emu_irecv(&p, r, 64, 6, NULL, &rreq), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s, 64, 5, NULL, &sreq), ncclSuccess);
-	assert_int_equal(emu_wait(rreq, &res), 0);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
 	assert_int_equal(res, ncclInvalidUsage);
 	assert_true(emu_warned("tag mismatch: send tag 5, posted receive tag 6"));
-	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
 
 	assert_int_equal(emu_irecv(&p, r, 64, 7, NULL, &rreq), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s, 64, 7, NULL, &sreq), ncclSuccess);
-	assert_int_equal(emu_wait(sreq, &res), 0);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
 	complete_recv(&p, rreq, 1, r, out, 64);
 	assert_memory_equal(out, s, 64);
 	emu_pair_close(&p);
@@ -455,7 +456,7 @@ static void test_peer_death_recv(void **state)
 	assert_int_equal(emu_irecv(&p, r, 64, 0, NULL, &req), ncclSuccess);
 	net->closeSend(p.scomm);
 	p.scomm = NULL;
-	assert_int_equal(emu_wait(req, &res), 0);
+	assert_int_equal(emu_wait(&p, req, &res), 0);
 	assert_true(res == ncclRemoteError || res == ncclSystemError);
 	emu_pair_close(&p);
 }
@@ -474,11 +475,285 @@ static void test_peer_death_send(void **state)
 	p.rcomm = NULL;
 	for (int i = 0; i < 64 && res == ncclSuccess; i++) {
 		assert_int_equal(emu_isend(&p, s, big, i, NULL, &req), ncclSuccess);
-		assert_int_equal(emu_wait(req, &res), 0);
+		assert_int_equal(emu_wait(&p, req, &res), 0);
 	}
 	assert_true(res == ncclRemoteError || res == ncclSystemError);
 	emu_pair_close(&p);
 	free(s);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * TCPX moves bytes only inside test() (DESIGN §4.13): posted requests sit
+ * untouched until a test on their comm hands them to the helpers, one
+ * request per test.  Bounce off, so the payload lands in the user buffer
+ * where the test can watch for it.
+ */
+static void test_bytes_move_only_in_test(void **state)
+{
+	struct emu_pair p;
+	char s[3][64], r[3][64];
+	void *sreq[3], *rreq[3];
+	ncclResult_t res;
+	int done = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < 3; i++) {
+		emu_fill_random(s[i], sizeof(s[i]), (uint32_t)i + 40);
+		assert_int_equal(emu_irecv(&p, r[i], 64, i, NULL, &rreq[i]), ncclSuccess);
+		assert_int_equal(emu_isend(&p, s[i], 64, i, NULL, &sreq[i]), ncclSuccess);
+	}
+	/* Posted on both sides, never tested: not one byte moves. */
+	sleep_ms(100);
+	for (int i = 0; i < 3; i++)
+		assert_true(memcmp(r[i], (char[64]){ 0 }, 64) == 0);
+	/* Receives tested (all three activated), sends not: still nothing. */
+	for (int i = 0; i < 200; i++) {
+		assert_int_equal(net->test(rreq[0], &done, NULL), ncclSuccess);
+		assert_int_equal(done, 0);
+		sleep_ms(1);
+	}
+	assert_true(memcmp(r[0], (char[64]){ 0 }, 64) == 0);
+	/* One test of the head send activates exactly that send. */
+	assert_int_equal(net->test(sreq[0], &done, NULL), ncclSuccess);
+	for (int i = 0; i < 2000 && !done; i++) {
+		sleep_ms(1);
+		assert_int_equal(net->test(rreq[0], &done, NULL), ncclSuccess);
+	}
+	assert_int_equal(done, 1);
+	assert_memory_equal(r[0], s[0], 64);
+	sleep_ms(100);
+	assert_true(memcmp(r[1], (char[64]){ 0 }, 64) == 0);
+	assert_true(memcmp(r[2], (char[64]){ 0 }, 64) == 0);
+	/* The harness drives the rest the way a progress loop must (it saw
+	 * none of the tests above: record the one that reported rreq[0]). */
+	p.rq.res[0] = ncclSuccess;
+	p.rq.head = 1;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(emu_wait(&p, sreq[i], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+	}
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(emu_wait(&p, rreq[i], &res), 0);
+		assert_int_equal(res, ncclSuccess);
+		assert_memory_equal(r[i], s[i], 64);
+		assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq[i]), ncclSuccess);
+	}
+	emu_pair_close(&p);
+}
+
+/* TCPX reads the memory type from the mhandle: NULL is refused. */
+static void test_null_mhandle(void **state)
+{
+	struct emu_pair p;
+	char b[8] = { 0 };
+	void *req = (void *)1, *data = b, *mh = NULL;
+	int size = 8, tag = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	emu_clear_warn();
+	assert_int_equal(net->isend(p.scomm, b, 8, 0, NULL, &req), ncclInvalidArgument);
+	assert_null(req);
+	assert_true(emu_warned("isend: NULL mhandle"));
+	req = (void *)1;
+	assert_int_equal(net->irecv(p.rcomm, 1, &data, &size, &tag, &mh, &req),
+			 ncclInvalidArgument);
+	assert_null(req);
+	assert_true(emu_warned("irecv: NULL mhandle"));
+	emu_pair_close(&p);
+}
+
+/*
+ * Accept holds the comm back for TCPX_EMU_ACCEPT_WAIT_US (flow steering)
+ * counted from the moment its sockets are in, on its own clock: two
+ * pairs driven in one loop take one wait, not two.
+ */
+static void test_accept_wait(void **state)
+{
+	const char *env = getenv("TCPX_EMU_ACCEPT_WAIT_US");
+	double wait = env ? atof(env) * 1e-6 : 0, t0 = now_s(), elapsed;
+	struct emu_pair p[2];
+	char handle[2][NCCL_NET_HANDLE_MAXSIZE];
+
+	assert_true(wait >= 0.1);
+	for (int i = 0; i < 2; i++) {
+		memset(&p[i], 0, sizeof(p[i]));
+		p[i].dh = &p[i].dh_storage;
+		assert_int_equal(net->listen(0, handle[i], &p[i].lcomm), ncclSuccess);
+		memcpy(p[i].handle, handle[i], sizeof(handle[i]));
+	}
+	while (!p[0].rcomm || !p[1].rcomm || !p[0].scomm || !p[1].scomm) {
+		assert_true(now_s() - t0 < 3 * wait + 5);
+		for (int i = 0; i < 2; i++) {
+			if (!p[i].scomm)
+				assert_int_equal(net->connect(0, p[i].handle, &p[i].scomm, NULL),
+						 ncclSuccess);
+			if (!p[i].rcomm)
+				assert_int_equal(net->accept(p[i].lcomm, &p[i].rcomm, &p[i].dh),
+						 ncclSuccess);
+		}
+		sleep_ms(1);
+	}
+	elapsed = now_s() - t0;
+	assert_true(elapsed >= wait);
+	assert_true(elapsed < 1.8 * wait);
+	for (int i = 0; i < 2; i++)
+		emu_pair_close(&p[i]);
+}
+
+/* TCPX_EMU_NULL_BOUNCE: the unpack handle names no bounce buffer. */
+static void test_null_bounce(void **state)
+{
+	struct emu_pair p;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_int_equal(p.dh_storage.netDeviceType, NCCL_NET_DEVICE_UNPACK);
+	assert_non_null(emu_unpack_handle(&p)->meta);
+	assert_null(emu_unpack_handle(&p)->bounce_buf);
+	emu_pair_close(&p);
+}
+
+static uint32_t env_mss(void)
+{
+	const char *m = getenv("TCPX_EMU_MSS");
+
+	return m ? (uint32_t)atoi(m) : 8192;
+}
+
+/*
+ * Fragments follow TCPX: packets of the path MSS (<= TCPX_EMU_MSS) cut at
+ * 4 KiB page boundaries, so no record is longer than the MSS or crosses a
+ * page, and a 1 MiB receive needs at least 1 MiB / MSS of them.  Tasks of
+ * different sockets finish in no fixed order: over a few receives of two
+ * slices each, some receive's records are not in dst_off order.
+ */
+static void test_fragments(void **state)
+{
+	struct emu_pair p;
+	const int size = 1 << 20, rounds = 4;
+	const uint32_t mss = env_mss();
+	char *s = malloc(size), *r = malloc(size), *out = malloc(size);
+	const struct tp_unpack_handle *uh;
+	int unordered = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	uh = emu_unpack_handle(&p);
+	assert_non_null(uh);
+	for (int k = 0; k < rounds; k++) {
+		const tp_unpack_rec *rec = uh->meta->mem[k];
+		void *sreq, *rreq;
+		ncclResult_t res;
+		int cnt;
+
+		emu_fill_random(s, size, (uint32_t)k + 21);
+		memset(out, 0, size);
+		assert_int_equal(emu_irecv(&p, r, size, k, NULL, &rreq), ncclSuccess);
+		assert_int_equal(emu_isend(&p, s, size, k, NULL, &sreq), ncclSuccess);
+		assert_int_equal(emu_wait(&p, sreq, &res), 0);
+		assert_int_equal(res, ncclSuccess);
+		assert_int_equal(emu_wait(&p, rreq, &res), 0);
+		assert_int_equal(res, ncclSuccess);
+		cnt = emu_unpack(uh, k, out, size);
+		assert_true(cnt >= (int)(size / mss));
+		assert_memory_equal(out, s, size);
+		for (int i = 0; i < cnt; i++) {
+			assert_true(rec[i].len <= mss);
+			if (i && rec[i].dst_off < rec[i - 1].dst_off)
+				unordered = 1;
+		}
+		assert_int_equal(net->irecvConsumed(p.rcomm, 1, rreq), ncclSuccess);
+	}
+	assert_true(unordered);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+/*
+ * A receive needing more than 2048 records is where TCPX calls exit(1):
+ * the emulator fails that receive instead, says why, drains its bytes,
+ * and the next transfer on the comm arrives intact.
+ */
+static void test_fragment_limit(void **state)
+{
+	struct emu_pair p;
+	const int big = 4 << 20, small = 64 << 10;
+	char *s = malloc(big), *r = malloc(big), *out = malloc(small);
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_non_null(emu_unpack_handle(&p));
+	emu_fill_random(s, big, 31);
+	emu_clear_warn();
+	assert_int_equal(emu_irecv(&p, r, big, 0, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, big, 0, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
+	assert_int_equal(res, ncclInternalError);
+	assert_true(emu_warned("more than 2048 fragments"));
+	assert_true(emu_warned("TCPX would exit(1) here"));
+
+	emu_fill_random(s, small, 32);
+	assert_int_equal(emu_irecv(&p, r, small, 1, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, small, 1, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	complete_recv(&p, rreq, 1, r, out, small);
+	assert_memory_equal(out, s, small);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
+}
+
+/* A receive that could need more pages than the whole pool fails at once
+ * (waiting would never end); smaller ones on the comm still work. */
+static void test_pool_too_small(void **state)
+{
+	struct emu_pair p;
+	const int big = 1 << 20, small = 64 << 10;
+	char *s = malloc(big), *r = malloc(big), *out = malloc(small);
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	emu_fill_random(s, big, 41);
+	emu_clear_warn();
+	assert_int_equal(emu_irecv(&p, r, big, 0, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, big, 0, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	assert_int_equal(emu_wait(&p, rreq, &res), 0);
+	assert_int_equal(res, ncclInternalError);
+	assert_true(emu_warned("the pool has"));
+	assert_int_equal(emu_irecv(&p, r, small, 1, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(&p, s, small, 1, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	complete_recv(&p, rreq, 1, r, out, small);
+	assert_memory_equal(out, s, small);
+	free(s);
+	free(r);
+	free(out);
+	emu_pair_close(&p);
 }
 
 /* Handle bytes come from the peer: a forged connect stage names no memory
@@ -575,8 +850,19 @@ int main(int argc, char **argv)
 	const struct CMUnitTest clamp[] = { cmocka_unit_test(test_socket_clamp) };
 	const struct CMUnitTest poison[] = { cmocka_unit_test(test_poison) };
 	const struct CMUnitTest pool[] = { cmocka_unit_test(test_small_pool) };
+	const struct CMUnitTest tiny_pool[] = { cmocka_unit_test(test_pool_too_small) };
 	const struct CMUnitTest strict[] = { cmocka_unit_test(test_strict_tags) };
 	const struct CMUnitTest nullreq[] = { cmocka_unit_test(test_null_requests) };
+	const struct CMUnitTest progress[] = {
+		cmocka_unit_test(test_bytes_move_only_in_test),
+		cmocka_unit_test(test_null_mhandle),
+	};
+	const struct CMUnitTest accept_wait[] = { cmocka_unit_test(test_accept_wait) };
+	const struct CMUnitTest null_bounce[] = { cmocka_unit_test(test_null_bounce) };
+	const struct CMUnitTest mss[] = {
+		cmocka_unit_test(test_fragments),
+		cmocka_unit_test(test_fragment_limit),
+	};
 	const struct CMUnitTest reap[] = { cmocka_unit_test(test_abandoned_connect) };
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(test_close_in_flight),
@@ -600,10 +886,20 @@ int main(int argc, char **argv)
 		return RUN("emu poison", poison) ? 1 : 0;
 	if (!strcmp(group, "pool"))
 		return RUN("emu small pool", pool) ? 1 : 0;
+	if (!strcmp(group, "tinypool"))
+		return RUN("emu pool too small", tiny_pool) ? 1 : 0;
 	if (!strcmp(group, "strict"))
 		return RUN("emu strict tags", strict) ? 1 : 0;
 	if (!strcmp(group, "nullreq"))
 		return RUN("emu null requests", nullreq) ? 1 : 0;
+	if (!strcmp(group, "progress"))
+		return RUN("emu strict progress", progress) ? 1 : 0;
+	if (!strcmp(group, "acceptwait"))
+		return RUN("emu accept wait", accept_wait) ? 1 : 0;
+	if (!strcmp(group, "nullbounce"))
+		return RUN("emu null bounce", null_bounce) ? 1 : 0;
+	if (!strncmp(group, "mss", 3))
+		return RUN("emu fragments", mss) ? 1 : 0;
 	if (!strcmp(group, "reap"))
 		return RUN("emu abandoned connects", reap) ? 1 : 0;
 	if (!strcmp(group, "fault"))

@@ -72,9 +72,9 @@ static void test_device_bounce(void **state)
 				 cudaSuccess);
 		assert_int_equal(emu_irecv(&p, drecv, 4 << 20, k, rmh, &rreq), ncclSuccess);
 		assert_int_equal(emu_isend(&p, dsend, size, k, smh, &sreq), ncclSuccess);
-		assert_int_equal(emu_wait(sreq, &res), 0);
+		assert_int_equal(emu_wait(&p, sreq, &res), 0);
 		assert_int_equal(res, ncclSuccess);
-		assert_int_equal(emu_wait(rreq, &res), 0);
+		assert_int_equal(emu_wait(&p, rreq, &res), 0);
 		assert_int_equal(res, ncclSuccess);
 		assert_int_equal(cudaMemcpy(pool, uh.bounce_buf, pool_bytes, cudaMemcpyDeviceToHost),
 				 cudaSuccess);

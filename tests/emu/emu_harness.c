@@ -136,6 +136,8 @@ int emu_pair_open(struct emu_pair *p)
 
 void emu_pair_close(struct emu_pair *p)
 {
+	for (int i = 0; i < p->nauto; i++)
+		net->deregMr(p->auto_comm[i], p->auto_mh[i]);
 	if (p->scomm)
 		net->closeSend(p->scomm);
 	if (p->rcomm)
@@ -150,14 +152,40 @@ int emu_null_seen(void)
 	return null_seen;
 }
 
+static int host_mh(struct emu_pair *p, void *comm, void *data, int size, void **mh)
+{
+	if (*mh)
+		return 0;
+	if (p->nauto == EMU_QUEUE ||
+	    net->regMr(comm, data, size, NCCL_PTR_HOST, mh) != ncclSuccess)
+		return -1;
+	p->auto_comm[p->nauto] = comm;
+	p->auto_mh[p->nauto++] = *mh;
+	return 0;
+}
+
+static ncclResult_t queued(struct emu_queue *q, ncclResult_t r, void *req)
+{
+	if (r != ncclSuccess || !req)
+		return r;
+	if (q->n == EMU_QUEUE) {
+		fprintf(stderr, "more than %d requests posted on one pair\n", EMU_QUEUE);
+		return ncclInternalError;
+	}
+	q->req[q->n++] = req;
+	return r;
+}
+
 ncclResult_t emu_isend(struct emu_pair *p, void *data, int size, int tag, void *mh, void **req)
 {
 	ncclResult_t r;
 
+	if (host_mh(p, p->scomm, data, size, &mh))
+		return ncclInternalError;
 	for (int i = 0; i < 100000; i++) {
 		r = net->isend(p->scomm, data, size, tag, mh, req);
 		if (r != ncclSuccess || *req)
-			return r;
+			return queued(&p->sq, r, *req);
 		null_seen++;
 	}
 	return ncclInternalError;
@@ -167,29 +195,82 @@ ncclResult_t emu_irecv(struct emu_pair *p, void *data, int size, int tag, void *
 {
 	ncclResult_t r;
 
+	if (host_mh(p, p->rcomm, data, size, &mh))
+		return ncclInternalError;
 	for (int i = 0; i < 100000; i++) {
 		r = net->irecv(p->rcomm, 1, &data, &size, &tag, &mh, req);
 		if (r != ncclSuccess || *req)
-			return r;
+			return queued(&p->rq, r, *req);
 		null_seen++;
 	}
 	return ncclInternalError;
 }
 
-int emu_wait(void *req, ncclResult_t *res)
+static int sizes_written;
+
+static void pump_queue(struct emu_queue *q)
+{
+	int done = 0, sizes[1] = { -12345 };
+
+	if (q->head == q->n)
+		return;
+	q->res[q->head] = net->test(q->req[q->head], &done, sizes);
+	if (sizes[0] != -12345)
+		sizes_written = 1;
+	if (done || q->res[q->head] != ncclSuccess)
+		q->head++;
+}
+
+void emu_pump(struct emu_pair *p)
+{
+	pump_queue(&p->sq);
+	pump_queue(&p->rq);
+}
+
+/* Index of the latest post of req, and its queue. */
+static int find(struct emu_pair *p, void *req, struct emu_queue **q)
+{
+	for (int side = 0; side < 2; side++) {
+		*q = side ? &p->rq : &p->sq;
+		for (int i = (*q)->n - 1; i >= 0; i--)
+			if ((*q)->req[i] == req)
+				return i;
+	}
+	return -1;
+}
+
+int emu_test(struct emu_pair *p, void *req, int *done, ncclResult_t *res)
+{
+	struct emu_queue *q;
+	int i = find(p, req, &q);
+
+	*done = 0;
+	if (i < 0) {
+		fprintf(stderr, "request %p was not posted through the harness\n", req);
+		return -1;
+	}
+	if (i >= q->head)
+		emu_pump(p);
+	if (sizes_written) {
+		fprintf(stderr, "test wrote sizes\n");
+		return -1;
+	}
+	if (i < q->head) {
+		*done = 1;
+		*res = q->res[i];
+	}
+	return 0;
+}
+
+int emu_wait(struct emu_pair *p, void *req, ncclResult_t *res)
 {
 	double deadline = now() + 20;
 	int done = 0;
-	int sizes[1] = { -12345 };
 
 	while (now() < deadline) {
-		*res = net->test(req, &done, sizes);
-		if (sizes[0] != -12345) {
-			fprintf(stderr, "test wrote sizes\n");
-			*res = ncclInternalError;
+		if (emu_test(p, req, &done, res))
 			return -1;
-		}
-		if (*res != ncclSuccess || done)
+		if (done)
 			return 0;
 	}
 	fprintf(stderr, "request %p not done after 20 s\n", req);
@@ -207,33 +288,52 @@ int emu_unpack(const struct tp_unpack_handle *uh, int slot, char *dst, uint64_t 
 {
 	const struct tp_unpack_meta *meta = uh->meta;
 	uint64_t cnt = __atomic_load_n(&meta->cnt[slot], __ATOMIC_ACQUIRE);
-	uint64_t off = 0;
+	uint64_t covered = 0;
+	unsigned char *seen;
 
 	if (cnt > TP_UNPACK_MAX_PAGES) {
 		fprintf(stderr, "slot %d: %llu records\n", slot, (unsigned long long)cnt);
 		return -1;
 	}
+	/* Records come in task completion order with any length up to a page:
+	 * a byte map catches overlaps and gaps without assuming an order. */
+	seen = calloc(size / 8 + 1, 1);
+	if (!seen)
+		return -1;
 	for (uint64_t i = 0; i < cnt; i++) {
 		const tp_unpack_rec *r = &meta->mem[slot][i];
 		uint32_t in_page = r->src_off % TP_UNPACK_PAGE_SIZE;
 
-		if (r->dst_off != off || r->len == 0 || r->len > TP_UNPACK_PAGE_SIZE ||
-		    in_page + r->len > TP_UNPACK_PAGE_SIZE ||
-		    (i + 1 < cnt && r->len < TP_UNPACK_PAGE_SIZE / 2)) {
-			fprintf(stderr, "slot %d record %llu bad: src %u len %u dst %llu (want %llu)\n",
+		if (r->len == 0 || r->len > TP_UNPACK_PAGE_SIZE ||
+		    in_page + r->len > TP_UNPACK_PAGE_SIZE || r->dst_off > size ||
+		    r->len > size - r->dst_off) {
+			fprintf(stderr, "slot %d record %llu bad: src %u len %u dst %llu (size %llu)\n",
 				slot, (unsigned long long)i, r->src_off, r->len,
-				(unsigned long long)r->dst_off, (unsigned long long)off);
-			return -1;
+				(unsigned long long)r->dst_off, (unsigned long long)size);
+			goto fail;
+		}
+		for (uint64_t b = r->dst_off; b < r->dst_off + r->len; b++) {
+			if (seen[b / 8] & (1u << (b % 8))) {
+				fprintf(stderr, "slot %d record %llu overlaps byte %llu\n", slot,
+					(unsigned long long)i, (unsigned long long)b);
+				goto fail;
+			}
+			seen[b / 8] |= (unsigned char)(1u << (b % 8));
 		}
 		memcpy(dst + r->dst_off, (const char *)uh->bounce_buf + r->src_off, r->len);
-		off += r->len;
+		covered += r->len;
 	}
-	if (off != size) {
+	free(seen);
+	if (covered != size) {
 		fprintf(stderr, "slot %d records cover %llu bytes, want %llu\n", slot,
-			(unsigned long long)off, (unsigned long long)size);
+			(unsigned long long)covered, (unsigned long long)size);
 		return -1;
 	}
 	return (int)cnt;
+
+fail:
+	free(seen);
+	return -1;
 }
 
 void emu_fill_random(void *buf, size_t n, uint32_t seed)

@@ -22,6 +22,15 @@ int emu_warn_count(void);
 void emu_clear_warn(void);
 int emu_warned(const char *needle);
 
+/* Requests posted on one side, in posting order, and what test said. */
+#define EMU_QUEUE 1024
+struct emu_queue {
+	void *req[EMU_QUEUE];
+	ncclResult_t res[EMU_QUEUE];
+	int n;    /* posted */
+	int head; /* [0, head) reported done by test */
+};
+
 struct emu_pair {
 	void *lcomm;
 	void *scomm;
@@ -31,27 +40,44 @@ struct emu_pair {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];  /* the connector's private copy */
 	int connect_calls;
 	int accept_calls;
+	/* The plugin moves bytes only inside test() (DESIGN §4.13): waiting on
+	 * one request tests the oldest open request of both sides, as a real
+	 * caller's progress loop must. */
+	struct emu_queue sq, rq;
+	/* Registrations the helpers made for posts given no mhandle. */
+	void *auto_mh[EMU_QUEUE];
+	void *auto_comm[EMU_QUEUE];
+	int nauto;
 };
 
 int emu_pair_open(struct emu_pair *p);
 void emu_pair_close(struct emu_pair *p);
 
-/* Posts, retrying while the plugin answers with a NULL request. */
+/* Posts, retrying while the plugin answers with a NULL request.  A NULL mh
+ * registers [data, data + size) as host memory on that comm first (the
+ * plugin refuses NULL mhandles, as TCPX does). */
 ncclResult_t emu_isend(struct emu_pair *p, void *data, int size, int tag, void *mh,
 		       void **req);
 ncclResult_t emu_irecv(struct emu_pair *p, void *data, int size, int tag, void *mh,
 		       void **req);
 
-/* Tests until done or error; -2 on a 20 s deadline. */
-int emu_wait(void *req, ncclResult_t *res);
+/* Tests the oldest open request of each side once. */
+void emu_pump(struct emu_pair *p);
+
+/* Pumps until req (the latest post of that pointer) was reported done or
+ * failed; -2 on a 20 s deadline, -1 when test wrote sizes. */
+int emu_wait(struct emu_pair *p, void *req, ncclResult_t *res);
+
+/* One pump; *done says whether req was reported. */
+int emu_test(struct emu_pair *p, void *req, int *done, ncclResult_t *res);
 
 /* The unpack handle and meta ring of a bounce-mode receive comm (host mode). */
 const struct tp_unpack_handle *emu_unpack_handle(const struct emu_pair *p);
 
 /*
- * Checks the records of slot (within one page, <= 4096, >= 2048 but the
- * last, dst ascending and covering [0, size)) and gathers them into dst.
- * Returns the record count, or -1 with a cmocka-visible message on error.
+ * Checks the records of slot (each 1..4096 bytes within one page and inside
+ * [0, size); together covering it once, in any order) and gathers them
+ * into dst.  Returns the record count, or -1 with a message on stderr.
  */
 int emu_unpack(const struct tp_unpack_handle *uh, int slot, char *dst, uint64_t size);
 

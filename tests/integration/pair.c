@@ -179,3 +179,62 @@ void tp_pair_close(struct tp_pair *p)
 		p->s[i] = NULL;
 	}
 }
+
+struct link_side {
+	tcpx_p2p_listener *l;
+	const void *peer;
+	size_t peer_len;
+	tcpx_p2p_conn **out;
+	int rc;
+};
+
+static void *link_side_main(void *arg)
+{
+	struct link_side *ls = arg;
+
+	ls->rc = tcpx_p2p_connect(ls->l, ls->peer, ls->peer_len, TP_TEST_TIMEOUT_MS, ls->out);
+	if (ls->rc) {
+		fprintf(stderr, "tp_link: %s: %s\n", tcpx_p2p_strerror(ls->rc),
+			tcpx_p2p_last_error());
+		tcpx_p2p_listener_destroy(ls->l);
+	}
+	return NULL;
+}
+
+int tp_link(tcpx_p2p_session *a, tcpx_p2p_session *b, tcpx_p2p_conn **ca, tcpx_p2p_conn **cb)
+{
+	struct link_side side[2] = { { .out = ca }, { .out = cb } };
+	tcpx_p2p_session *s[2] = { a, b };
+	unsigned char copy[2][8192];
+	const void *blob[2];
+	size_t len[2];
+	pthread_t th;
+	int i, rc;
+
+	for (i = 0; i < 2; i++) {
+		rc = tcpx_p2p_listen(s[i], &side[i].l);
+		if (rc) {
+			if (i)
+				tcpx_p2p_listener_destroy(side[0].l);
+			return rc;
+		}
+		tcpx_p2p_listener_blob(side[i].l, &blob[i], &len[i]);
+		if (len[i] > sizeof(copy[i]))
+			return TCPX_P2P_EINTERNAL;
+		memcpy(copy[i], blob[i], len[i]); /* as an application would ship it */
+	}
+	for (i = 0; i < 2; i++) {
+		side[i].peer = copy[1 - i];
+		side[i].peer_len = len[1 - i];
+	}
+	pthread_create(&th, NULL, link_side_main, &side[0]);
+	link_side_main(&side[1]);
+	pthread_join(th, NULL);
+	if (side[0].rc || side[1].rc) {
+		for (i = 0; i < 2; i++)
+			if (!side[i].rc)
+				tcpx_p2p_conn_destroy(*side[i].out);
+		return side[0].rc ? side[0].rc : side[1].rc;
+	}
+	return 0;
+}

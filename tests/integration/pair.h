@@ -20,6 +20,10 @@ int tp_pair_open(struct tp_pair *p, const tcpx_p2p_config *cfg, int use_blobs);
 int tp_pair_open2(struct tp_pair *p, const tcpx_p2p_config cfg[2], int use_blobs);
 void tp_pair_close(struct tp_pair *p);
 
+/* One more connection between two existing sessions of this process, by
+ * blob exchange (each side connects from its own thread).  0 or TCPX_P2P_E*. */
+int tp_link(tcpx_p2p_session *a, tcpx_p2p_session *b, tcpx_p2p_conn **ca, tcpx_p2p_conn **cb);
+
 /* Both peers in one thread: drive all xfers together (waiting on one side
  * alone stalls once the other's window is full) and release each as it
  * completes.  0, or the first error (the rest are left as they are). */

@@ -122,11 +122,10 @@ static void test_bad_arguments_and_busy(void **state)
 	assert_int_equal(done, 0);
 	/* The send arrives late, from the first half of the same buffer. */
 	assert_int_equal(tcpx_p2p_send(p.c[0], mr, 0, 1 << 19, &xs), 0);
-	assert_int_equal(tcpx_p2p_wait(xr, TP_TEST_TIMEOUT_MS), 0);
-	assert_int_equal(tcpx_p2p_wait(xs, TP_TEST_TIMEOUT_MS), 0);
+	/* Both sessions live in this one thread: drive both (the plugin moves
+	 * a sender's bytes only while its side is progressed). */
+	assert_int_equal(tp_complete_all((tcpx_p2p_xfer *[]){ xs, xr }, 2), 0);
 	assert_int_equal(tp_check(buf + (1 << 19), 1 << 19, 9), (size_t)-1);
-	assert_int_equal(tcpx_p2p_xfer_release(xs), 0);
-	assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
 	assert_int_equal(tcpx_p2p_session_destroy(p.s[0]), TCPX_P2P_EBUSY);
 	assert_int_equal(tcpx_p2p_mr_deregister(mr), 0);
 	assert_int_equal(tcpx_p2p_mr_deregister(mr1), 0);

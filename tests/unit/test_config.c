@@ -341,8 +341,18 @@ static void test_resolve_old_struct(void **state)
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_defaults(&out);
 
+	/* A 0.1 caller (up to plugin_path): the fields added in 0.2 get
+	 * their defaults, not the 0x5a bytes behind its struct. */
+	in.struct_size = offsetof(tcpx_p2p_config, progress_thread);
+	in.plugin_path = NULL;
+	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.progress_thread, 0);
+	assert_int_equal(out.mss, 7168);
+
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
+	in.progress_thread = 1;
+	in.mss = 1448;
 	in.plugin_path = NULL;
 	in.handshake_ms = 1000;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
@@ -415,6 +425,8 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_TIMEOUT_MS", "60000" },
 		{ "TCPX_P2P_HANDSHAKE_MS", "10000" },
 		{ "TCPX_P2P_PLUGIN", "(search)" },
+		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
+		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_AUTH_TOKEN", "(none)" },
 		{ "TCPX_P2P_LOG_LEVEL", "info" }, /* set_log(INFO) in setup */
 	};

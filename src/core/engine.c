@@ -1,0 +1,317 @@
+/* The session-wide progress engine.  TCPX moves bytes only inside test()
+ * (DESIGN §4.13), so a connection nobody progresses stands still: every
+ * wait, test and progress call therefore drives every connection of the
+ * session, not only the one it is about, and an optional thread per
+ * session does the same on its own so that callers may post and return.
+ *
+ * Locking: the engine's rwlock guards the list of conns.  A pass holds it
+ * for reading and takes each conn's lock with trylock (a conn another
+ * thread holds is being progressed by that thread, or is posting), except
+ * the conn the caller waits on, which it locks.  Creating and destroying a
+ * conn take the list for writing; nothing holds a conn lock while taking
+ * the list, so the order list -> conn never inverts. */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "util/error.h"
+#include "util/log.h"
+
+/* Back-off when every transfer waits on the network: passes spin this
+ * many times, then yield this many, then sleep from the first to the last
+ * sleep length, doubling.  The cost: up to TP_SLEEP_MAX_NS of added latency
+ * after a stall, and about one pass per sleep of CPU. */
+#define TP_SPIN_PASSES 64u
+#define TP_YIELD_PASSES 256u
+#define TP_SLEEP_MIN_NS 2000
+#define TP_SLEEP_MAX_NS 50000
+#define TP_WAIT_SLICE_NS 10000000
+
+struct tp_engine {
+	pthread_rwlock_t list_lock;
+	struct tcpx_p2p_conn *conns;
+	unsigned rr; /* where the next pass starts (fairness) */
+
+	/* Completion notices for waiters while the thread progresses. */
+	pthread_mutex_t done_lock;
+	pthread_cond_t done_cv;
+	uint64_t completions;
+
+	/* The progress thread (TCPX_P2P_PROGRESS_THREAD). */
+	bool threaded;
+	pthread_t tid;
+	pthread_mutex_t work_lock;
+	pthread_cond_t work_cv;
+	bool stop;
+	uint64_t kicks; /* posts seen; the thread sleeps only when idle */
+};
+
+int64_t tp__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct timespec abs_time(int64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+
+	return ts;
+}
+
+void tp__backoff(struct tp_backoff *b, const struct tp_progress *st)
+{
+	struct timespec ts;
+	int64_t ns;
+	unsigned n;
+
+	if (st->moved || st->pending) {
+		b->idle = 0;
+		return;
+	}
+	n = ++b->idle;
+	if (n <= TP_SPIN_PASSES)
+		return;
+	if (n <= TP_SPIN_PASSES + TP_YIELD_PASSES) {
+		sched_yield();
+		return;
+	}
+	n -= TP_SPIN_PASSES + TP_YIELD_PASSES;
+	ns = n >= 5 ? TP_SLEEP_MAX_NS : (int64_t)TP_SLEEP_MIN_NS << n;
+	if (ns > TP_SLEEP_MAX_NS)
+		ns = TP_SLEEP_MAX_NS;
+	ts = abs_time(ns);
+	nanosleep(&ts, NULL);
+}
+
+void tp__engine_notify(struct tcpx_p2p_session *s, uint64_t n)
+{
+	struct tp_engine *e = s->engine;
+
+	if (!n || !e->threaded)
+		return;
+	pthread_mutex_lock(&e->done_lock);
+	e->completions += n;
+	pthread_cond_broadcast(&e->done_cv);
+	pthread_mutex_unlock(&e->done_lock);
+}
+
+void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
+		     struct tp_progress *st)
+{
+	struct tp_engine *e = s->engine;
+	struct tcpx_p2p_conn *c, *start;
+	struct tp_progress one;
+	uint64_t completed = 0, before;
+	unsigned i, skip;
+
+	*st = (struct tp_progress){ 0 };
+	pthread_rwlock_rdlock(&e->list_lock);
+	/* Start each pass one conn further along, so that no conn always
+	 * goes last when passes are cut short by contention. */
+	skip = __atomic_fetch_add(&e->rr, 1, __ATOMIC_RELAXED);
+	start = e->conns;
+	for (c = e->conns, i = 0; c; c = c->enext, i++)
+		;
+	for (i = i ? skip % i : 0; i && start; i--)
+		start = start->enext;
+	c = start;
+	while (c) {
+		if (c == own) {
+			pthread_mutex_lock(&c->lock);
+		} else if (pthread_mutex_trylock(&c->lock)) {
+			/* Another thread has it; it may have work all the same. */
+			st->busy = true;
+			goto next;
+		}
+		before = c->completed;
+		tp__progress(c, &one);
+		completed += c->completed - before;
+		pthread_mutex_unlock(&c->lock);
+		st->moved |= one.moved;
+		st->pending |= one.pending;
+		st->busy |= one.busy;
+next:
+		c = c->enext ? c->enext : e->conns;
+		if (c == start)
+			break;
+	}
+	pthread_rwlock_unlock(&e->list_lock);
+	tp__engine_notify(s, completed);
+}
+
+bool tp__engine_threaded(const struct tcpx_p2p_session *s)
+{
+	return s->engine->threaded;
+}
+
+uint64_t tp__engine_completions(struct tcpx_p2p_session *s)
+{
+	struct tp_engine *e = s->engine;
+	uint64_t n;
+
+	pthread_mutex_lock(&e->done_lock);
+	n = e->completions;
+	pthread_mutex_unlock(&e->done_lock);
+	return n;
+}
+
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns)
+{
+	struct tp_engine *e = s->engine;
+	struct timespec ts;
+
+	/* Waiters re-check at least this often whatever they were told. */
+	if (deadline_ns - tp__now_ns() > TP_WAIT_SLICE_NS)
+		deadline_ns = tp__now_ns() + TP_WAIT_SLICE_NS;
+	ts = abs_time(deadline_ns);
+	pthread_mutex_lock(&e->done_lock);
+	while (e->completions == seen && tp__now_ns() < deadline_ns)
+		if (pthread_cond_timedwait(&e->done_cv, &e->done_lock, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&e->done_lock);
+}
+
+void tp__engine_kick(struct tcpx_p2p_session *s)
+{
+	struct tp_engine *e = s->engine;
+
+	if (!e->threaded)
+		return;
+	pthread_mutex_lock(&e->work_lock);
+	e->kicks++;
+	pthread_cond_signal(&e->work_cv);
+	pthread_mutex_unlock(&e->work_lock);
+}
+
+/* Progress until stopped; sleep on the work condition while no transfer is
+ * pending anywhere in the session. */
+static void *progress_main(void *arg)
+{
+	struct tcpx_p2p_session *s = arg;
+	struct tp_engine *e = s->engine;
+	struct tp_backoff b = { 0 };
+	struct tp_progress st;
+	uint64_t kicks = 0;
+
+	if (tp__session_use_gpu(s))
+		TP_WARN("progress", "progress thread: cannot select gpu %d: %s", s->cfg.gpu,
+			tcpx_p2p_last_error());
+	for (;;) {
+		pthread_mutex_lock(&e->work_lock);
+		if (e->stop) {
+			pthread_mutex_unlock(&e->work_lock);
+			break;
+		}
+		kicks = e->kicks;
+		pthread_mutex_unlock(&e->work_lock);
+		tp__engine_pass(s, NULL, &st);
+		if (st.busy) {
+			tp__backoff(&b, &st);
+			continue;
+		}
+		b.idle = 0;
+		pthread_mutex_lock(&e->work_lock);
+		while (!e->stop && e->kicks == kicks)
+			pthread_cond_wait(&e->work_cv, &e->work_lock);
+		pthread_mutex_unlock(&e->work_lock);
+	}
+	return NULL;
+}
+
+static void engine_free(struct tp_engine *e)
+{
+	pthread_cond_destroy(&e->work_cv);
+	pthread_mutex_destroy(&e->work_lock);
+	pthread_cond_destroy(&e->done_cv);
+	pthread_mutex_destroy(&e->done_lock);
+	pthread_rwlock_destroy(&e->list_lock);
+	free(e);
+}
+
+int tp__engine_create(struct tcpx_p2p_session *s)
+{
+	pthread_rwlockattr_t attr;
+	pthread_condattr_t cattr;
+	struct tp_engine *e = calloc(1, sizeof(*e));
+	int rc;
+
+	if (!e)
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: out of memory");
+	/* Writers (conn create/destroy) must not starve behind a progress
+	 * thread that keeps the list read-locked most of the time. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&e->list_lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	pthread_mutex_init(&e->done_lock, NULL);
+	/* Deadlines come from tp__now_ns(), a CLOCK_MONOTONIC time. */
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->done_cv, &cattr);
+	pthread_condattr_destroy(&cattr);
+	pthread_mutex_init(&e->work_lock, NULL);
+	pthread_cond_init(&e->work_cv, NULL);
+	s->engine = e;
+	if (!s->cfg.progress_thread)
+		return 0;
+	e->threaded = true;
+	rc = pthread_create(&e->tid, NULL, progress_main, s);
+	if (rc) {
+		s->engine = NULL;
+		engine_free(e);
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: cannot start the progress "
+				 "thread: %s", strerror(rc));
+	}
+	return 0;
+}
+
+void tp__engine_destroy(struct tcpx_p2p_session *s)
+{
+	struct tp_engine *e = s->engine;
+
+	if (!e)
+		return;
+	if (e->threaded) {
+		pthread_mutex_lock(&e->work_lock);
+		e->stop = true;
+		pthread_cond_signal(&e->work_cv);
+		pthread_mutex_unlock(&e->work_lock);
+		pthread_join(e->tid, NULL);
+	}
+	s->engine = NULL;
+	engine_free(e);
+}
+
+void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
+{
+	struct tp_engine *e = s->engine;
+
+	pthread_rwlock_wrlock(&e->list_lock);
+	c->eprev = NULL;
+	c->enext = e->conns;
+	if (e->conns)
+		e->conns->eprev = c;
+	e->conns = c;
+	pthread_rwlock_unlock(&e->list_lock);
+}
+
+void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
+{
+	struct tp_engine *e = s->engine;
+
+	pthread_rwlock_wrlock(&e->list_lock);
+	if (c->eprev)
+		c->eprev->enext = c->enext;
+	else
+		e->conns = c->enext;
+	if (c->enext)
+		c->enext->eprev = c->eprev;
+	c->eprev = c->enext = NULL;
+	pthread_rwlock_unlock(&e->list_lock);
+}
