@@ -9,6 +9,7 @@
  * oldest is dropped, so silent connections cannot crowd out a real peer. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@
 #include "util/sock.h"
 
 #define TP_SERVER_MAX_PENDING 64
+/* Longest a server_accept holds the server's lock in one poll, so that
+ * several threads may accept on one server. */
+#define TP_SERVER_SLICE_MS 20
 
 struct tp_pending {
 	int fd;
@@ -31,6 +35,7 @@ struct tcpx_p2p_server {
 	struct tcpx_p2p_session *s;
 	int fd;
 	uint16_t port;
+	pthread_mutex_t lock; /* guards the pending set */
 	int npend;
 	struct tp_pending pend[TP_SERVER_MAX_PENDING]; /* oldest first */
 };
@@ -52,6 +57,7 @@ int tcpx_p2p_server_create(tcpx_p2p_session *s, const char *bind_addr, uint16_t 
 		return rc;
 	}
 	srv->s = s;
+	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_lock(&s->lock);
 	s->nservers++;
 	pthread_mutex_unlock(&s->lock);
@@ -81,6 +87,7 @@ int tcpx_p2p_server_destroy(tcpx_p2p_server *srv)
 	while (srv->npend)
 		pend_drop(srv, 0);
 	tp__sock_close(srv->fd);
+	pthread_mutex_destroy(&srv->lock);
 	pthread_mutex_lock(&srv->s->lock);
 	srv->s->nservers--;
 	pthread_mutex_unlock(&srv->s->lock);
@@ -133,8 +140,9 @@ static int expire(struct tcpx_p2p_server *srv, int64_t now)
 }
 
 /* Index of a pending connection with something to read, -1 if none came
- * before wait_ms; < -1 (an error code) if poll itself failed. */
-static int wait_ready(struct tcpx_p2p_server *srv, int wait_ms, bool *listen_ready)
+ * before wait_ms (the listening socket may have become ready); < -1 (an
+ * error code) if poll itself failed. */
+static int wait_ready(struct tcpx_p2p_server *srv, int wait_ms)
 {
 	struct pollfd pfd[TP_SERVER_MAX_PENDING + 1];
 	int i, n;
@@ -146,63 +154,80 @@ static int wait_ready(struct tcpx_p2p_server *srv, int wait_ms, bool *listen_rea
 		pfd[i + 1].events = POLLIN;
 	}
 	n = poll(pfd, (nfds_t)srv->npend + 1, wait_ms);
-	*listen_ready = false;
 	if (n < 0)
 		return errno == EINTR ? -1 :
 				       tp__error(TCPX_P2P_ENET, "server_accept: poll: %s",
 						 strerror(errno));
-	*listen_ready = n > 0 && (pfd[0].revents & POLLIN);
 	for (i = 0; n > 0 && i < srv->npend; i++)
 		if (pfd[i + 1].revents)
 			return i;
 	return -1;
 }
 
+/* One look under the server's lock: take what is queued, drop who let
+ * their deadline pass, then wait at most one slice for a peer to speak.
+ * 1 with *p taken out of the set when one did, 0 when none did, < 0 an
+ * error (ETIMEDOUT once deadline passed). */
+static int pick(struct tcpx_p2p_server *srv, int64_t deadline, int timeout_ms, int *dropped,
+		struct tp_pending *p)
+{
+	int64_t now, next;
+	int rc, i;
+
+	pthread_mutex_lock(&srv->lock);
+	rc = accept_queued(srv);
+	if (rc)
+		goto unlock;
+	now = tp__now_ms();
+	*dropped += expire(srv, now);
+	if (deadline >= 0 && now >= deadline) {
+		rc = tp__error(TCPX_P2P_ETIMEDOUT,
+			       "accept: timed out: no peer completed a handshake within %d ms "
+			       "(%d silent connection(s) dropped after %d ms, %d still waiting)",
+			       timeout_ms, *dropped, srv->s->cfg.handshake_ms, srv->npend);
+		goto unlock;
+	}
+	next = now + TP_SERVER_SLICE_MS;
+	if (deadline >= 0 && deadline < next)
+		next = deadline;
+	for (i = 0; i < srv->npend; i++)
+		if (srv->pend[i].deadline < next)
+			next = srv->pend[i].deadline;
+	i = wait_ready(srv, (int)(next - now));
+	rc = i < -1 ? i : 0;
+	if (i >= 0) {
+		*p = srv->pend[i];
+		memmove(&srv->pend[i], &srv->pend[i + 1],
+			(size_t)(srv->npend - i - 1) * sizeof(srv->pend[0]));
+		srv->npend--;
+		rc = 1;
+	}
+unlock:
+	pthread_mutex_unlock(&srv->lock);
+	return rc;
+}
+
 int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out)
 {
 	struct tp_pending p;
-	int64_t deadline, now, next;
-	int rc, i, dropped = 0;
-	bool listen_ready = true;
+	int64_t deadline;
+	int rc, dropped = 0;
 
 	if (!srv || !out)
 		return tp__error(TCPX_P2P_EINVAL, "server_accept: NULL argument");
 	timeout_ms = tp__session_timeout(srv->s, timeout_ms);
 	deadline = timeout_ms < 0 ? -1 : tp__now_ms() + timeout_ms;
-	for (;;) {
-		if (listen_ready) {
-			rc = accept_queued(srv);
-			if (rc)
-				return rc;
-		}
-		now = tp__now_ms();
-		dropped += expire(srv, now);
-		if (deadline >= 0 && now >= deadline)
-			return tp__error(TCPX_P2P_ETIMEDOUT,
-					 "accept: timed out: no peer completed a handshake within "
-					 "%d ms (%d silent connection(s) dropped after %d ms, %d "
-					 "still waiting)",
-					 timeout_ms, dropped, srv->s->cfg.handshake_ms, srv->npend);
-		next = deadline;
-		for (i = 0; i < srv->npend; i++)
-			if (next < 0 || srv->pend[i].deadline < next)
-				next = srv->pend[i].deadline;
-		i = wait_ready(srv, next < 0 ? -1 : (int)(next - now), &listen_ready);
-		if (i < -1)
-			return i;
-		if (i < 0)
-			continue;
-		p = srv->pend[i];
-		memmove(&srv->pend[i], &srv->pend[i + 1],
-			(size_t)(srv->npend - i - 1) * sizeof(srv->pend[0]));
-		srv->npend--;
-		rc = tp__handshake(srv->s, p.fd, p.peer, true,
-				   deadline >= 0 && deadline < p.deadline ? deadline : p.deadline,
-				   deadline, out);
-		if (rc)
-			tp__sock_close(p.fd);
+	while ((rc = pick(srv, deadline, timeout_ms, &dropped, &p)) == 0)
+		sched_yield(); /* let another accepting thread have the lock */
+	if (rc < 0)
 		return rc;
-	}
+	/* The handshake runs outside the lock: other threads go on accepting. */
+	rc = tp__handshake(srv->s, p.fd, p.peer, true,
+			   deadline >= 0 && deadline < p.deadline ? deadline : p.deadline, deadline,
+			   out);
+	if (rc)
+		tp__sock_close(p.fd);
+	return rc;
 }
 
 int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int timeout_ms,

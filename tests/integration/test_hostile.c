@@ -275,6 +275,57 @@ static void test_silent_sockets_block_nobody(void **state)
 		assert_int_equal(tcpx_p2p_session_destroy(s[i]), 0);
 }
 
+struct accepter {
+	tcpx_p2p_server *srv;
+	tcpx_p2p_conn *c;
+	int rc;
+};
+
+static void *accept_thread(void *arg)
+{
+	struct accepter *a = arg;
+
+	a->rc = tcpx_p2p_server_accept(a->srv, 10000, &a->c);
+	return NULL;
+}
+
+/* Two threads accepting on one server while two peers dial it. */
+static void test_concurrent_accept(void **state)
+{
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_server *srv;
+	struct accepter a[2] = { { 0 } };
+	struct dialer d[2] = { { 0 } };
+	pthread_t ta[2], td[2];
+	uint16_t port;
+	int i;
+
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_create(NULL, &s[i]), 0);
+	assert_int_equal(tcpx_p2p_server_create(s[0], "127.0.0.1", 0, &srv), 0);
+	assert_int_equal(tcpx_p2p_server_port(srv, &port), 0);
+	for (i = 0; i < 2; i++) {
+		a[i].srv = srv;
+		d[i].s = s[1];
+		d[i].port = port;
+		assert_int_equal(pthread_create(&ta[i], NULL, accept_thread, &a[i]), 0);
+		assert_int_equal(pthread_create(&td[i], NULL, dial_thread, &d[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(ta[i], NULL), 0);
+		assert_int_equal(pthread_join(td[i], NULL), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(a[i].rc, 0);
+		assert_int_equal(d[i].rc, 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(a[i].c), 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(d[i].c), 0);
+	}
+	assert_int_equal(tcpx_p2p_server_destroy(srv), 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_destroy(s[i]), 0);
+}
+
 /* TCPX_P2P_HANDSHAKE_MS: a silent connection is dropped after it, while
  * server_accept keeps waiting for its own, longer deadline. */
 static void test_handshake_deadline(void **state)
@@ -401,6 +452,7 @@ int main(void)
 		cmocka_unit_test(test_peer_string_sanitised),
 		cmocka_unit_test(test_failed_connects_leak_nothing),
 		cmocka_unit_test(test_silent_sockets_block_nobody),
+		cmocka_unit_test(test_concurrent_accept),
 		cmocka_unit_test(test_handshake_deadline),
 		cmocka_unit_test(test_length_mismatch),
 		cmocka_unit_test(test_fd_exhaustion),
