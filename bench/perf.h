@@ -2,6 +2,7 @@
 #ifndef TP_BENCH_PERF_H
 #define TP_BENCH_PERF_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 enum perf_mode { PERF_SERVER, PERF_CLIENT, PERF_LOOPBACK, PERF_AUTO };
 
 #define PERF_MAX_CONNS 64
+#define PERF_MAX_PAIRS 64
 
 struct perf_opts {
 	enum perf_mode mode;
@@ -27,6 +29,13 @@ struct perf_opts {
 	const char *json;     /* file for results, "-" = stdout */
 	int timeout_ms;
 	tcpx_p2p_config cfg;  /* library settings after env + flags */
+	/* Multi-session mode (--pairs N or --gpus LIST): npairs sessions in
+	 * this process, a thread each; pair k listens on port + k (server) or
+	 * dials pair_ports[k] when set, else port + k (client). */
+	int multi;
+	int npairs;                       /* 1 unless multi */
+	int pair_gpu[PERF_MAX_PAIRS];     /* --gpus; -1 with --pairs (host memory) */
+	const uint16_t *pair_ports;       /* loopback: the server pairs' ports */
 };
 
 /* Parse argv (and TCPX_P2P_PERF_* / launcher environment).
@@ -35,11 +44,14 @@ int perf_parse(int argc, char **argv, struct perf_opts *o);
 void perf_dump_config(const struct perf_opts *o, FILE *f);
 
 
+/* Called by a server (pair `pair`, 0 in the single mode) once it listens. */
+typedef void perf_listening_fn(void *arg, int pair, uint16_t port);
+
 /* Run one peer: role 0 = server (receiver), 1 = client (sender).  Prints
- * the table when `report` is set; a server calls listening(arg, port) once
- * it listens.  Returns 0, a TCPX_P2P_E* code, or -1 (verification). */
-int perf_run(const struct perf_opts *o, int role, int report,
-	     void (*listening)(void *arg, uint16_t port), void *arg);
+ * the table when `report` is set.  Returns 0, a TCPX_P2P_E* code, or -1
+ * (verification). */
+int perf_run(const struct perf_opts *o, int role, int report, perf_listening_fn *listening,
+	     void *arg);
 
 /* What one peer's run reports besides the rows. */
 struct perf_peer_info {
@@ -50,11 +62,50 @@ struct perf_peer_info {
 	double setup_ms;              /* first dial/accept until all conns exist */
 };
 
+/* The pairs of one peer in multi-session mode: their threads meet at
+ * perf_group_sync before every timed iteration, so all pairs transfer at
+ * once, and record when each iteration started and ended. */
+struct perf_group {
+	const struct perf_opts *o;
+	int role, report;
+	perf_listening_fn *listening;
+	void *arg;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int arrived, generation;
+	int failed;                 /* a pair failed: every sync returns -1 */
+	int running;                /* pair threads not yet finished */
+	int rc;                     /* the first failing pair's code */
+	double *t0, *t1;            /* [pair * iters + it], seconds */
+	struct perf_peer_info *pi;  /* per pair, once connected */
+	struct bench_row *rows;     /* per pair, the current size */
+	FILE *json;
+	int first;                  /* no JSON record written yet */
+};
+
+/* Run o->npairs sessions of one peer, a thread each, and report the per-pair
+ * table with the aggregate.  Returns 0 or the first pair's failure; exits
+ * the process (status 1) when, after a failure, pairs stay blocked in
+ * set-up (an accept or dial cannot be interrupted). */
+int perf_run_pairs(const struct perf_opts *o, int role, int report, perf_listening_fn *listening,
+		   void *arg);
+/* One pair's thread body (perf_run.c). */
+int perf_run_pair(struct perf_group *g, int pair);
+/* 0 once every pair arrived; -1 when a pair failed. */
+int perf_group_sync(struct perf_group *g);
+/* Reporter: after every pair stored its row of this size. */
+void perf_group_report(struct perf_group *g, size_t size);
+void perf_group_header(struct perf_group *g);
+
 void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *pi);
 void perf_print_row(const struct perf_opts *o, const struct bench_row *r);
 int perf_json_open(const struct perf_opts *o, FILE **f);
+/* pair < 0: the single mode's record; else that pair's record. */
 void perf_json_row(FILE *f, const struct perf_opts *o, const struct perf_peer_info *pi,
-		   const struct bench_row *r, int first);
+		   const struct bench_row *r, int first, int pair);
+/* Multi-session mode: the aggregate over all pairs. */
+void perf_json_aggregate(FILE *f, const struct perf_opts *o, const struct perf_group *g,
+			 const struct bench_row *r);
 void perf_json_close(FILE *f);
 
 #endif

@@ -28,6 +28,12 @@ BENCH_SWEEP_USAGE
 "      --unpack K         kernel|d2d|host (TCPX_P2P_UNPACK)\n"
 "      --mem host|cuda    buffer memory (default host)\n"
 "  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 or 0,0)\n"
+"      --gpus LIST        multi-session mode with --mem cuda: a session per entry\n"
+"                         (e.g. 0-7, 0,1,2,3 or 0,0,0,0), each in its own thread,\n"
+"                         connected to the peer's session of the same index\n"
+"      --pairs N          multi-session mode with --mem host: N sessions (1..64)\n"
+"                         (pair k uses port + k; loopback: both ends of pair k on\n"
+"                         the same GPU; prints each pair and the aggregate)\n"
 "      --bidir            both directions at once (GB/s counts both)\n"
 "      --verify           check every byte of every iteration\n"
 "      --json FILE        write results as a JSON array (- = stdout)\n"
@@ -57,12 +63,42 @@ static int launcher_rank(void)
 }
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
-       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS };
+       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS };
 
 static int bad(const char *opt, const char *val)
 {
 	fprintf(stderr, "tcpx_perf: bad value for %s: '%s'\n", opt, val);
 	return -1;
+}
+
+/* "0-7", "0,1,2,3", "0,0,2-3": entries in order, repeats allowed. */
+static int parse_gpu_list(const char *arg, int *gpu, int *n)
+{
+	const char *s = arg;
+	char *end;
+	long a, b;
+
+	*n = 0;
+	for (;;) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		a = b = strtol(s, &end, 10);
+		if (*end == '-') {
+			s = end + 1;
+			if (*s < '0' || *s > '9')
+				return -1;
+			b = strtol(s, &end, 10);
+		}
+		if (a > 1023 || b > 1023 || b < a || *n + (b - a + 1) > PERF_MAX_PAIRS)
+			return -1;
+		while (a <= b)
+			gpu[(*n)++] = (int)a++;
+		if (!*end)
+			return 0;
+		if (*end != ',')
+			return -1;
+		s = end + 1;
+	}
 }
 
 static int parse_flag(struct perf_opts *o, int c, const char *arg)
@@ -118,6 +154,16 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 		if (!strchr(arg, ','))
 			o->gpu[1] = o->gpu[0];
 		break;
+	case O_GPUS:
+		if (parse_gpu_list(arg, o->pair_gpu, &o->npairs))
+			return bad("--gpus", arg);
+		o->multi |= 1;
+		break;
+	case O_PAIRS:
+		if (bench_parse_int(arg, 1, PERF_MAX_PAIRS, &o->npairs))
+			return bad("--pairs", arg);
+		o->multi |= 2;
+		break;
 	case O_BIDIR: o->bidir = 1; break;
 	case O_VERIFY: o->verify = 1; break;
 	case O_JSON: o->json = arg; break;
@@ -166,6 +212,33 @@ static int parse_mode(struct perf_opts *o, const char *m)
 	return 0;
 }
 
+/* --gpus goes with device memory, --pairs with host memory, never both. */
+static int check_multi(struct perf_opts *o, int gpu_given)
+{
+	const char *why = NULL;
+	int k;
+
+	if (o->multi == 3)
+		why = "give --gpus LIST (--mem cuda) or --pairs N (--mem host), not both";
+	else if (o->multi == 1 && !o->cuda)
+		why = "--gpus needs --mem cuda; with host memory give --pairs N";
+	else if (o->multi == 2 && o->cuda)
+		why = "--pairs is for --mem host; with --mem cuda give --gpus LIST";
+	else if (o->multi && gpu_given)
+		why = "--gpu names one session's GPU; in multi-session mode --gpus names them all";
+	else if (o->multi && o->port + o->npairs - 1 > 65535)
+		why = "--port + number of pairs passes 65535";
+	if (why) {
+		fprintf(stderr, "tcpx_perf: %s\n", why);
+		return -1;
+	}
+	if (o->multi == 2)
+		for (k = 0; k < o->npairs; k++)
+			o->pair_gpu[k] = -1;
+	o->multi = o->multi != 0;
+	return 0;
+}
+
 int perf_parse(int argc, char **argv, struct perf_opts *o)
 {
 	static const struct option longs[] = {
@@ -176,14 +249,15 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "dump-config", 0, NULL, O_DUMP },
-		{ "numa", 1, NULL, O_NUMA },
+		{ "numa", 1, NULL, O_NUMA }, { "gpus", 1, NULL, O_GPUS }, { "pairs", 1, NULL, O_PAIRS },
 		{ "quiet", 0, NULL, 'q' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	const char *v;
-	int c;
+	int c, gpu_given = 0;
 
 	memset(o, 0, sizeof(*o));
 	o->port = 18515;
+	o->npairs = 1;
 	o->conns = 1;
 	bench_sweep_defaults(&o->sweep);
 	o->numa = BENCH_NUMA_AUTO;
@@ -207,11 +281,15 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 			usage(stdout);
 			return 1;
 		}
+		if (c == 'g')
+			gpu_given = 1;
 		if (c == '?' || parse_flag(o, c, optarg)) {
 			usage(stderr);
 			return -1;
 		}
 	}
+	if (check_multi(o, gpu_given))
+		return -1;
 	if (o->dump_config)
 		return 0;
 	if (optind != argc - 1) {

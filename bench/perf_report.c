@@ -65,26 +65,56 @@ int perf_json_open(const struct perf_opts *o, FILE **f)
 	return 0;
 }
 
-void perf_json_row(FILE *f, const struct perf_opts *o, const struct perf_peer_info *pi,
-		   const struct bench_row *r, int first)
+/* The run's settings; gpu/net_dev/numa of one pair, or (pi NULL, the
+ * aggregate) the lists of all pairs from g. */
+static void json_config(FILE *f, const struct perf_opts *o, const struct perf_peer_info *pi,
+			const struct perf_group *g)
 {
-	const tcpx_p2p_session_info *info = &pi->session;
+	const struct perf_peer_info *p0 = pi ? pi : &g->pi[0];
+	int k;
 
-	if (!f)
-		return;
-	fprintf(f, "%s  {\"size\": %zu, \"iters\": %d, \"time_us\": %.3f, \"gbps\": %.4f, "
-		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"setup_ms\": %.3f, "
-		"\"config\": {\"role\": \"%s\", \"mem\": \"%s\", \"gpu\": %d, \"conns\": %d, "
-		"\"channels\": %d, \"chunk_bytes\": %zu, "
+	fprintf(f, "\"config\": {\"role\": \"%s\", \"mem\": \"%s\", ", p0->role ? "client" : "server",
+		o->cuda ? "cuda" : "host");
+	if (pi)
+		fprintf(f, "\"gpu\": %d, ", pi->session.gpu);
+	if (o->multi)
+		fprintf(f, "\"pairs\": %d, ", o->npairs);
+	fprintf(f, "\"conns\": %d, \"channels\": %d, \"chunk_bytes\": %zu, "
 		"\"send_window\": %d, \"recv_window\": %d, \"unpack\": \"%s\", \"bidir\": %s, "
-		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, "
-		"\"net_dev\": %d, \"numa_node\": %d, \"version\": \"%s\"}}",
-		first ? "" : ",\n", r->size, r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us,
-		pi->setup_ms, pi->role ? "client" : "server", o->cuda ? "cuda" : "host", info->gpu,
+		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, ",
 		o->conns, o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window,
 		o->cfg.recv_window, unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
-		o->verify ? "true" : "false", o->sweep.warmup, info->plugin_name, info->plugin_abi,
-		info->net_dev, pi->numa_node, tcpx_p2p_version());
+		o->verify ? "true" : "false", o->sweep.warmup, p0->session.plugin_name,
+		p0->session.plugin_abi);
+	if (pi) {
+		fprintf(f, "\"net_dev\": %d, \"numa_node\": %d, ", pi->session.net_dev,
+			pi->numa_node);
+	} else {
+		for (k = 0; k < o->npairs; k++)
+			fprintf(f, "%s%d", k ? ", " : "\"gpus\": [", g->pi[k].session.gpu);
+		for (k = 0; k < o->npairs; k++)
+			fprintf(f, "%s%d", k ? ", " : "], \"net_devs\": [", g->pi[k].session.net_dev);
+		fputs("], ", f);
+	}
+	fprintf(f, "\"version\": \"%s\"}}", tcpx_p2p_version());
+}
+
+static void json_stats(FILE *f, const struct bench_row *r, double setup_ms, int first)
+{
+	fprintf(f, "%s  {\"size\": %zu, \"iters\": %d, \"time_us\": %.3f, \"gbps\": %.4f, "
+		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"setup_ms\": %.3f, ", first ? "" : ",\n",
+		r->size, r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us, setup_ms);
+}
+
+void perf_json_row(FILE *f, const struct perf_opts *o, const struct perf_peer_info *pi,
+		   const struct bench_row *r, int first, int pair)
+{
+	if (!f)
+		return;
+	json_stats(f, r, pi->setup_ms, first);
+	if (pair >= 0)
+		fprintf(f, "\"pair\": %d, \"aggregate\": false, ", pair);
+	json_config(f, o, pi, NULL);
 	fflush(f);
 }
 
@@ -95,4 +125,105 @@ void perf_json_close(FILE *f)
 	fputs("\n]\n", f);
 	if (f != stdout)
 		fclose(f);
+}
+
+/* ---- multi-session mode ---------------------------------------------------- */
+
+static double slowest_setup(const struct perf_group *g)
+{
+	double m = 0;
+	int k;
+
+	for (k = 0; k < g->o->npairs; k++)
+		m = g->pi[k].setup_ms > m ? g->pi[k].setup_ms : m;
+	return m;
+}
+
+void perf_group_header(struct perf_group *g)
+{
+	const struct perf_opts *o = g->o;
+	const struct perf_peer_info *p0 = &g->pi[0];
+	FILE *out = table_out(o);
+	int k, same_numa = 1;
+
+	fprintf(out, "# tcpx_perf %s: plugin %s (ABI v%d, %s), loaded once for the process\n",
+		g->role ? "client (sender)" : "server (receiver)", p0->session.plugin_name,
+		p0->session.plugin_abi, p0->session.plugin_path);
+	fprintf(out, "# %d pair%s in one process: a session and a thread each, all transferring at "
+		"once\n", o->npairs, o->npairs > 1 ? "s" : "");
+	fprintf(out, "# mem %s, conns %d per pair, channels %d, chunk %zu, window %d/%d, unpack %s, "
+		"%s, warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", o->conns,
+		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
+		unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
+		o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
+	fprintf(out, "# set-up %.1f ms (slowest pair, %s until its %d conn%s existed)\n",
+		slowest_setup(g), g->role ? "first dial" : "first accept", o->conns,
+		o->conns > 1 ? "s" : "");
+	for (k = 1; k < o->npairs; k++)
+		same_numa &= g->pi[k].numa_node == p0->numa_node;
+	if (same_numa && p0->numa_node < 0)
+		fprintf(out, "# NUMA: not bound (%s)\n", p0->numa_why);
+	else
+		for (k = 0; k < o->npairs; k++)
+			fprintf(out, "%s%d", k ? " " : "# NUMA node per pair (-1 = not bound): ",
+				g->pi[k].numa_node);
+	if (!(same_numa && p0->numa_node < 0))
+		fputc('\n', out);
+	fprintf(out, "# GB/s = 10^9 bytes/s of completed payload%s%s; a pair's time = its average "
+		"per transfer; all = every pair's bytes / wall time of the iteration (first start to "
+		"last completion), averaged\n", o->bidir ? " (both directions summed)" : "",
+		o->conns > 1 ? " (all conns summed)" : "");
+	fprintf(out, "# %12s %5s %4s %7s %8s %12s %10s %12s %12s\n", "size(B)", "pair", "gpu",
+		"net_dev", "iters", "time(us)", "GB/s", "p50(us)", "p99(us)");
+	fflush(out);
+}
+
+void perf_json_aggregate(FILE *f, const struct perf_opts *o, const struct perf_group *g,
+			 const struct bench_row *r)
+{
+	if (!f)
+		return;
+	json_stats(f, r, slowest_setup(g), 0);
+	fputs("\"pair\": -1, \"aggregate\": true, ", f);
+	json_config(f, o, NULL, g);
+	fflush(f);
+}
+
+void perf_group_report(struct perf_group *g, size_t size)
+{
+	const struct perf_opts *o = g->o;
+	struct bench_row all = { .size = size, .iters = o->sweep.iters };
+	FILE *out = table_out(o);
+	double *wall, a, b;
+	int k, it, n = o->sweep.iters;
+
+	for (k = 0; k < o->npairs; k++) {
+		const struct bench_row *r = &g->rows[k];
+
+		fprintf(out, "  %12zu %5d %4d %7d %8d %12.1f %10.3f %12.1f %12.1f\n", r->size, k,
+			g->pi[k].session.gpu, g->pi[k].session.net_dev, r->iters, r->avg_us,
+			r->gbps, r->p50_us, r->p99_us);
+		perf_json_row(g->json, o, &g->pi[k], r, g->first, k);
+		g->first = 0;
+	}
+	wall = calloc((size_t)n, sizeof(*wall));
+	if (!wall) {
+		fprintf(out, "  (no memory for the aggregate)\n");
+		return;
+	}
+	for (it = 0; it < n; it++) {
+		a = g->t0[it];
+		b = g->t1[it];
+		for (k = 1; k < o->npairs; k++) {
+			a = g->t0[k * n + it] < a ? g->t0[k * n + it] : a;
+			b = g->t1[k * n + it] > b ? g->t1[k * n + it] : b;
+		}
+		wall[it] = (b - a) * 1e6;
+	}
+	bench_stats(&all, wall, (size_t)o->npairs * (o->bidir ? 2 * size : size));
+	fprintf(out, "  %12zu %5s %4s %7s %8d %12.1f %10.3f %12.1f %12.1f\n", size, "all", "-", "-",
+		n, all.avg_us, all.gbps, all.p50_us, all.p99_us);
+	fflush(out);
+	perf_json_aggregate(g->json, o, g, &all);
+	free(wall);
 }

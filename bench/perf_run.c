@@ -3,7 +3,10 @@
  * conn's rendezvous socket.  An iteration splits the size evenly over the
  * conns, posts every transfer, then waits for them as an application would:
  * tcpx_p2p_wait_any over all of them (the session's progress engine drives
- * every conn whichever xfer is waited on). */
+ * every conn whichever xfer is waited on).  In multi-session mode each pair
+ * runs this in its own thread with its own session; the pairs of a peer
+ * also meet at a group barrier after the conn barrier, so they all start
+ * each timed iteration together. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +17,8 @@
 
 struct peer {
 	const struct perf_opts *o;
+	struct perf_group *g; /* NULL: the single mode */
+	int pair;             /* 0 in the single mode */
 	struct perf_peer_info pi;
 	/* this iteration's, per conn; left set by a failure */
 	tcpx_p2p_xfer *xr[PERF_MAX_CONNS], *xs[PERF_MAX_CONNS];
@@ -25,9 +30,12 @@ struct peer {
 	double *us;
 };
 
+/* "pair K: " in multi-session mode, so each message names its pair. */
+static __thread char who[16];
+
 static int fail(const char *what, int rc)
 {
-	fprintf(stderr, "tcpx_perf: %s: %s (%s)\n", what, tcpx_p2p_strerror(rc),
+	fprintf(stderr, "tcpx_perf: %s%s: %s (%s)\n", who, what, tcpx_p2p_strerror(rc),
 		tcpx_p2p_last_error());
 	return rc;
 }
@@ -51,11 +59,12 @@ static int receives(const struct peer *p)
 	return p->o->bidir || p->pi.role == 0;
 }
 
-/* Pattern stream of (size, iteration, direction): stale or misplaced
- * data from another iteration or direction never matches. */
-static uint64_t seed_of(size_t size, int it, int from_client)
+/* Pattern stream of (pair, size, iteration, direction): stale or misplaced
+ * data from another iteration, direction or pair never matches. */
+static uint64_t seed_of(int pair, size_t size, int it, int from_client)
 {
-	return ((uint64_t)size << 24) ^ ((uint64_t)(unsigned)it << 1) ^ (uint64_t)from_client;
+	return ((uint64_t)size << 24) ^ ((uint64_t)(unsigned)it << 1) ^ (uint64_t)from_client ^
+	       (uint64_t)pair * 0x9e3779b97f4a7c15ull;
 }
 
 /* After a failure this runs once the conn is destroyed (which fails and
@@ -148,35 +157,43 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 {
 	const struct perf_opts *o = p->o;
 	size_t recv_off = o->bidir ? o->sweep.max_bytes : 0;
-	double t0;
+	double t0, t1;
 	size_t bad;
 	int k, rc;
 
-	if (o->verify && sends(p) && bench_buf_fill(&p->buf, 0, size, seed_of(size, it, p->pi.role)))
+	if (o->verify && sends(p) &&
+	    bench_buf_fill(&p->buf, 0, size, seed_of(p->pair, size, it, p->pi.role)))
 		return fail("fill", TCPX_P2P_ECUDA);
 	if (o->verify && receives(p) && bench_buf_poison(&p->buf, recv_off, size))
 		return fail("poison", TCPX_P2P_ECUDA);
 	rc = tcpx_p2p_conn_barrier(p->c[0], o->timeout_ms);
 	if (rc)
 		return fail("barrier", rc);
+	if (p->g && perf_group_sync(p->g))
+		return -1; /* another pair failed and said so */
 	t0 = now_s();
 	rc = post_all(p, size, recv_off);
 	if (!rc)
 		rc = complete_all(p);
 	if (rc)
 		return rc;
-	*us = (now_s() - t0) * 1e6;
+	t1 = now_s();
+	*us = (t1 - t0) * 1e6;
+	if (p->g && it >= 0) {
+		p->g->t0[p->pair * o->sweep.iters + it] = t0;
+		p->g->t1[p->pair * o->sweep.iters + it] = t1;
+	}
 	release_xfers(p);
 	if (!o->verify || !receives(p))
 		return 0;
-	bad = bench_buf_check(&p->buf, recv_off, size, seed_of(size, it, 1 - p->pi.role));
+	bad = bench_buf_check(&p->buf, recv_off, size, seed_of(p->pair, size, it, 1 - p->pi.role));
 	if (bad == (size_t)-1)
 		return 0;
 	if (bad == (size_t)-2)
 		return fail("copying the received buffer back for verification", TCPX_P2P_ECUDA);
 	k = size >= (size_t)o->conns ? (int)(bad / (size / (size_t)o->conns)) : o->conns - 1;
-	fprintf(stderr, "tcpx_perf: verification FAILED: size %zu, iteration %d, first bad byte "
-		"at offset %zu (conn %d)\n", size, it, bad, k < o->conns ? k : o->conns - 1);
+	fprintf(stderr, "tcpx_perf: %sverification FAILED: size %zu, iteration %d, first bad byte "
+		"at offset %zu (conn %d)\n", who, size, it, bad, k < o->conns ? k : o->conns - 1);
 	return -1;
 }
 
@@ -209,11 +226,32 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 		}
 	}
 	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
-	if (report) {
+	if (p->g) {
+		/* Every pair's row and times are in before the reporter reads
+		 * them; nobody writes them again before the next size's first
+		 * sync, which the reporter reaches only after reporting. */
+		p->g->rows[p->pair] = row;
+		if (perf_group_sync(p->g))
+			return -1;
+		if (report)
+			perf_group_report(p->g, size);
+	} else if (report) {
 		perf_print_row(o, &row);
-		perf_json_row(json, o, &p->pi, &row, first);
+		perf_json_row(json, o, &p->pi, &row, first, -1);
 	}
 	return 0;
+}
+
+/* The rendezvous port of this pair: a server listens on port + pair (port
+ * 0, any, stays 0); a client dials the loopback server's pair port when
+ * given, else port + pair. */
+static uint16_t pair_port(const struct peer *p)
+{
+	const struct perf_opts *o = p->o;
+
+	if (p->pi.role == 0)
+		return o->port ? (uint16_t)(o->port + p->pair) : 0;
+	return o->pair_ports ? o->pair_ports[p->pair] : (uint16_t)(o->port + p->pair);
 }
 
 /* Make o->conns conns: the client dials them one after another, the server
@@ -221,28 +259,28 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
  * Each accept builds its conn's channels concurrently.  The set-up time runs
  * from the first dial or accept (the server's includes waiting for the
  * client to dial) until the last conn exists. */
-static int connect_peer(struct peer *p, void (*listening)(void *, uint16_t), void *arg)
+static int connect_peer(struct peer *p, perf_listening_fn *listening, void *arg)
 {
 	const struct perf_opts *o = p->o;
 	tcpx_p2p_server *srv = NULL;
-	uint16_t port;
+	uint16_t port = pair_port(p);
 	double t0;
 	int rc = 0;
 
 	if (p->pi.role == 0) {
-		rc = tcpx_p2p_server_create(p->s, o->bind, o->port, &srv);
+		rc = tcpx_p2p_server_create(p->s, o->bind, port, &srv);
 		if (rc)
 			return fail("listen", rc);
 		tcpx_p2p_server_port(srv, &port);
 		if (listening)
-			listening(arg, port);
+			listening(arg, p->pair, port);
 	}
 	t0 = now_s();
 	for (p->nconns = 0; p->nconns < o->conns; p->nconns++) {
 		if (srv)
 			rc = tcpx_p2p_server_accept(srv, o->timeout_ms, &p->c[p->nconns]);
 		else
-			rc = tcpx_p2p_dial(p->s, o->host, o->port, o->timeout_ms, &p->c[p->nconns]);
+			rc = tcpx_p2p_dial(p->s, o->host, port, o->timeout_ms, &p->c[p->nconns]);
 		if (rc) {
 			fail_conn(srv ? "accept" : "dial", p->nconns, rc);
 			break;
@@ -252,6 +290,49 @@ static int connect_peer(struct peer *p, void (*listening)(void *, uint16_t), voi
 	if (srv)
 		tcpx_p2p_server_destroy(srv);
 	return rc;
+}
+
+#define HELLO_LEN 64
+
+static uint64_t hello_seed(int pair, int npairs, int from_client)
+{
+	return 0x7463707870616972ull ^ ((uint64_t)npairs << 40) ^ ((uint64_t)pair << 8) ^
+	       (uint64_t)from_client;
+}
+
+/* Multi-session mode: before any timing, each side sends a pattern of
+ * (pair, number of pairs) over conn 0 and checks the peer's, so pair k is
+ * known to talk to the peer's pair k and both run as many pairs. */
+static int hello(struct peer *p)
+{
+	const struct perf_opts *o = p->o;
+	size_t bad;
+	int rc;
+
+	if (bench_buf_fill(&p->buf, 0, HELLO_LEN, hello_seed(p->pair, o->npairs, p->pi.role)) ||
+	    bench_buf_poison(&p->buf, HELLO_LEN, HELLO_LEN))
+		return fail("hello fill", TCPX_P2P_ECUDA);
+	rc = tcpx_p2p_recv(p->c[0], p->mr, HELLO_LEN, HELLO_LEN, &p->xr[0]);
+	if (rc)
+		return fail("hello recv", rc);
+	rc = tcpx_p2p_send(p->c[0], p->mr, 0, HELLO_LEN, &p->xs[0]);
+	if (rc)
+		return fail("hello send", rc);
+	rc = complete_all(p);
+	if (rc)
+		return rc;
+	release_xfers(p);
+	bad = bench_buf_check(&p->buf, HELLO_LEN, HELLO_LEN,
+			      hello_seed(p->pair, o->npairs, 1 - p->pi.role));
+	if (bad == (size_t)-2)
+		return fail("hello check", TCPX_P2P_ECUDA);
+	if (bad != (size_t)-1) {
+		fprintf(stderr, "tcpx_perf: %sthe peer did not answer as pair %d of %d: do both "
+			"peers give as many --pairs or --gpus, and does port %u reach the peer's "
+			"pair %d?\n", who, p->pair, o->npairs, (unsigned)pair_port(p), p->pair);
+		return -1;
+	}
+	return 0;
 }
 
 static void destroy_conns(struct peer *p)
@@ -267,27 +348,46 @@ static int run_sizes(struct peer *p, int report)
 	size_t size;
 	int rc, first = 1;
 
-	if (report && perf_json_open(o, &json))
-		return -1;
-	if (report)
-		perf_print_header(o, &p->pi);
+	if (p->g) {
+		/* The reporter's header needs every pair connected. */
+		p->g->pi[p->pair] = p->pi;
+		if (perf_group_sync(p->g))
+			return -1;
+		if (report && perf_json_open(o, &p->g->json))
+			return -1;
+		if (report)
+			perf_group_header(p->g);
+	} else {
+		if (report && perf_json_open(o, &json))
+			return -1;
+		if (report)
+			perf_print_header(o, &p->pi);
+	}
 	for (size = o->sweep.min_bytes, rc = 0; size <= o->sweep.max_bytes && !rc;
 	     size = bench_sweep_next(&o->sweep, size), first = 0)
 		rc = run_size(p, size, report, json, first);
+	if (p->g && report) {
+		perf_json_close(p->g->json);
+		p->g->json = NULL;
+	}
 	perf_json_close(json);
 	return rc;
 }
 
-int perf_run(const struct perf_opts *o, int role, int report,
-	     void (*listening)(void *arg, uint16_t port), void *arg)
+static int run_peer(const struct perf_opts *o, int role, int report, struct perf_group *g,
+		    int pair, perf_listening_fn *listening, void *arg)
 {
-	struct peer p = { .o = o, .pi.role = role };
+	struct peer p = { .o = o, .g = g, .pair = pair, .pi.role = role };
 	tcpx_p2p_config cfg = o->cfg;
 	size_t len = o->bidir ? 2 * o->sweep.max_bytes : o->sweep.max_bytes;
 	char err[256];
 	int rc;
 
-	cfg.gpu = o->cuda ? o->gpu[role] : -1;
+	if (g) {
+		snprintf(who, sizeof(who), "pair %d: ", pair);
+		len = len > 2 * HELLO_LEN ? len : 2 * HELLO_LEN;
+	}
+	cfg.gpu = o->cuda ? (o->multi ? o->pair_gpu[pair] : o->gpu[role]) : -1;
 	p.pi.numa_node = bind_numa(o, cfg.gpu, &p.pi.numa_why);
 	p.pi.session.struct_size = sizeof(p.pi.session);
 	p.us = calloc((size_t)o->sweep.iters, sizeof(*p.us));
@@ -303,7 +403,7 @@ int perf_run(const struct perf_opts *o, int role, int report,
 	if (rc)
 		goto close_conns;
 	if (bench_buf_alloc(&p.buf, len ? len : 1, o->cuda, cfg.gpu, err, sizeof(err))) {
-		fprintf(stderr, "tcpx_perf: %s\n", err);
+		fprintf(stderr, "tcpx_perf: %s%s\n", who, err);
 		rc = -1;
 		goto close_conns;
 	}
@@ -313,7 +413,9 @@ int perf_run(const struct perf_opts *o, int role, int report,
 		fail("mr_register", rc);
 		goto free_buf;
 	}
-	rc = run_sizes(&p, report);
+	rc = g ? hello(&p) : 0;
+	if (!rc)
+		rc = run_sizes(&p, report);
 	/* Neither side closes while the other may still be transferring. */
 	if (!rc && (rc = tcpx_p2p_conn_barrier(p.c[0], o->timeout_ms)))
 		fail("final barrier", rc);
@@ -333,4 +435,15 @@ destroy_session:
 free_us:
 	free(p.us);
 	return rc;
+}
+
+int perf_run(const struct perf_opts *o, int role, int report, perf_listening_fn *listening,
+	     void *arg)
+{
+	return run_peer(o, role, report, NULL, 0, listening, arg);
+}
+
+int perf_run_pair(struct perf_group *g, int pair)
+{
+	return run_peer(g->o, g->role, g->report && pair == 0, g, pair, g->listening, g->arg);
 }

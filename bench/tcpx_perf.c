@@ -12,16 +12,19 @@ struct loopback {
 	const struct perf_opts *o;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int port; /* -1 until the server listens, 0 if it failed */
+	int listening;   /* server pairs listening */
+	int done;        /* the server side returned */
+	uint16_t port[PERF_MAX_PAIRS];
 	int rc;
 };
 
-static void on_listening(void *arg, uint16_t port)
+static void on_listening(void *arg, int pair, uint16_t port)
 {
 	struct loopback *lb = arg;
 
 	pthread_mutex_lock(&lb->lock);
-	lb->port = port;
+	lb->port[pair] = port;
+	lb->listening++;
 	pthread_cond_signal(&lb->cond);
 	pthread_mutex_unlock(&lb->lock);
 }
@@ -29,19 +32,29 @@ static void on_listening(void *arg, uint16_t port)
 static void *server_thread(void *arg)
 {
 	struct loopback *lb = arg;
+	int rc;
 
-	lb->rc = perf_run(lb->o, 0, 1, on_listening, lb);
-	on_listening(lb, 0); /* wake the client if the server never listened */
+	if (lb->o->multi)
+		rc = perf_run_pairs(lb->o, 0, 1, on_listening, lb);
+	else
+		rc = perf_run(lb->o, 0, 1, on_listening, lb);
+	pthread_mutex_lock(&lb->lock);
+	lb->rc = rc;
+	lb->done = 1; /* wakes the client if a server pair never listened */
+	pthread_cond_signal(&lb->cond);
+	pthread_mutex_unlock(&lb->lock);
 	return NULL;
 }
 
-/* Both peers in this process: the server (receiver) reports. */
+/* Both peers in this process: the server (receiver) reports.  In
+ * multi-session mode the server's pairs listen on ports of their own and
+ * the client's pair k dials pair k's. */
 static int run_loopback(const struct perf_opts *o)
 {
 	struct perf_opts server = *o, client = *o;
-	struct loopback lb = { .o = &server, .port = -1 };
+	struct loopback lb = { .o = &server };
 	pthread_t th;
-	int rc;
+	int rc, ready;
 
 	server.bind = "127.0.0.1";
 	server.port = 0;
@@ -50,12 +63,19 @@ static int run_loopback(const struct perf_opts *o)
 	if (pthread_create(&th, NULL, server_thread, &lb))
 		return -1;
 	pthread_mutex_lock(&lb.lock);
-	while (lb.port < 0)
+	while (lb.listening < o->npairs && !lb.done)
 		pthread_cond_wait(&lb.cond, &lb.lock);
+	ready = lb.listening == o->npairs;
 	pthread_mutex_unlock(&lb.lock);
 	client.host = "127.0.0.1";
-	client.port = (uint16_t)lb.port;
-	rc = lb.port ? perf_run(&client, 1, 0, NULL, NULL) : -1;
+	client.port = lb.port[0];
+	client.pair_ports = lb.port;
+	if (!ready)
+		rc = -1;
+	else if (o->multi)
+		rc = perf_run_pairs(&client, 1, 0, NULL, NULL);
+	else
+		rc = perf_run(&client, 1, 0, NULL, NULL);
 	pthread_join(th, NULL);
 	return rc ? rc : lb.rc;
 }
@@ -80,10 +100,10 @@ int main(int argc, char **argv)
 		rc = run_loopback(&o);
 		break;
 	case PERF_SERVER:
-		rc = perf_run(&o, 0, 1, NULL, NULL);
+		rc = o.multi ? perf_run_pairs(&o, 0, 1, NULL, NULL) : perf_run(&o, 0, 1, NULL, NULL);
 		break;
 	default:
-		rc = perf_run(&o, 1, 1, NULL, NULL);
+		rc = o.multi ? perf_run_pairs(&o, 1, 1, NULL, NULL) : perf_run(&o, 1, 1, NULL, NULL);
 		break;
 	}
 	return rc ? 1 : 0;

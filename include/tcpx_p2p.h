@@ -120,6 +120,7 @@ typedef struct tcpx_p2p_config {
 	/* Fields below were added in 0.2; struct_size tells which a caller has. */
 	int progress_thread;  /* 1 = a thread per session drives every transfer */
 	int mss;              /* smallest TCP MSS on the path: bounds the fragments per chunk */
+	const char *nics;     /* devices to stripe channels over: NULL/"auto", "all", "eth1,eth2" */
 	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
 	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
 } tcpx_p2p_config;
@@ -165,6 +166,8 @@ TCPX_P2P_API int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_se
  * destroyed first.  RETURN VALUE: 0; EBUSY (objects remain; nothing freed). */
 TCPX_P2P_API int tcpx_p2p_session_destroy(tcpx_p2p_session *s);
 
+#define TCPX_P2P_MAX_NICS 16
+
 typedef struct tcpx_p2p_session_info {
 	size_t struct_size;
 	const char *plugin_path; /* file the plugin was loaded from */
@@ -173,6 +176,11 @@ typedef struct tcpx_p2p_session_info {
 	int net_dev;
 	int gpu;
 	int unpack;              /* enum tcpx_p2p_unpack in effect */
+	/* Added in 0.2: the devices the channels are striped over (channel i
+	 * of every conn uses nic[i % nnics]) and their names. */
+	int nnics;
+	int nic[TCPX_P2P_MAX_NICS];
+	const char *nic_name[TCPX_P2P_MAX_NICS];
 } tcpx_p2p_session_info;
 
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */
@@ -288,9 +296,9 @@ TCPX_P2P_API int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done);
 
 /* Wait until x completes or timeout_ms passes (< 0: no limit), driving
  * every connection of the session meanwhile (or, with a progress thread,
- * sleeping until it reports a completion).  It spins, then yields, then
- * sleeps up to 50 us at a time only while every transfer waits on the
- * network.  RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be
+ * sleeping until it reports a completion).  Only while every transfer
+ * waits on the network does it back off: spin, yield, then sleep 1/16 of
+ * the idle time so far (4 us to 1 ms).  RETURN VALUE: 0; ETIMEDOUT (x is still pending and may be
  * waited on again); the connection's error when x failed. */
 TCPX_P2P_API int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms);
 

@@ -17,6 +17,7 @@
 
 #define EMU_MAX_REQS 16
 #define EMU_MAX_SOCKS 8
+#define EMU_MAX_DEVS 16
 #define EMU_PAGE TP_UNPACK_PAGE_SIZE
 #define EMU_SLICE_MIN (64u << 10)
 #define EMU_SLICE_MAX (1u << 20)
@@ -75,6 +76,8 @@ struct emu_config {
 };
 
 void tp__emu_config_load(struct emu_config *cfg);
+/* Devices reported (TCPX_EMU_NDEV, default 1). */
+int tp__emu_ndev(void);
 
 /* ---- CUDA seam (emu_cuda.c); every function fails cleanly without a GPU - */
 

@@ -38,7 +38,7 @@ ncclResult_t tp__emu_listen(int dev, void *handle, void **listen_comm)
 	socklen_t len = sizeof(sa);
 	struct emu_listen *l;
 
-	if (dev != 0) {
+	if (dev < 0 || dev >= tp__emu_ndev()) {
 		EMU_WARN("listen: no device %d", dev);
 		return ncclInvalidArgument;
 	}
@@ -150,7 +150,7 @@ ncclResult_t tp__emu_connect(int dev, void *handle, void **send_comm,
 	int ready = 0, rc;
 
 	*send_comm = NULL;
-	if (dev != 0 || h->magic != EMU_MAGIC) {
+	if (dev < 0 || dev >= tp__emu_ndev() || h->magic != EMU_MAGIC) {
 		EMU_WARN("connect: invalid device %d or handle", dev);
 		return ncclInvalidArgument;
 	}

@@ -3,6 +3,7 @@
  * Settings are read for every new comm, so one process can try several
  * modes; the properties reflect the settings at the time they are asked.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -98,26 +99,38 @@ static ncclResult_t emu_init(ncclDebugLogger_t logger)
 	return ncclSuccess;
 }
 
+/* TCPX_EMU_NDEV: how many devices the plugin reports (all on the same
+ * address), so that a library striping channels over NICs can be tested. */
+int tp__emu_ndev(void)
+{
+	return (int)env_long("TCPX_EMU_NDEV", 1, 1, EMU_MAX_DEVS);
+}
+
 static ncclResult_t emu_devices(int *ndev)
 {
-	*ndev = 1;
+	*ndev = tp__emu_ndev();
 	return ncclSuccess;
 }
 
-static char prop_name[] = "tcpxemu";
+/* Device 0 is "tcpxemu", device d > 0 "tcpxemu<d>". */
+static char prop_names[EMU_MAX_DEVS][24];
 static char prop_pci[] = "";
 
 static ncclResult_t emu_get_properties(int dev, ncclNetProperties_v7_t *props)
 {
 	int unpack;
 
-	if (dev != 0) {
+	if (dev < 0 || dev >= tp__emu_ndev()) {
 		EMU_WARN("getProperties: no device %d", dev);
 		return ncclInvalidArgument;
 	}
 	unpack = bounce_mode() != EMU_BOUNCE_OFF;
 	memset(props, 0, sizeof(*props));
-	props->name = prop_name;
+	if (dev)
+		snprintf(prop_names[dev], sizeof(prop_names[dev]), "tcpxemu%d", dev);
+	else
+		snprintf(prop_names[0], sizeof(prop_names[0]), "tcpxemu");
+	props->name = prop_names[dev];
 	props->pciPath = prop_pci;
 	props->guid = 0;
 	props->ptrSupport = NCCL_PTR_HOST | (tp__emu_cuda_usable() ? NCCL_PTR_CUDA : 0);

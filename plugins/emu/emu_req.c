@@ -170,6 +170,8 @@ static void progress_step(struct emu_comm *c)
 	for (uint64_t seq = c->ntested; seq < c->nactive; seq++) {
 		struct emu_req *r = &c->reqs[seq % EMU_MAX_REQS];
 
+		if (r->state == EMU_REQ_DONE)
+			continue; /* published, not yet reported */
 		if (r->state != EMU_REQ_FINISHED)
 			break;
 		tp__emu_req_publish(c, r);

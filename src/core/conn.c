@@ -92,7 +92,7 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 			if (!x->done)
 				c->completed++;
 			x->err = err;
-			x->done = true;
+			__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
 		}
 	}
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/chunk.h"
+#include "core/nics.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
 #include "tp_device.h"
@@ -18,7 +19,11 @@ struct tcpx_p2p_session {
 	tcpx_p2p_config cfg;
 	char plugin_path[PATH_MAX]; /* cfg.plugin_path points here when set */
 	struct tp_net *net;
-	int net_dev;
+	int net_dev;                  /* nics[0] */
+	int nics[TP_MAX_NICS];        /* channel i of a conn uses nics[i % nnics] */
+	int nnics;
+	char nic_name[TP_MAX_NICS][64];
+	char nics_spec[256];          /* cfg.nics points here when set */
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
 	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
@@ -188,7 +193,8 @@ uint64_t tp__engine_completions(struct tcpx_p2p_session *s);
 void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns);
 /* Between passes that found nothing to do: spin, yield, then sleep. */
 struct tp_backoff {
-	unsigned idle;
+	unsigned idle;     /* passes in a row that found nothing to do */
+	int64_t idle_since;
 };
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
 int64_t tp__now_ns(void);

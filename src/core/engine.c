@@ -21,13 +21,16 @@
 #include "util/log.h"
 
 /* Back-off when every transfer waits on the network: passes spin this
- * many times, then yield this many, then sleep from the first to the last
- * sleep length, doubling.  The cost: up to TP_SLEEP_MAX_NS of added latency
- * after a stall, and about one pass per sleep of CPU. */
+ * many times, then yield this many, then sleep for 1/TP_SLEEP_SHARE of the
+ * time nothing has moved so far, within [TP_SLEEP_MIN_NS, TP_SLEEP_MAX_NS].
+ * The cost: a completion is seen at most that much late, so the added
+ * latency stays near 1/16 of the stall it follows (and at most 1 ms), while
+ * a stalled peer costs about one pass per millisecond. */
 #define TP_SPIN_PASSES 64u
 #define TP_YIELD_PASSES 256u
-#define TP_SLEEP_MIN_NS 2000
-#define TP_SLEEP_MAX_NS 50000
+#define TP_SLEEP_SHARE 16
+#define TP_SLEEP_MIN_NS 4000
+#define TP_SLEEP_MAX_NS 1000000
 #define TP_WAIT_SLICE_NS 10000000
 
 struct tp_engine {
@@ -68,21 +71,22 @@ void tp__backoff(struct tp_backoff *b, const struct tp_progress *st)
 {
 	struct timespec ts;
 	int64_t ns;
-	unsigned n;
 
 	if (st->moved || st->pending) {
 		b->idle = 0;
 		return;
 	}
-	n = ++b->idle;
-	if (n <= TP_SPIN_PASSES)
+	if (b->idle++ == 0)
+		b->idle_since = tp__now_ns();
+	if (b->idle <= TP_SPIN_PASSES)
 		return;
-	if (n <= TP_SPIN_PASSES + TP_YIELD_PASSES) {
+	if (b->idle <= TP_SPIN_PASSES + TP_YIELD_PASSES) {
 		sched_yield();
 		return;
 	}
-	n -= TP_SPIN_PASSES + TP_YIELD_PASSES;
-	ns = n >= 5 ? TP_SLEEP_MAX_NS : (int64_t)TP_SLEEP_MIN_NS << n;
+	ns = (tp__now_ns() - b->idle_since) / TP_SLEEP_SHARE;
+	if (ns < TP_SLEEP_MIN_NS)
+		ns = TP_SLEEP_MIN_NS;
 	if (ns > TP_SLEEP_MAX_NS)
 		ns = TP_SLEEP_MAX_NS;
 	ts = abs_time(ns);

@@ -38,7 +38,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++)
-		rc = s->net->ops->listen(s->net, s->net_dev,
+		rc = s->net->ops->listen(s->net, s->nics[i % s->nnics],
 					 l->blob + hdr + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 					 &l->lcomm[i]);
 	if (!rc && s->cfg.auth_token)
@@ -118,7 +118,7 @@ static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int ti
 		pending = 0;
 		for (i = 0; i < l->nchan; i++) {
 			if (!send[i]) {
-				rc = ops->connect(s->net, s->net_dev,
+				rc = ops->connect(s->net, s->nics[i % s->nnics],
 						  handles + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 						  &send[i]);
 				if (rc)

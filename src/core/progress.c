@@ -56,7 +56,7 @@ static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	if (++x->retired < x->nchunks)
 		return;
-	x->done = true;
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked in xfer.c */
 	c->completed++;
 	unlink_xfer(c, x);
 	tp__mr_put(x->mr);

@@ -1,4 +1,5 @@
 /* Sessions: one process + one GPU (or host memory only) + one plugin. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 
 #include "core/auth.h"
 #include "core/core.h"
+#include "core/nics.h"
 #include "core/topo.h"
 #include "util/config.h"
 #include "util/error.h"
@@ -18,54 +20,83 @@ int tp__session_use_gpu(struct tcpx_p2p_session *s)
 	return s->cfg.gpu < 0 ? 0 : tp__dev_set(s->cfg.gpu);
 }
 
-/* The plugin device whose PCI path is closest to the GPU's (the NIC behind
- * the same PCIe switch), or -1 when either path is unknown (the emulator
- * reports none). */
-static int closest_net_dev(struct tcpx_p2p_session *s, int ndev)
+/* The devices whose PCI paths are closest to the GPU's (the NICs behind
+ * its PCIe switch) into closest; their number, 0 when the GPU's path or
+ * every device's is unknown (the emulator reports none). */
+static int closest_devs(struct tcpx_p2p_session *s, const struct tp_net_props *props, int ndev,
+			int *closest)
 {
 	char bus[32], gpu_path[PATH_MAX];
-	struct tp_net_props props;
 	const char **paths;
-	char (*store)[sizeof(props.pci_path)];
-	int i, best = -1;
+	int i, n = 0;
 
 	if (tp__dev_pci_bus_id(s->cfg.gpu, bus, sizeof(bus)) ||
 	    tp__topo_pci_path(bus, gpu_path, sizeof(gpu_path)))
-		return -1;
+		return 0;
 	paths = calloc((size_t)ndev, sizeof(*paths));
-	store = calloc((size_t)ndev, sizeof(*store));
-	if (paths && store) {
-		for (i = 0; i < ndev; i++) {
-			if (s->net->ops->get_properties(s->net, i, &props))
-				continue;
-			memcpy(store[i], props.pci_path, sizeof(store[i]));
-			paths[i] = store[i];
-		}
-		best = tp__topo_closest(gpu_path, paths, ndev);
-	}
-	free(store);
+	if (!paths)
+		return 0;
+	for (i = 0; i < ndev; i++)
+		paths[i] = props[i].pci_path;
+	n = tp__topo_closest_set(gpu_path, paths, ndev, closest, TP_MAX_NICS);
 	free(paths);
-	if (best >= 0)
-		TP_INFO("session", "gpu %d (%s) -> net dev %d by PCIe distance", s->cfg.gpu, bus,
-			best);
-	return best;
+	if (n)
+		TP_INFO("session", "gpu %d (%s): %d net dev(s) at the least PCIe distance, first %d",
+			s->cfg.gpu, bus, n, closest[0]);
+	return n;
 }
 
-/* Configured, else by PCIe distance, else GPUs spread evenly over the
- * devices: on A3 (8 GPUs, 4 data NICs) GPU g gets NIC g / 2, the NIC on
- * its switch (DESIGN §11) — right when all GPUs are visible. */
-static int pick_net_dev(struct tcpx_p2p_session *s, int ndev, int ngpu)
+/*
+ * The devices the session's channels are striped over: net_dev when set;
+ * else TCPX_P2P_NICS over the default set, which is the devices closest to
+ * the GPU by PCIe distance, else the GPUs spread evenly over the devices
+ * (on A3, 8 GPUs and 4 data NICs: GPU g gets NIC g / 2, the NIC on its
+ * switch, DESIGN §11), else device 0 for a host-only session.
+ */
+static int pick_nics(struct tcpx_p2p_session *s, int ndev, int ngpu)
 {
-	int dev;
+	struct tp_net_props *props = calloc((size_t)ndev, sizeof(*props));
+	const char **names = calloc((size_t)ndev, sizeof(*names));
+	int closest[TP_MAX_NICS], nclosest = 0, i, rc = 0;
 
-	if (s->cfg.net_dev >= 0)
-		return s->cfg.net_dev;
-	if (s->cfg.gpu < 0 || ngpu <= 0)
-		return 0;
-	dev = closest_net_dev(s, ndev);
-	if (dev >= 0)
-		return dev;
-	return (int)((long)s->cfg.gpu * ndev / ngpu) % ndev;
+	if (!props || !names) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: out of memory");
+		goto out;
+	}
+	if (s->cfg.net_dev >= 0) {
+		if (s->cfg.net_dev >= ndev) {
+			rc = tp__error(TCPX_P2P_EINVAL, "net_dev %d but plugin %s has %d device(s)",
+				       s->cfg.net_dev, s->net->name, ndev);
+			goto out;
+		}
+		s->nics[0] = s->cfg.net_dev;
+		s->nnics = 1;
+		goto out;
+	}
+	for (i = 0; i < ndev; i++) {
+		rc = s->net->ops->get_properties(s->net, i, &props[i]);
+		if (rc)
+			goto out;
+		names[i] = props[i].name;
+	}
+	if (s->cfg.gpu >= 0 && ngpu > 0) {
+		nclosest = closest_devs(s, props, ndev, closest);
+		if (!nclosest)
+			closest[nclosest++] = (int)((long)s->cfg.gpu * ndev / ngpu) % ndev;
+	} else {
+		closest[nclosest++] = 0;
+	}
+	rc = tp__nics_pick(s->cfg.nics, names, ndev, closest, nclosest, s->nics, &s->nnics);
+out:
+	for (i = 0; !rc && i < s->nnics; i++) {
+		struct tp_net_props one;
+
+		if (!s->net->ops->get_properties(s->net, s->nics[i], &one))
+			snprintf(s->nic_name[i], sizeof(s->nic_name[i]), "%s", one.name);
+	}
+	free(names);
+	free(props);
+	return rc;
 }
 
 /* A plugin that bounces receives through pages fails a receive of more
@@ -136,7 +167,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	if (!out)
 		return tp__error(TCPX_P2P_EINVAL, "session_create: out is NULL");
 	if (!cfg) {
-		rc = tcpx_p2p_config_init(&defaults);
+		rc = tp__config_init(&defaults);
 		if (rc)
 			return rc;
 		cfg = &defaults;
@@ -158,6 +189,15 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	} else {
 		s->cfg.plugin_path = NULL;
 	}
+	if (s->cfg.nics) {
+		if (strlen(s->cfg.nics) >= sizeof(s->nics_spec)) {
+			rc = tp__error(TCPX_P2P_EINVAL, "nics longer than %zu bytes",
+				       sizeof(s->nics_spec) - 1);
+			goto free_session;
+		}
+		strcpy(s->nics_spec, s->cfg.nics);
+		s->cfg.nics = s->nics_spec;
+	}
 	rc = keep_token(s);
 	if (rc)
 		goto free_session;
@@ -175,12 +215,10 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 			       s->net->name);
 		goto unload;
 	}
-	s->net_dev = pick_net_dev(s, ndev, ngpu);
-	if (s->net_dev >= ndev) {
-		rc = tp__error(TCPX_P2P_EINVAL, "net_dev %d but plugin %s has %d device(s)",
-			       s->net_dev, s->net->name, ndev);
+	rc = pick_nics(s, ndev, ngpu);
+	if (rc)
 		goto unload;
-	}
+	s->net_dev = s->nics[0];
 	rc = s->net->ops->get_properties(s->net, s->net_dev, &s->props);
 	if (rc)
 		goto unload;
@@ -202,9 +240,9 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	rc = tp__engine_create(s);
 	if (rc)
 		goto destroy_lock;
-	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s), gpu %d, %d channels, "
-		"chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
-		s->props.name, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
+	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s) of %d striped, gpu %d, "
+		"%d channels, chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
+		s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
 	*out = s;
 	return 0;
 
@@ -263,6 +301,11 @@ int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *inf
 	out.plugin_abi = s->net->abi;
 	out.net_dev = s->net_dev;
 	out.gpu = s->cfg.gpu;
+	out.nnics = s->nnics;
+	for (int i = 0; i < TCPX_P2P_MAX_NICS; i++) {
+		out.nic[i] = i < s->nnics ? s->nics[i] : -1;
+		out.nic_name[i] = i < s->nnics ? s->nic_name[i] : NULL;
+	}
 	out.unpack = s->cfg.unpack;
 	memcpy(info, &out, n);
 	return 0;

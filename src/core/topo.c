@@ -49,6 +49,20 @@ int tp__topo_closest(const char *gpu_path, const char *const *nic_paths, int n)
 	return best;
 }
 
+int tp__topo_closest_set(const char *gpu_path, const char *const *nic_paths, int n, int *out,
+			 int max)
+{
+	int best = tp__topo_closest(gpu_path, nic_paths, n), k, i, cnt = 0;
+
+	if (best < 0)
+		return 0;
+	k = shared_components(gpu_path, nic_paths[best]);
+	for (i = best; i < n && cnt < max; i++)
+		if (nic_paths[i] && *nic_paths[i] && shared_components(gpu_path, nic_paths[i]) == k)
+			out[cnt++] = i;
+	return cnt;
+}
+
 int tp__topo_pci_path(const char *bus_id, char *path, unsigned long len)
 {
 	char link[128], resolved[PATH_MAX];

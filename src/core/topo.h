@@ -8,6 +8,12 @@
  * shares at least /sys/devices/<root complex>, or gpu_path is empty. */
 int tp__topo_closest(const char *gpu_path, const char *const *nic_paths, int n);
 
+/* Every path tied for the most shared components (all NICs behind the
+ * GPU's switch): their indices in out (at most max), and their number;
+ * 0 when tp__topo_closest would return -1. */
+int tp__topo_closest_set(const char *gpu_path, const char *const *nic_paths, int n, int *out,
+			 int max);
+
 /* The sysfs device path of a PCI bus id ("0000:04:00.0"), resolved through
  * /sys/bus/pci/devices; 0 or -1 (no sysfs entry). */
 int tp__topo_pci_path(const char *bus_id, char *path, unsigned long len);

@@ -74,18 +74,14 @@ static int xfer_result(const struct tcpx_p2p_xfer *x)
 	return tp__error(x->err, "transfer failed: %s", tcpx_p2p_strerror(x->err));
 }
 
-/* Is x complete?  Its conn's lock orders this against the passes. */
+/* Is x complete?  Read without the conn lock, so that callers polling
+ * in progress-thread mode never make the thread skip the conn; the
+ * release store that sets done (progress.c, conn.c) orders x->err. */
 static bool xfer_done(struct tcpx_p2p_xfer *x)
 {
-	struct tcpx_p2p_conn *c = x->c;
-	bool done;
-
-	if (!c) /* its connection was destroyed: failed, final */
+	if (!x->c) /* its connection was destroyed: failed, final */
 		return true;
-	pthread_mutex_lock(&c->lock);
-	done = x->done;
-	pthread_mutex_unlock(&c->lock);
-	return done;
+	return __atomic_load_n(&x->done, __ATOMIC_ACQUIRE);
 }
 
 static int xfer_final(struct tcpx_p2p_xfer *x)
@@ -104,6 +100,7 @@ static int xfer_final(struct tcpx_p2p_xfer *x)
 int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 {
 	struct tp_progress st;
+	int rc;
 
 	if (!x || !done)
 		return tp__error(TCPX_P2P_EINVAL, "test: NULL argument");
@@ -113,8 +110,10 @@ int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 		*done = 0;
 		return 0;
 	}
-	*done = 1;
-	return xfer_final(x);
+	rc = xfer_final(x);
+	if (!rc)
+		*done = 1;
+	return rc;
 }
 
 /*
@@ -137,16 +136,19 @@ static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_ses
 		for (i = 0; i < n; i++)
 			if (xfer_done(xs[i]))
 				return i;
-		if (tp__now_ns() >= deadline)
-			return -1;
 		if (tp__engine_threaded(s)) {
+			if (tp__now_ns() >= deadline)
+				return -1;
 			tp__engine_wait_completion(s, seen, deadline);
 			continue;
 		}
+		/* At least one pass, even with timeout 0: a poll must drive. */
 		tp__engine_pass(s, n == 1 ? xs[0]->c : NULL, &st);
 		for (i = 0; i < n; i++)
 			if (xfer_done(xs[i]))
 				return i;
+		if (tp__now_ns() >= deadline)
+			return -1;
 		tp__backoff(&b, &st);
 	}
 }

@@ -20,7 +20,7 @@ enum tp_cfg_type {
 	TP_CFG_INT,  /* int field */
 	TP_CFG_SIZE, /* size_t field; K/M/KiB/MiB suffixes are 1024-multiples */
 	TP_CFG_ENUM, /* int field holding an index into names */
-	TP_CFG_PATH, /* const char * field; the default "(search)" is NULL */
+	TP_CFG_PATH, /* const char * field; NULL shows as the row's default text */
 	TP_CFG_LOG,  /* no field: the process-wide level that log.c applies */
 	TP_CFG_SECRET, /* const char * field, shown only as set or not */
 };
@@ -50,7 +50,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "CUDA device of the session; -1 = host memory only" },
 	{ "TCPX_P2P_NET_DEV", NULL, "net_dev", TP_CFG_INT, TP_OFF(net_dev), -1, 255, 0, NULL, 0,
 	  "-1", "-1..255",
-	  "plugin network device index; -1 = the NIC closest to the GPU" },
+	  "plugin network device for every channel; -1 = TCPX_P2P_NICS decides" },
 	{ "TCPX_P2P_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", "num_channels", TP_CFG_INT,
 	  TP_OFF(num_channels), 1, TP_MAX_CHANNELS, 0, NULL, 0,
 	  "2", "1..16",
@@ -93,6 +93,10 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "7168", "512..65536",
 	  "smallest TCP MSS on the path; chunks must fit the plugin's 2048 fragments "
 	  "per receive at this MSS" },
+	{ "TCPX_P2P_NICS", NULL, "nics", TP_CFG_PATH, TP_OFF(nics), 0, 0, 0, NULL, 0,
+	  "auto", "auto|all|comma-separated device names or indices",
+	  "plugin devices each connection stripes its channels over (channel i on the "
+	  "i-th, round robin); auto = the devices closest to the GPU" },
 	{ "TCPX_P2P_AUTH_TOKEN", NULL, "auth_token", TP_CFG_SECRET, TP_OFF(auth_token), 0, 0, 0,
 	  NULL, 0,
 	  "(none)", "any text; at least 16 bytes recommended",
@@ -259,7 +263,7 @@ static const char *tp_row_getenv(int i, const char **used)
 	return text;
 }
 
-int tcpx_p2p_config_init(tcpx_p2p_config *cfg)
+static int config_init(tcpx_p2p_config *cfg)
 {
 	char detail[512] = "";
 	int i, nbad = 0;
@@ -296,6 +300,39 @@ int tcpx_p2p_config_init(tcpx_p2p_config *cfg)
 	if (nbad)
 		return tp__error(TCPX_P2P_EINVAL, "%s", detail);
 	return 0;
+}
+
+/*
+ * tcpx_p2p_config_init has one version per size of the struct: a binary
+ * built against the 0.1 header passes a struct that ends before
+ * progress_thread, and must get exactly that much written (and that
+ * struct_size, so that session_create reads no further).
+ */
+#define TP_CONFIG_V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.2")))
+int tp__config_init_v02(tcpx_p2p_config *cfg)
+{
+	return config_init(cfg);
+}
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.1")))
+int tp__config_init_v01(tcpx_p2p_config *cfg)
+{
+	tcpx_p2p_config full;
+	int rc;
+
+	if (!cfg)
+		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
+	rc = config_init(&full);
+	memcpy(cfg, &full, TP_CONFIG_V01_SIZE);
+	cfg->struct_size = TP_CONFIG_V01_SIZE;
+	return rc;
+}
+
+int tp__config_init(tcpx_p2p_config *cfg)
+{
+	return config_init(cfg);
 }
 
 /* A caller's struct, possibly older and smaller, over a defaults-only one. */

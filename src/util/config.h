@@ -9,6 +9,12 @@
 #define TP_MAX_CHUNK (4u << 20)    /* one TCPX receive request */
 #define TP_DEFAULT_CHUNK (512u << 10)
 
+/* tcpx_p2p_config_init for the library's own use (the public name is
+ * versioned per struct size). */
+int tp__config_init(tcpx_p2p_config *cfg);
+int tp__config_init_v01(tcpx_p2p_config *cfg);
+int tp__config_init_v02(tcpx_p2p_config *cfg);
+
 /* Check every field; on error the detail names the field and its range.
  * Callers with an older, smaller struct get defaults for the missing
  * fields: *out is always a full current struct. */

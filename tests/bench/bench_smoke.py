@@ -180,6 +180,87 @@ def case_progress_ab(c):
     run([sys.executable, script, "--perf", c.perf, "--reps", "1", "loopback --bogus"], expect=1)
 
 
+def check_pairs(recs, sizes, iters, npairs, **cfg):
+    """Multi-session records: per size, pairs 0..npairs-1, then the aggregate."""
+    check(len(recs) == len(sizes) * (npairs + 1),
+          "%d records, expected %d" % (len(recs), len(sizes) * (npairs + 1)))
+    for i, size in enumerate(sizes):
+        group = recs[i * (npairs + 1):(i + 1) * (npairs + 1)]
+        pairs, agg = group[:-1], group[-1]
+        check([r.get("pair") for r in pairs] == list(range(npairs)),
+              "pair indices %s at %d" % ([r.get("pair") for r in pairs], size))
+        check(not any(r.get("aggregate") for r in pairs) and agg.get("aggregate") is True
+              and agg.get("pair") == -1, "aggregate record misplaced at %d" % size)
+        check_records(pairs, [size] * npairs, iters, pairs=npairs, **cfg)
+        check(agg["size"] == size and agg["iters"] == iters
+              and 0 < agg["p50_us"] <= agg["p99_us"], "aggregate record: %s" % agg)
+        for k, v in dict(cfg, pairs=npairs).items():
+            check(agg["config"].get(k) == v, "aggregate config %s = %r, expected %r"
+                  % (k, agg["config"].get(k), v))
+        check(len(agg["config"].get("gpus", [])) == npairs
+              and len(agg["config"].get("net_devs", [])) == npairs,
+              "aggregate lacks the pairs' gpus/net_devs: %s" % agg["config"])
+        # All pairs' bytes over each iteration's wall time: never faster than
+        # the sum of the pairs, never slower than the slowest pair.
+        mult = 2 if agg["config"].get("bidir") else 1
+        want = npairs * mult * size / (agg["time_us"] * 1e3)
+        check(abs(agg["gbps"] - want) <= 1e-3 * want + 1e-4,
+              "aggregate gbps %s is not %d pairs' bytes / time (%.4f)" % (agg["gbps"], npairs, want))
+        slowest = max(r["time_us"] for r in pairs)
+        check(agg["time_us"] >= slowest * 0.999,
+              "aggregate time %s below the slowest pair's %s" % (agg["time_us"], slowest))
+
+
+def case_pairs(c):
+    out = c.path("pairs.json")
+    p = run([c.perf, "loopback", "--mem", "host", "--pairs", "4", "-b", "1001", "-e", "4M",
+             "-f", "64", "-n", "3", "-w", "1", "--verify", "--json", out])
+    check("4 pairs in one process" in p.stdout, "header does not say 4 pairs: %s" % p.stdout)
+    rows = [l.split() for l in p.stdout.splitlines() if l.strip() and not l.startswith("#")]
+    check([r[1] for r in rows] == ["0", "1", "2", "3", "all"] * 3, "table: %s" % p.stdout)
+    check_pairs(load_json(out), sweep(1001, 4 << 20, 64), 3, 4, mem="host", verify=True,
+                role="server", bidir=False)
+    # With --conns and --bidir: every conn of every pair, both ways, verified.
+    out = c.path("pairs-bidir.json")
+    run([c.perf, "loopback", "--mem", "host", "--pairs", "2", "--conns", "3", "--bidir",
+         "-s", "1M", "-n", "3", "-w", "1", "--verify", "--json", out])
+    check_pairs(load_json(out), [1 << 20], 3, 2, conns=3, bidir=True, verify=True)
+    for args in (["--pairs", "0"], ["--pairs", "65"], ["--pairs", "2", "--mem", "cuda"],
+                 ["--gpus", "0-3"], ["--gpus", "0,1", "--pairs", "2"],
+                 ["--gpus", "3-1", "--mem", "cuda"], ["--gpus", "0,,1", "--mem", "cuda"],
+                 ["--gpus", "0-1", "-g", "1", "--mem", "cuda"]):
+        run([c.perf, "loopback"] + args, expect=2)
+    if not has_gpu():
+        run([c.perf, "loopback", "--mem", "cuda", "--gpus", "0,0", "-s", "1M"], expect=SKIP)
+
+
+def case_pairs_server_client(c):
+    args = ["--pairs", "2", "--conns", "2"] + peer_args()
+    for attempt in range(3):
+        port = free_port()
+        rcs, sj, cj = two_processes(
+            c, "pairs", [c.perf, "server", "--bind", "127.0.0.1", "-p", str(port)] + args,
+            [c.perf, "client", "-H", "127.0.0.1", "-p", str(port)] + args,
+            clean_env(), clean_env())
+        if rcs == [0, 0]:
+            break
+        # Someone else may have taken port or port + 1 between probe and listen.
+        with open(c.path("pairs-server.log")) as f:
+            if "listen" not in f.read() or attempt == 2:
+                raise Fail("server/client --pairs 2 exit statuses %s" % rcs)
+    sizes = sweep(256 << 10, 1 << 20, 2)
+    check_pairs(load_json(sj), sizes, 3, 2, role="server", verify=True, conns=2)
+    check_pairs(load_json(cj), sizes, 3, 2, role="client", verify=True, conns=2)
+    # Peers with different numbers of pairs fail (the pair hello), not hang.
+    port = free_port()
+    rcs, _, _ = two_processes(
+        c, "pairs-mismatch",
+        [c.perf, "server", "--bind", "127.0.0.1", "-p", str(port), "--pairs", "3"] + peer_args(),
+        [c.perf, "client", "-H", "127.0.0.1", "-p", str(port), "--pairs", "2"] + peer_args(),
+        clean_env(), clean_env())
+    check(rcs == [1, 1], "mismatched --pairs: exit statuses %s" % rcs)
+
+
 def case_dump_config(c):
     with open(os.path.join(c.src, "src", "util", "config.c")) as f:
         names = set(re.findall(r'\{\s*"(TCPX_P2P_[A-Z0-9_]+)"', f.read()))
@@ -445,6 +526,34 @@ def case_nccl_pair(c):
     check_records(recs, sweep(64 << 10, 4 << 20, 8), 3, bench="nccl_pair", verify=True)
     check(recs[0]["config"]["env"].get("NCCL_SOCKET_NTHREADS") == "2", "env not echoed")
     return 0
+
+
+def case_tcp_probe(c):
+    probe = os.path.join(c.build, "bin", "tcp_probe")
+    check(os.access(probe, os.X_OK), "no %s" % probe)
+    run([probe, "--bogus"], expect=2)
+    run([probe, "loopback", "-S", "0"], expect=2)
+    # 3 sockets, 2 threads: thread 0 serves sockets 0 and 2 in turn; a size
+    # that does not divide by 3 gives the last socket the remainder.
+    out = c.path("probe.json")
+    p = run([probe, "loopback", "-S", "3", "-T", "2", "--call", "64K", "-b", "1001",
+             "-e", "4M", "-f", "16", "-n", "3", "-w", "1", "--verify", "--json", out])
+    check("3 sockets, 2 threads" in p.stdout, "header does not give the layout: %s" % p.stdout)
+    check_records(load_json(out), sweep(1001, 4 << 20, 16), 3, bench="tcp_probe",
+                  role="loopback", sockets=3, threads=2, call_bytes=64 << 10, verify=True,
+                  warmup=1)
+    for attempt in range(3):
+        port = str(free_port())
+        rcs, _, cj = two_processes(
+            c, "probe", [probe, "server", "--bind", "127.0.0.1", "-p", port, "-T", "1"],
+            [probe, "client", "-H", "127.0.0.1", "-p", port, "-S", "2", "-s", "1M", "-n", "3",
+             "-w", "1", "--verify"], clean_env(), clean_env())
+        if rcs == [0, 0]:
+            break
+        with open(c.path("probe-server.log")) as f:
+            if "listen" not in f.read() or attempt == 2:
+                raise Fail("tcp_probe server/client exit statuses %s" % rcs)
+    check_records(load_json(cj), [1 << 20], 3, role="client", sockets=2, threads=2)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -236,15 +236,12 @@ static void test_post_and_return(void **state)
 		assert_int_equal(tcpx_p2p_recv(c[1][i], rb[i].mr, 0, len, &x[2 + i]), 0);
 		assert_int_equal(tcpx_p2p_send(c[0][i], sb[i].mr, 0, len, &x[i]), 0);
 	}
-	/* No call drives anything now; the threads must. */
-	for (i = 0; i < 600; i++) {
-		sleep_ms(50);
-		for (left = 0, idx = 0; idx < 4; idx++) {
-			assert_int_equal(tcpx_p2p_test(x[idx], &done), 0);
-			left += !done;
-		}
-		if (!left)
-			break;
+	/* No call at all for a while: the threads alone must finish both
+	 * transfers (one test each afterwards could not move 16 MiB). */
+	sleep_ms(5000);
+	for (left = 0, idx = 0; idx < 4; idx++) {
+		assert_int_equal(tcpx_p2p_test(x[idx], &done), 0);
+		left += !done;
 	}
 	assert_int_equal(left, 0);
 	for (i = 0; i < 2; i++)
@@ -285,6 +282,43 @@ static void test_post_and_return(void **state)
 	}
 	assert_int_equal(tcpx_p2p_session_destroy(s[0]), 0);
 	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
+}
+
+/* wait and wait_any with timeout 0 are polls, and a poll must drive:
+ * both sides in this one thread, nothing but zero-timeout waits. */
+static void test_poll_with_zero_timeout(void **state)
+{
+	struct tp_pair p;
+	struct buf b[2];
+	tcpx_p2p_xfer *x[2];
+	size_t len = 4u << 20;
+	int i, idx, done[2] = { 0, 0 };
+	long rounds;
+
+	assert_int_equal(tp_pair_open(&p, NULL, 1), 0);
+	for (i = 0; i < 2; i++)
+		buf_open(&b[i], p.s[i], len);
+	tp_fill(b[0].p, len, 5);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], b[1].mr, 0, len, &x[1]), 0);
+	assert_int_equal(tcpx_p2p_send(p.c[0], b[0].mr, 0, len, &x[0]), 0);
+	for (rounds = 0; rounds < 20000000 && !(done[0] && done[1]); rounds++) {
+		for (i = 0; i < 2; i++) {
+			int rc = done[i] ? 0 : (rounds % 2 ? tcpx_p2p_wait(x[i], 0)
+						       : tcpx_p2p_wait_any(&x[i], 1, 0, 0, &idx));
+
+			if (!done[i] && rc == 0)
+				done[i] = 1;
+			else if (!done[i])
+				assert_int_equal(rc, TCPX_P2P_ETIMEDOUT);
+		}
+	}
+	assert_true(done[0] && done[1]);
+	assert_int_equal(tp_check(b[1].p, len, 5), (size_t)-1);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_xfer_release(x[i]), 0);
+		buf_close(&b[i]);
+	}
+	tp_pair_close(&p);
 }
 
 static double thread_cpu_s(void)
@@ -333,7 +367,7 @@ static void test_waiter_sleeps_thread(void **state)
 
 static void test_waiter_backs_off(void **state)
 {
-	waiter_sleeps(0, 0.6);
+	waiter_sleeps(0, 0.25);
 }
 
 /* wait_any and session_progress reject what they cannot serve. */
@@ -384,6 +418,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_threads_caller_progress),
 		cmocka_unit_test(test_wait_any_arguments),
 		cmocka_unit_test(test_waiter_backs_off),
+		cmocka_unit_test(test_poll_with_zero_timeout),
 	};
 	const struct CMUnitTest thread[] = {
 		cmocka_unit_test(test_post_and_return),

@@ -35,8 +35,10 @@ done
 
 say "exported symbols of $lib"
 nm -D --defined-only "$lib" >"$tmp/nm.txt" || { bad "nm failed"; exit 1; }
-# Type A entries are the version nodes (TCPX_P2P_0.1); the rest must be ours.
-awk '$2 != "A" && $3 !~ /^tcpx_p2p_[a-z0-9_]+@@TCPX_P2P_/ { print $3 }' "$tmp/nm.txt" \
+# Type A entries are the version nodes (TCPX_P2P_0.1); the rest must be ours:
+# name@@NODE is the current version, name@NODE an older one kept for old
+# binaries (tcpx_p2p_config_init@TCPX_P2P_0.1).
+awk '$2 != "A" && $3 !~ /^tcpx_p2p_[a-z0-9_]+@@?TCPX_P2P_/ { print $3 }' "$tmp/nm.txt" \
 	>"$tmp/foreign.txt"
 if [ -s "$tmp/foreign.txt" ]; then
 	bad "exports other than versioned tcpx_p2p_* symbols:"
@@ -45,7 +47,7 @@ fi
 # Every function the installed header declares is exported, and only those.
 grep -o '^TCPX_P2P_API [^(]*(' "$prefix/include/tcpx_p2p.h" |
 	sed 's/.*[ *]\(tcpx_p2p_[a-z0-9_]*\)($/\1/' | sort >"$tmp/declared.txt"
-awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' "$tmp/nm.txt" | sort >"$tmp/exported.txt"
+awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' "$tmp/nm.txt" | sort -u >"$tmp/exported.txt"
 if ! diff "$tmp/declared.txt" "$tmp/exported.txt" >"$tmp/sym.diff"; then
 	bad "header declarations (<) and exports (>) differ:"
 	sed 's/^/    /' "$tmp/sym.diff" >&2

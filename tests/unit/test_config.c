@@ -427,6 +427,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_PLUGIN", "(search)" },
 		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
 		{ "TCPX_P2P_MSS", "7168" },
+		{ "TCPX_P2P_NICS", "auto" },
 		{ "TCPX_P2P_AUTH_TOKEN", "(none)" },
 		{ "TCPX_P2P_LOG_LEVEL", "info" }, /* set_log(INFO) in setup */
 	};

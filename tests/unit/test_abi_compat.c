@@ -1,0 +1,59 @@
+/* A binary built against the 0.1 header keeps working with this library:
+ * tcpx_p2p_config_init@TCPX_P2P_0.1 writes only the 0.1 struct (fields up
+ * to plugin_path) and says so in struct_size, and session_create then
+ * reads no further.  The 0.1 entry point is reached with dlvsym, as the
+ * dynamic linker would bind an old binary. */
+#define _GNU_SOURCE /* dlvsym */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tcpx_p2p.h"
+
+#define V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
+
+static void test_config_init_v01(void **state)
+{
+	unsigned char buf[sizeof(tcpx_p2p_config) + 64];
+	int (*init01)(tcpx_p2p_config *);
+	int (*init02)(tcpx_p2p_config *);
+	tcpx_p2p_config *cfg = (tcpx_p2p_config *)(void *)buf;
+	tcpx_p2p_session *s;
+	void *lib = dlopen(TP_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
+
+	assert_non_null(lib);
+	init01 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.1");
+	init02 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.2");
+	assert_non_null(init01);
+	assert_non_null(init02);
+	assert_ptr_equal((void *)init02, (void *)dlsym(lib, "tcpx_p2p_config_init"));
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(init01(cfg), 0);
+	assert_int_equal(cfg->struct_size, V01_SIZE);
+	assert_int_equal(cfg->num_channels, 2);
+	for (size_t i = V01_SIZE; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0x5a);
+	/* The bytes behind the 0.1 struct are garbage: never read. */
+	cfg->gpu = -1;
+	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(init02(cfg), 0);
+	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->mss, 7168);
+	dlclose(lib);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_config_init_v01) };
+
+	return cmocka_run_group_tests_name("ABI compatibility", tests, NULL, NULL) ? 1 : 0;
+}
