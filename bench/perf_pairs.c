@@ -122,6 +122,9 @@ int perf_run_pairs(const struct perf_opts *o, int role, int report, perf_listeni
 			"the peer in set-up?) after %d s: exiting\n", left, left > 1 ? "s are" : " is",
 			PERF_GRACE_S);
 		fflush(NULL);
+		/* Those threads cannot be joined; let them go with the process. */
+		for (k = 0; k < started; k++)
+			pthread_detach(th[k]);
 		_exit(1);
 	}
 	for (k = 0; k < started; k++)

@@ -9,6 +9,19 @@ static const char *unpack_name(int u)
 	return u == TCPX_P2P_UNPACK_D2D ? "d2d" : u == TCPX_P2P_UNPACK_HOST ? "host" : "kernel";
 }
 
+/* "0,1": the devices the session stripes its channels over ("-" if the
+ * library reports none). */
+static const char *nic_list(const tcpx_p2p_session_info *info, char *buf, size_t len)
+{
+	size_t used = 0;
+	int k;
+
+	snprintf(buf, len, "-");
+	for (k = 0; k < info->nnics && k < TCPX_P2P_MAX_NICS && used < len; k++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%d", k ? "," : "", info->nic[k]);
+	return buf;
+}
+
 /* The human table goes to stdout unless the JSON does. */
 static FILE *table_out(const struct perf_opts *o)
 {
@@ -19,10 +32,12 @@ void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *p
 {
 	const tcpx_p2p_session_info *info = &pi->session;
 	FILE *out = table_out(o);
+	char nics[64];
 
-	fprintf(out, "# tcpx_perf %s: plugin %s (ABI v%d, %s), net dev %d\n",
+	fprintf(out, "# tcpx_perf %s: plugin %s (ABI v%d, %s), net dev %d, nics %s\n",
 	       pi->role ? "client (sender)" : "server (receiver)", info->plugin_name,
-	       info->plugin_abi, info->plugin_path, info->net_dev);
+	       info->plugin_abi, info->plugin_path, info->net_dev,
+	       nic_list(info, nics, sizeof(nics)));
 	fprintf(out, "# mem %s (gpu %d), conns %d, channels %d, chunk %zu, window %d/%d, unpack %s, "
 	       "%s, warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu, o->conns,
 	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
@@ -87,7 +102,10 @@ static void json_config(FILE *f, const struct perf_opts *o, const struct perf_pe
 		o->verify ? "true" : "false", o->sweep.warmup, p0->session.plugin_name,
 		p0->session.plugin_abi);
 	if (pi) {
-		fprintf(f, "\"net_dev\": %d, \"numa_node\": %d, ", pi->session.net_dev,
+		fprintf(f, "\"net_dev\": %d, ", pi->session.net_dev);
+		for (k = 0; k < pi->session.nnics && k < TCPX_P2P_MAX_NICS; k++)
+			fprintf(f, "%s%d", k ? ", " : "\"nics\": [", pi->session.nic[k]);
+		fprintf(f, "%s\"numa_node\": %d, ", pi->session.nnics > 0 ? "], " : "",
 			pi->numa_node);
 	} else {
 		for (k = 0; k < o->npairs; k++)
@@ -173,8 +191,8 @@ void perf_group_header(struct perf_group *g)
 		"per transfer; all = every pair's bytes / wall time of the iteration (first start to "
 		"last completion), averaged\n", o->bidir ? " (both directions summed)" : "",
 		o->conns > 1 ? " (all conns summed)" : "");
-	fprintf(out, "# %12s %5s %4s %7s %8s %12s %10s %12s %12s\n", "size(B)", "pair", "gpu",
-		"net_dev", "iters", "time(us)", "GB/s", "p50(us)", "p99(us)");
+	fprintf(out, "# %12s %5s %4s %7s %-11s %8s %12s %10s %12s %12s\n", "size(B)", "pair", "gpu",
+		"net_dev", "nics", "iters", "time(us)", "GB/s", "p50(us)", "p99(us)");
 	fflush(out);
 }
 
@@ -195,13 +213,15 @@ void perf_group_report(struct perf_group *g, size_t size)
 	struct bench_row all = { .size = size, .iters = o->sweep.iters };
 	FILE *out = table_out(o);
 	double *wall, a, b;
+	char nics[64];
 	int k, it, n = o->sweep.iters;
 
 	for (k = 0; k < o->npairs; k++) {
 		const struct bench_row *r = &g->rows[k];
 
-		fprintf(out, "  %12zu %5d %4d %7d %8d %12.1f %10.3f %12.1f %12.1f\n", r->size, k,
-			g->pi[k].session.gpu, g->pi[k].session.net_dev, r->iters, r->avg_us,
+		fprintf(out, "  %12zu %5d %4d %7d %-11s %8d %12.1f %10.3f %12.1f %12.1f\n", r->size,
+			k, g->pi[k].session.gpu, g->pi[k].session.net_dev,
+			nic_list(&g->pi[k].session, nics, sizeof(nics)), r->iters, r->avg_us,
 			r->gbps, r->p50_us, r->p99_us);
 		perf_json_row(g->json, o, &g->pi[k], r, g->first, k);
 		g->first = 0;
@@ -221,8 +241,8 @@ void perf_group_report(struct perf_group *g, size_t size)
 		wall[it] = (b - a) * 1e6;
 	}
 	bench_stats(&all, wall, (size_t)o->npairs * (o->bidir ? 2 * size : size));
-	fprintf(out, "  %12zu %5s %4s %7s %8d %12.1f %10.3f %12.1f %12.1f\n", size, "all", "-", "-",
-		n, all.avg_us, all.gbps, all.p50_us, all.p99_us);
+	fprintf(out, "  %12zu %5s %4s %7s %-11s %8d %12.1f %10.3f %12.1f %12.1f\n", size, "all", "-",
+		"-", "-", n, all.avg_us, all.gbps, all.p50_us, all.p99_us);
 	fflush(out);
 	perf_json_aggregate(g->json, o, g, &all);
 	free(wall);

@@ -49,7 +49,7 @@ enum emu_bounce { EMU_BOUNCE_OFF, EMU_BOUNCE_HOST, EMU_BOUNCE_DEVICE };
 struct emu_config {
 	enum emu_bounce bounce;
 	int nsocks;      /* total sockets per comm (NSOCKS_PERTHREAD x NTHREADS) */
-	int nthreads;    /* helper threads per comm */
+	int nthreads;    /* NCCL_SOCKET_NTHREADS (the emulator runs one helper per socket) */
 	uint32_t pages;  /* bounce pool pages per comm */
 	uint32_t mss;    /* TCPX_EMU_MSS: packet payload; each comm draws from [mss - mss/8, mss] */
 	int poison;
@@ -259,6 +259,13 @@ struct emu_comm {
 	enum emu_kind kind;
 	struct emu_config cfg;
 	int nsocks;
+	/*
+	 * NCCL_SOCKET_NTHREADS as configured, carried in the hello as TCPX's
+	 * sockets-per-comm contract has it.  The emulator itself runs one helper
+	 * thread per socket (threads[i] serves fds[i]) whatever this says: a
+	 * thread serving several sockets strictly in turn left all but one idle
+	 * (docs/performance.md, "Emulator helper threads").
+	 */
 	int nthreads;
 	int fds[EMU_MAX_SOCKS];
 	int cuda_dev;      /* -1 without a GPU */

@@ -118,7 +118,8 @@ int tp__emu_comm_start(struct emu_comm *c)
 		if (!c->reqs[i].pages || !c->reqs[i].recs)
 			return -1;
 	}
-	for (int i = 0; i < c->nthreads; i++) {
+	/* One helper per socket: see emu.h on nthreads. */
+	for (int i = 0; i < c->nsocks; i++) {
 		struct emu_thread *t = &c->threads[i];
 
 		t->comm = c;

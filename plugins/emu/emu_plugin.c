@@ -112,8 +112,13 @@ static ncclResult_t emu_devices(int *ndev)
 	return ncclSuccess;
 }
 
-/* Device 0 is "tcpxemu", device d > 0 "tcpxemu<d>". */
-static char prop_names[EMU_MAX_DEVS][24];
+/* Device 0 is "tcpxemu", device d > 0 "tcpxemu<d>"; constant, since
+ * sessions may ask for properties from several threads at once. */
+static char *const prop_names[EMU_MAX_DEVS] = {
+	"tcpxemu",    "tcpxemu1",  "tcpxemu2",  "tcpxemu3",  "tcpxemu4",  "tcpxemu5",
+	"tcpxemu6",   "tcpxemu7",  "tcpxemu8",  "tcpxemu9",  "tcpxemu10", "tcpxemu11",
+	"tcpxemu12",  "tcpxemu13", "tcpxemu14", "tcpxemu15",
+};
 static char prop_pci[] = "";
 
 static ncclResult_t emu_get_properties(int dev, ncclNetProperties_v7_t *props)
@@ -126,10 +131,6 @@ static ncclResult_t emu_get_properties(int dev, ncclNetProperties_v7_t *props)
 	}
 	unpack = bounce_mode() != EMU_BOUNCE_OFF;
 	memset(props, 0, sizeof(*props));
-	if (dev)
-		snprintf(prop_names[dev], sizeof(prop_names[dev]), "tcpxemu%d", dev);
-	else
-		snprintf(prop_names[0], sizeof(prop_names[0]), "tcpxemu");
 	props->name = prop_names[dev];
 	props->pciPath = prop_pci;
 	props->guid = 0;

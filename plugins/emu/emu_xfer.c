@@ -1,11 +1,12 @@
 /*
  * Helper threads.  Each request is cut into slices (64 KiB .. 1 MiB) dealt
- * round-robin over the comm's sockets; every socket first carries a small
- * header {seq, size, tag} for every request, so each thread knows the
- * sender's size on its own.  Thread t owns sockets t, t+T, ...; both ends
- * walk them in the same order with blocking I/O, so no socket can starve.
- * That order starts at a different socket for each request: TCPX's helpers
- * poll their sockets, so no socket's tasks reliably finish first.
+ * round-robin over the comm's sockets, starting at a different socket for
+ * each request; every socket first carries a small header {seq, size, tag}
+ * for every request, so each thread knows the sender's size on its own.
+ * Helper thread i serves socket i alone, with blocking I/O, whatever
+ * NCCL_SOCKET_NTHREADS says (emu.h says why), so the sockets of a request
+ * move at once and, with the rotation, no slice's task reliably finishes
+ * first, as with TCPX's polling helpers.
  * Host data moves straight between the user buffer and the socket.
  *
  * Bounce receives model TCPX's receive side (emu_bounce.c says why): a
@@ -68,22 +69,22 @@ static struct emu_req *next_req(struct emu_comm *c, uint64_t seq)
 	return r;
 }
 
-/* Thread idx's sockets: idx, idx + T, ... */
-static int sock_count(const struct emu_comm *c, int idx)
+/*
+ * Request seq's first slice on socket s: slice i travels on socket
+ * (i + seq) % nsocks.  The rotation keeps a helper that is reliably woken
+ * first from making dst_off order the usual record order.
+ */
+static uint64_t first_slice(const struct emu_comm *c, int s, uint64_t seq)
 {
-	return (c->nsocks - idx + c->nthreads - 1) / c->nthreads;
-}
+	uint64_t n = (uint64_t)c->nsocks;
 
-/* The k-th of them in request seq's walk (both ends agree on it). */
-static int sock_at(const struct emu_comm *c, int idx, uint64_t seq, int k)
-{
-	return idx + (int)((seq + (uint64_t)k) % (uint64_t)sock_count(c, idx)) * c->nthreads;
+	return ((uint64_t)s + n - seq % n) % n;
 }
 
 static void part_done(struct emu_comm *c, struct emu_req *r)
 {
 	pthread_mutex_lock(&c->lock);
-	if (++r->parts_done == c->nthreads) {
+	if (++r->parts_done == c->nsocks) {
 		/* The worst case did not happen: pages promised, never taken. */
 		c->pool.reserved -= r->resv;
 		r->resv = 0;
@@ -107,7 +108,7 @@ static int send_slices(struct emu_thread *t, int s, const struct part *p)
 
 	if (tp__emu_send_full(c->fds[s], &hdr, sizeof(hdr)))
 		return -1;
-	for (uint64_t i = (uint64_t)s; i < nslices; i += (uint64_t)c->nsocks) {
+	for (uint64_t i = first_slice(c, s, p->seq); i < nslices; i += (uint64_t)c->nsocks) {
 		uint64_t off = i * slice, len = slice;
 		const char *src = p->data + off;
 
@@ -139,13 +140,9 @@ void *tp__emu_send_thread(void *arg)
 		if (!r)
 			break;
 		p = (struct part){ r->seq, r->data, r->size, r->tag, r->cuda };
-		for (int k = 0; k < sock_count(c, t->idx); k++) {
-			int s = sock_at(c, t->idx, seq, k);
-
-			if (send_slices(t, s, &p)) {
-				comm_break(c, s, "send", errno);
-				return NULL;
-			}
+		if (send_slices(t, t->idx, &p)) {
+			comm_break(c, t->idx, "send", errno);
+			return NULL;
 		}
 		part_done(c, r);
 	}
@@ -364,7 +361,7 @@ static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
 	uint64_t nslices = (r->size + slice - 1) / slice;
 	int fd = c->fds[s];
 
-	for (uint64_t i = (uint64_t)s; i < nslices; i += (uint64_t)c->nsocks) {
+	for (uint64_t i = first_slice(c, s, r->seq); i < nslices; i += (uint64_t)c->nsocks) {
 		uint64_t off = i * slice, len = slice;
 		int ret;
 
@@ -419,13 +416,9 @@ void *tp__emu_recv_thread(void *arg)
 
 		if (!r)
 			break;
-		for (int k = 0; k < sock_count(c, t->idx); k++) {
-			int s = sock_at(c, t->idx, seq, k);
-
-			if (recv_socket(t, s, r)) {
-				comm_break(c, s, "receive", errno);
-				goto drain;
-			}
+		if (recv_socket(t, t->idx, r)) {
+			comm_break(c, t->idx, "receive", errno);
+			goto drain;
 		}
 		if (stream_drain(t)) {
 			comm_break(c, t->idx, "receive", errno);

@@ -225,6 +225,14 @@ def case_pairs(c):
     run([c.perf, "loopback", "--mem", "host", "--pairs", "2", "--conns", "3", "--bidir",
          "-s", "1M", "-n", "3", "-w", "1", "--verify", "--json", out])
     check_pairs(load_json(out), [1 << 20], 3, 2, conns=3, bidir=True, verify=True)
+    # Channels striped over the emulator's two devices: each pair reports its NICs.
+    out = c.path("pairs-nics.json")
+    p = run([c.perf, "loopback", "--mem", "host", "--pairs", "2", "-s", "1M", "-n", "2", "-w", "1",
+             "--verify", "--json", out], env=clean_env(TCPX_EMU_NDEV=2, TCPX_P2P_NICS="all"))
+    recs = load_json(out)
+    check_pairs(recs, [1 << 20], 2, 2, verify=True)
+    check(all(r["config"].get("nics") == [0, 1] for r in recs[:2]),
+          "pairs do not report nics [0, 1]: %s" % [r["config"].get("nics") for r in recs[:2]])
     for args in (["--pairs", "0"], ["--pairs", "65"], ["--pairs", "2", "--mem", "cuda"],
                  ["--gpus", "0-3"], ["--gpus", "0,1", "--pairs", "2"],
                  ["--gpus", "3-1", "--mem", "cuda"], ["--gpus", "0,,1", "--mem", "cuda"],
