@@ -121,6 +121,8 @@ typedef struct tcpx_p2p_config {
 	int progress_thread;  /* 1 = a thread per session drives every transfer */
 	int mss;              /* smallest TCP MSS on the path: bounds the fragments per chunk */
 	const char *nics;     /* devices to stripe channels over: NULL/"auto", "all", "eth1,eth2" */
+	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
+	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the

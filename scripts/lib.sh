@@ -4,9 +4,10 @@ tp_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 tp_log() { printf '== %s\n' "$*" >&2; }
 
-# Install the Debian packages the build and tests need, if missing.
+# Install the Debian packages the build and tests need, if missing, plus
+# any named as arguments.
 tp_install_deps() {
-	local pkgs=(cmake make gcc pkg-config libcmocka-dev libnuma-dev python3 iproute2 nftables) missing=() p
+	local pkgs=(cmake make gcc pkg-config libssl-dev libcmocka-dev libnuma-dev python3 iproute2 nftables "$@") missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")

@@ -26,6 +26,7 @@
  * task (each task starts on a fresh page at a random offset). */
 #define EMU_MAX_REQ_PAGES (EMU_MAX_BOUNCE_BYTES / EMU_PAGE + EMU_MAX_BOUNCE_BYTES / EMU_SLICE_MIN)
 #define EMU_MAGIC 0x54435845u /* "TCXE" */
+#define EMU_MAX_PENDING 1024  /* connects in progress per process */
 
 /* ---- logging: everything goes through the logger given to init ------- */
 
@@ -70,6 +71,7 @@ struct emu_config {
 	int eager;
 	uint32_t accept_wait_us; /* TCPX_EMU_ACCEPT_WAIT_US: flow-steering set-up */
 	int null_bounce;         /* TCPX_EMU_NULL_BOUNCE: device handle without a bounce buffer */
+	int connect_abandon_ms; /* TCPX_EMU_CONNECT_ABANDON_MS: see emu_pending.c */
 	struct in_addr addr;
 };
 
@@ -113,17 +115,21 @@ int tp__emu_scatter_launch(const tp_unpack_rec *recs, uint32_t nrec, uint64_t of
 
 /* ---- wire formats ------------------------------------------------------ */
 
-/* Lives in the caller's 128-byte handle: connect keeps its progress here. */
+/* Lives in the caller's 128-byte handle.  Connect records its progress
+ * here as a slot of the pending-connect table (emu_pending.c) and that
+ * entry's random key, never as a pointer; the in-progress fields sit where
+ * src/abi/handle_layout.h says, so the library can refuse peer handles with
+ * them set. */
 enum emu_stage { EMU_STAGE_FRESH = 0, EMU_STAGE_CONNECTING = 1, EMU_STAGE_DONE = 2 };
 
 struct emu_handle {
 	uint32_t magic;
 	uint32_t stage;
-	uint64_t nonce;
+	uint64_t nonce;           /* the listen comm's: its hellos must carry it */
 	struct sockaddr_in addr;
 	uint32_t calls;
-	uint32_t pad;
-	uint64_t comm; /* the send comm under construction */
+	uint32_t slot;            /* pending-connect table entry */
+	uint64_t key;             /* that entry's key */
 };
 
 struct emu_hello {
@@ -305,6 +311,18 @@ int tp__emu_send_full(int fd, const void *buf, size_t n);
 int tp__emu_recv_full(int fd, void *buf, size_t n);
 int tp__emu_recv_iov(int fd, struct iovec *iov, int cnt);
 int tp__emu_addr_resolve(struct in_addr *addr);
+
+/* emu_pending.c: connects in progress, by slot + key */
+enum { EMU_PENDING_UNKNOWN = -1, EMU_PENDING_BUSY = -2 };
+uint64_t tp__emu_nonce(void);
+/* Files c (marked busy) and returns its slot and key; -1 when full. */
+int tp__emu_pending_add(struct emu_comm *c, uint32_t *slot, uint64_t *key);
+/* The comm of (slot, key), marked busy; EMU_PENDING_* when none or busy. */
+int tp__emu_pending_take(uint32_t slot, uint64_t key, struct emu_comm **c);
+void tp__emu_pending_put(uint32_t slot);    /* not busy any more */
+void tp__emu_pending_remove(uint32_t slot); /* the caller keeps the comm */
+/* Frees the comms of entries nobody advanced for abandon_ms. */
+void tp__emu_pending_reap(int64_t abandon_ms);
 
 /* emu_comm.c */
 struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config *cfg);

@@ -2,8 +2,10 @@
  * listen / connect / accept.  Both connect and accept are asynchronous like
  * TCPX's: they return success with a NULL comm until every socket is up, and
  * deliberately for the first calls even when the peer is ready, so callers
- * must loop.  Connect keeps its progress in the caller's handle (as NCCL's
- * socket plugin does), which makes every handle single-use.
+ * must loop.  Connect records its progress in the caller's handle, which
+ * makes every handle single-use, but as a slot of its own pending-connect
+ * table and a random key (emu_pending.c), never as a pointer: handle bytes
+ * come from the peer.
  */
 #include <errno.h>
 #include <poll.h>
@@ -12,26 +14,22 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
+#include "abi/handle_layout.h"
 #include "emu.h"
 
 _Static_assert(sizeof(struct emu_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");
+_Static_assert(offsetof(struct emu_handle, stage) == TP_EMU_HANDLE_STAGE_OFF &&
+		       sizeof(((struct emu_handle *)0)->stage) == TP_EMU_HANDLE_STAGE_LEN,
+	       "stage where src/abi/handle_layout.h says");
+_Static_assert(offsetof(struct emu_handle, calls) == TP_EMU_HANDLE_PROGRESS_OFF &&
+		       sizeof(struct emu_handle) == TP_EMU_HANDLE_PROGRESS_OFF +
+							TP_EMU_HANDLE_PROGRESS_LEN,
+	       "calls, slot and key where src/abi/handle_layout.h says");
 
 /* Calls that return NULL even when everything is ready. */
 #define EMU_MIN_CALLS 2
-
-static uint64_t make_nonce(void)
-{
-	uint64_t v = 0;
-	struct timespec ts;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v) && v)
-		return v;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 16);
-}
 
 ncclResult_t tp__emu_listen(int dev, void *handle, void **listen_comm)
 {
@@ -48,6 +46,7 @@ ncclResult_t tp__emu_listen(int dev, void *handle, void **listen_comm)
 	if (!l)
 		return ncclSystemError;
 	tp__emu_config_load(&l->cfg);
+	tp__emu_pending_reap(l->cfg.connect_abandon_ms);
 	if (tp__emu_addr_resolve(&sa.sin_addr))
 		goto free_listen;
 	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -56,7 +55,7 @@ ncclResult_t tp__emu_listen(int dev, void *handle, void **listen_comm)
 	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(l->fd, 64) ||
 	    getsockname(l->fd, (struct sockaddr *)&sa, &len))
 		goto close_fd;
-	l->nonce = make_nonce();
+	l->nonce = tp__emu_nonce();
 	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
 	h->magic = EMU_MAGIC;
 	h->stage = EMU_STAGE_FRESH;
@@ -80,6 +79,7 @@ static ncclResult_t connect_start(struct emu_handle *h)
 	struct emu_comm *c;
 
 	tp__emu_config_load(&cfg);
+	tp__emu_pending_reap(cfg.connect_abandon_ms);
 	c = tp__emu_comm_alloc(EMU_SEND, &cfg);
 	if (!c)
 		return ncclSystemError;
@@ -91,9 +91,15 @@ static ncclResult_t connect_start(struct emu_handle *h)
 		    errno != EINPROGRESS)
 			goto fail;
 	}
+	if (tp__emu_pending_add(c, &h->slot, &h->key)) {
+		EMU_WARN("connect: %d connects already in progress in this process",
+			 EMU_MAX_PENDING);
+		tp__emu_comm_free(c);
+		return ncclSystemError;
+	}
 	h->stage = EMU_STAGE_CONNECTING;
 	h->calls = 0;
-	h->comm = (uint64_t)(uintptr_t)c;
+	tp__emu_pending_put(h->slot);
 	return ncclSuccess;
 
 fail:
@@ -104,7 +110,7 @@ fail:
 }
 
 /* Advances socket i: connection completion, then its hello. <0 on error. */
-static int connect_step(struct emu_comm *c, struct emu_handle *h, int i)
+static int connect_step(struct emu_comm *c, const struct emu_handle *h, int i)
 {
 	int fd = c->fds[i];
 
@@ -140,8 +146,8 @@ ncclResult_t tp__emu_connect(int dev, void *handle, void **send_comm,
 			     ncclNetDeviceHandle_v7_t **dev_handle)
 {
 	struct emu_handle *h = handle;
-	struct emu_comm *c;
-	int ready = 0;
+	struct emu_comm *c = NULL;
+	int ready = 0, rc;
 
 	*send_comm = NULL;
 	if (dev < 0 || dev >= tp__emu_ndev() || h->magic != EMU_MAGIC) {
@@ -153,13 +159,28 @@ ncclResult_t tp__emu_connect(int dev, void *handle, void **send_comm,
 			 "(connect from a private copy of a fresh handle)");
 		return ncclInvalidUsage;
 	}
-	if (h->stage == EMU_STAGE_FRESH)
+	if (h->stage == EMU_STAGE_FRESH) {
+		if (h->calls || h->slot || h->key) {
+			EMU_WARN("connect: fresh handle with connect progress set (forged or "
+				 "corrupt)");
+			return ncclInvalidArgument;
+		}
 		return connect_start(h);
-	if (h->stage != EMU_STAGE_CONNECTING || !h->comm) {
+	}
+	if (h->stage != EMU_STAGE_CONNECTING) {
 		EMU_WARN("connect: corrupt handle stage %u", h->stage);
 		return ncclInvalidArgument;
 	}
-	c = (struct emu_comm *)(uintptr_t)h->comm;
+	rc = tp__emu_pending_take(h->slot, h->key, &c);
+	if (rc == EMU_PENDING_BUSY) {
+		EMU_WARN("connect: another thread is advancing this handle's connect");
+		return ncclInvalidUsage;
+	}
+	if (rc) {
+		EMU_WARN("connect: handle names no connect in progress (slot %u): stale, "
+			 "abandoned, or not made by this process", h->slot);
+		return ncclInvalidArgument;
+	}
 	h->calls++;
 	for (int i = 0; i < c->nsocks; i++) {
 		int r = connect_step(c, h, i);
@@ -171,19 +192,26 @@ ncclResult_t tp__emu_connect(int dev, void *handle, void **send_comm,
 		}
 		ready += r;
 	}
-	if (ready < c->nsocks || h->calls < EMU_MIN_CALLS)
+	if (ready < c->nsocks || h->calls < EMU_MIN_CALLS) {
+		tp__emu_pending_put(h->slot);
 		return ncclSuccess;
+	}
 	if (tp__emu_comm_start(c))
 		goto fail;
+	tp__emu_pending_remove(h->slot);
 	h->stage = EMU_STAGE_DONE;
-	h->comm = 0;
+	h->slot = 0;
+	h->key = 0;
 	*send_comm = c;
 	return ncclSuccess;
 
 fail:
+	tp__emu_pending_remove(h->slot);
 	tp__emu_comm_free(c);
 	h->stage = EMU_STAGE_FRESH;
-	h->comm = 0;
+	h->calls = 0;
+	h->slot = 0;
+	h->key = 0;
 	return ncclSystemError;
 }
 

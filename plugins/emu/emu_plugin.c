@@ -89,6 +89,7 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->eager = progress_mode();
 	cfg->accept_wait_us = (uint32_t)env_long("TCPX_EMU_ACCEPT_WAIT_US", 5000, 0, 60000000);
 	cfg->null_bounce = env_long("TCPX_EMU_NULL_BOUNCE", 0, 0, 1) != 0;
+	cfg->connect_abandon_ms = (int)env_long("TCPX_EMU_CONNECT_ABANDON_MS", 30000, 1, 86400000);
 }
 
 static ncclResult_t emu_init(ncclDebugLogger_t logger)

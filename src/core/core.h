@@ -32,6 +32,8 @@ struct tcpx_p2p_session {
 	struct tcpx_p2p_mr *mrs;      /* registered regions (for conn teardown) */
 	uint64_t mr_ids;              /* last region id handed out */
 	int nconns, nlisteners, nservers;
+	char *auth_token;             /* cfg.auth_token points here when set */
+	uint64_t auth_id;             /* random: tells a connection to oneself */
 };
 
 /* One plugin registration of a region on one comm. */

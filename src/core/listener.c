@@ -4,38 +4,21 @@
  * accepts its own listen comm i, both asynchronously, until all 2 x nchan
  * comms exist.  Both sides therefore run the same code: no client/server
  * asymmetry, no message through the plugin before the comms are complete. */
-#include <arpa/inet.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/auth.h"
+#include "core/blob.h"
 #include "core/core.h"
-#include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
-
-#define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
-#define TP_BLOB_VERSION 1u
-#define TP_BLOB_NAME 32
-
-struct tp_blob_hdr {
-	uint32_t magic;
-	uint16_t version;
-	uint16_t nchan;
-	uint32_t chunk_bytes;
-	uint32_t handle_size;
-	char plugin[TP_BLOB_NAME];
-};
-
-static size_t blob_size(int nchan)
-{
-	return sizeof(struct tp_blob_hdr) + (size_t)nchan * NCCL_NET_HANDLE_MAXSIZE;
-}
 
 int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 {
 	struct tcpx_p2p_listener *l;
-	struct tp_blob_hdr hdr;
+	size_t hdr = sizeof(struct tp_blob_hdr);
 	int i, rc;
 
 	if (!s || !out)
@@ -45,26 +28,21 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		return tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 	l->s = s;
 	l->nchan = s->cfg.num_channels;
-	l->blob_len = blob_size(l->nchan);
+	l->blob_len = tp__blob_size(l->nchan, s->cfg.auth_token != NULL);
 	l->lcomm = calloc((size_t)l->nchan, sizeof(*l->lcomm));
 	l->blob = calloc(1, l->blob_len);
 	if (!l->lcomm || !l->blob) {
 		rc = tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 		goto free_listener;
 	}
-	memset(&hdr, 0, sizeof(hdr));
-	hdr.magic = htonl(TP_BLOB_MAGIC);
-	hdr.version = htons(TP_BLOB_VERSION);
-	hdr.nchan = htons((uint16_t)l->nchan);
-	hdr.chunk_bytes = htonl((uint32_t)s->cfg.chunk_bytes);
-	hdr.handle_size = htonl(NCCL_NET_HANDLE_MAXSIZE);
-	strncpy(hdr.plugin, s->net->name, sizeof(hdr.plugin) - 1);
-	memcpy(l->blob, &hdr, sizeof(hdr));
+	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++)
 		rc = s->net->ops->listen(s->net, s->nics[i % s->nnics],
-					 l->blob + sizeof(hdr) + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
+					 l->blob + hdr + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 					 &l->lcomm[i]);
+	if (!rc && s->cfg.auth_token)
+		rc = tp__blob_seal(s->cfg.auth_token, l->blob, l->blob_len - TP_AUTH_MAC);
 	if (rc)
 		goto close_comms;
 	pthread_mutex_lock(&s->lock);
@@ -93,38 +71,28 @@ int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t
 	return 0;
 }
 
-static int blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len)
+/* DESIGN §4.14: a peer's handle never reaches connect with in-progress
+ * connect state in it (a pointer the plugin would follow). */
+static int handles_check(const struct tcpx_p2p_session *s, unsigned char *handles, int nchan)
 {
-	struct tp_blob_hdr hdr;
-	unsigned nchan;
+	static atomic_int warned;
+	int i, off;
 
-	if (!blob || len < sizeof(hdr))
-		return tp__error(TCPX_P2P_EPROTO, "peer blob of %zu bytes is too short", len);
-	memcpy(&hdr, blob, sizeof(hdr));
-	if (ntohl(hdr.magic) != TP_BLOB_MAGIC)
-		return tp__error(TCPX_P2P_EPROTO, "peer blob has bad magic 0x%08x",
-				 ntohl(hdr.magic));
-	if (ntohs(hdr.version) != TP_BLOB_VERSION)
-		return tp__error(TCPX_P2P_EPROTO, "peer blob version %u, ours %u",
-				 ntohs(hdr.version), TP_BLOB_VERSION);
-	if (ntohl(hdr.handle_size) != NCCL_NET_HANDLE_MAXSIZE)
-		return tp__error(TCPX_P2P_EPROTO, "peer handle size %u, ours %u",
-				 ntohl(hdr.handle_size), NCCL_NET_HANDLE_MAXSIZE);
-	nchan = ntohs(hdr.nchan);
-	if (nchan != (unsigned)s->cfg.num_channels)
-		return tp__error(TCPX_P2P_EPROTO, "peer uses %u channels, we use %d "
-				 "(set TCPX_P2P_NUM_CHANNELS alike on both sides)",
-				 nchan, s->cfg.num_channels);
-	if (ntohl(hdr.chunk_bytes) != s->cfg.chunk_bytes)
-		return tp__error(TCPX_P2P_EPROTO, "peer chunk is %u bytes, ours %zu "
-				 "(set TCPX_P2P_CHUNK_BYTES alike on both sides)",
-				 ntohl(hdr.chunk_bytes), s->cfg.chunk_bytes);
-	if (strncmp(hdr.plugin, s->net->name, sizeof(hdr.plugin) - 1) != 0)
-		return tp__error(TCPX_P2P_EPROTO, "peer uses plugin \"%.*s\", we use \"%s\"",
-				 TP_BLOB_NAME, hdr.plugin, s->net->name);
-	if (len != blob_size((int)nchan))
-		return tp__error(TCPX_P2P_EPROTO, "peer blob is %zu bytes, expected %zu", len,
-				 blob_size((int)nchan));
+	for (i = 0; i < nchan; i++) {
+		if (!tp__net_handle_scrub(s->net->name,
+					  handles + (size_t)i * NCCL_NET_HANDLE_MAXSIZE, &off)) {
+			if (!atomic_exchange(&warned, 1))
+				TP_WARN("conn", "plugin %s: its handle layout is unknown to this "
+					"library, so peer handles reach its connect unchecked; "
+					"connect only to peers you trust", s->net->name);
+			return 0;
+		}
+		if (off >= 0)
+			return tp__error(TCPX_P2P_EPROTO,
+					 "peer handle %d carries in-progress connect state "
+					 "(byte %d set, zero in every fresh handle): refused before "
+					 "the plugin saw it", i, off);
+	}
 	return 0;
 }
 
@@ -178,6 +146,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		     int timeout_ms, tcpx_p2p_conn **out)
 {
 	struct tcpx_p2p_session *s;
+	struct tp_blob_want want;
 	ncclNetDeviceHandle_v7_t *devh = NULL;
 	unsigned char *handles = NULL;
 	void **send = NULL, **recv = NULL;
@@ -191,9 +160,16 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		return tp__error(TCPX_P2P_EINVAL, "connect: this listener's comms were used by "
 				 "a failed connect; both sides need new listeners");
 	timeout_ms = tp__session_timeout(s, timeout_ms);
-	rc = blob_check(s, peer_blob, peer_len);
+	want.nchan = s->cfg.num_channels;
+	want.chunk_bytes = (uint32_t)s->cfg.chunk_bytes;
+	want.plugin = s->net->name;
+	want.token = s->cfg.auth_token;
+	rc = tp__blob_check(&want, peer_blob, peer_len);
 	if (rc)
 		return rc;
+	if (peer_len == l->blob_len && !memcmp(peer_blob, l->blob, peer_len))
+		return tp__error(TCPX_P2P_EPROTO, "peer blob is this listener's own: "
+				 "a connection to oneself is refused");
 	/* Connect from private copies: plugins keep connect state in the
 	 * handle and each handle serves one connection (DESIGN §4.4). */
 	hlen = (size_t)l->nchan * NCCL_NET_HANDLE_MAXSIZE;
@@ -206,6 +182,9 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		goto free_arrays;
 	}
 	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
+	rc = handles_check(s, handles, l->nchan);
+	if (rc)
+		goto free_arrays;
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
 	l->spent = true;

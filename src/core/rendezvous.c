@@ -1,19 +1,43 @@
 /* The built-in TCP rendezvous: a socket carries the two connection blobs
- * (framed, versioned) and stays open for barriers. */
+ * (framed, versioned; src/core/handshake.c) and stays open for barriers.
+ *
+ * The server never waits on one peer while others are ready: it keeps the
+ * connections it accepted but whose handshake has not started yet (their
+ * first frame has not arrived) in a small set, each with its own deadline
+ * (TCPX_P2P_HANDSHAKE_MS from its accept), and serves whichever speaks
+ * first.  The set holds at most TP_SERVER_MAX_PENDING; beyond that the
+ * oldest is dropped, so silent connections cannot crowd out a real peer. */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/core.h"
+#include "core/handshake.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"
+
+#define TP_SERVER_MAX_PENDING 64
+/* Longest a server_accept holds the server's lock in one poll, so that
+ * several threads may accept on one server. */
+#define TP_SERVER_SLICE_MS 20
+
+struct tp_pending {
+	int fd;
+	int64_t deadline;
+	char peer[64];
+};
 
 struct tcpx_p2p_server {
 	struct tcpx_p2p_session *s;
 	int fd;
 	uint16_t port;
+	pthread_mutex_t lock; /* guards the pending set */
+	int npend;
+	struct tp_pending pend[TP_SERVER_MAX_PENDING]; /* oldest first */
 };
 
 int tcpx_p2p_server_create(tcpx_p2p_session *s, const char *bind_addr, uint16_t port,
@@ -33,6 +57,7 @@ int tcpx_p2p_server_create(tcpx_p2p_session *s, const char *bind_addr, uint16_t 
 		return rc;
 	}
 	srv->s = s;
+	pthread_mutex_init(&srv->lock, NULL);
 	pthread_mutex_lock(&s->lock);
 	s->nservers++;
 	pthread_mutex_unlock(&s->lock);
@@ -48,11 +73,21 @@ int tcpx_p2p_server_port(const tcpx_p2p_server *srv, uint16_t *port)
 	return 0;
 }
 
+static void pend_drop(struct tcpx_p2p_server *srv, int i)
+{
+	tp__sock_close(srv->pend[i].fd);
+	memmove(&srv->pend[i], &srv->pend[i + 1], (size_t)(srv->npend - i - 1) * sizeof(srv->pend[0]));
+	srv->npend--;
+}
+
 int tcpx_p2p_server_destroy(tcpx_p2p_server *srv)
 {
 	if (!srv)
 		return tp__error(TCPX_P2P_EINVAL, "server_destroy: NULL server");
+	while (srv->npend)
+		pend_drop(srv, 0);
 	tp__sock_close(srv->fd);
+	pthread_mutex_destroy(&srv->lock);
 	pthread_mutex_lock(&srv->s->lock);
 	srv->s->nservers--;
 	pthread_mutex_unlock(&srv->s->lock);
@@ -60,79 +95,138 @@ int tcpx_p2p_server_destroy(tcpx_p2p_server *srv)
 	return 0;
 }
 
-static int64_t now_ms(void)
+/* Take every queued connection into the pending set. */
+static int accept_queued(struct tcpx_p2p_server *srv)
 {
-	struct timespec ts;
+	struct tp_pending *p;
+	int rc, fd;
+	char peer[64];
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Milliseconds left before deadline (< 0: none), at least 1 so that an
- * expired step still reports its own timeout. */
-static int left_ms(int64_t deadline)
-{
-	int64_t left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - now_ms();
-	return left < 1 ? 1 : (int)left;
-}
-
-/* Both sides: listen, send our blob, read the peer's, connect; all within
- * one deadline. */
-static int handshake(struct tcpx_p2p_session *s, int fd, const char *peer, int timeout_ms,
-		     struct tcpx_p2p_conn **out)
-{
-	struct tcpx_p2p_listener *l;
-	const void *blob;
-	unsigned char *peer_blob;
-	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	size_t len;
-	uint32_t peer_len;
-	int rc;
-
-	peer_blob = malloc(TP_FRAME_MAX);
-	if (!peer_blob)
-		return tp__error(TCPX_P2P_ENOMEM, "handshake: out of memory");
-	rc = tcpx_p2p_listen(s, &l);
-	if (rc)
-		goto free_blob;
-	tcpx_p2p_listener_blob(l, &blob, &len);
-	rc = tp__frame_send(fd, TP_FRAME_HELLO, blob, (uint32_t)len, left_ms(deadline));
-	if (!rc)
-		rc = tp__frame_recv(fd, TP_FRAME_HELLO, peer_blob, TP_FRAME_MAX, &peer_len,
-				    left_ms(deadline));
-	if (!rc)
-		rc = tcpx_p2p_connect(l, peer_blob, peer_len, left_ms(deadline), out);
-	if (rc) {
-		TP_WARN("conn", "handshake with %s failed: %s", peer, tcpx_p2p_last_error());
-		tcpx_p2p_listener_destroy(l);
-		goto free_blob;
+	for (;;) {
+		rc = tp__sock_accept_nb(srv->fd, &fd, peer, sizeof(peer));
+		if (rc == TCPX_P2P_EAGAIN)
+			return 0;
+		if (rc)
+			return rc;
+		if (srv->npend == TP_SERVER_MAX_PENDING) {
+			TP_WARN_RL("conn", "%d rendezvous handshakes waiting: dropping the oldest, "
+				   "from %s", TP_SERVER_MAX_PENDING, srv->pend[0].peer);
+			pend_drop(srv, 0);
+		}
+		p = &srv->pend[srv->npend++];
+		p->fd = fd;
+		p->deadline = tp__now_ms() + srv->s->cfg.handshake_ms;
+		snprintf(p->peer, sizeof(p->peer), "%s", peer);
+		TP_DEBUG("conn", "rendezvous connection from %s", peer);
 	}
-	(*out)->ctrl_fd = fd;
-	snprintf((*out)->peer, sizeof((*out)->peer), "%s", peer);
-	TP_INFO("conn", "connected to %s: %d channels", peer, (*out)->nchan);
-free_blob:
-	free(peer_blob);
+}
+
+/* Drop connections whose peer let its handshake deadline pass. */
+static int expire(struct tcpx_p2p_server *srv, int64_t now)
+{
+	int i, n = 0;
+
+	for (i = 0; i < srv->npend;) {
+		if (now < srv->pend[i].deadline) {
+			i++;
+			continue;
+		}
+		TP_INFO("conn", "dropping %s: no handshake within %d ms", srv->pend[i].peer,
+			srv->s->cfg.handshake_ms);
+		pend_drop(srv, i);
+		n++;
+	}
+	return n;
+}
+
+/* Index of a pending connection with something to read, -1 if none came
+ * before wait_ms (the listening socket may have become ready); < -1 (an
+ * error code) if poll itself failed. */
+static int wait_ready(struct tcpx_p2p_server *srv, int wait_ms)
+{
+	struct pollfd pfd[TP_SERVER_MAX_PENDING + 1];
+	int i, n;
+
+	pfd[0].fd = srv->fd;
+	pfd[0].events = POLLIN;
+	for (i = 0; i < srv->npend; i++) {
+		pfd[i + 1].fd = srv->pend[i].fd;
+		pfd[i + 1].events = POLLIN;
+	}
+	n = poll(pfd, (nfds_t)srv->npend + 1, wait_ms);
+	if (n < 0)
+		return errno == EINTR ? -1 :
+				       tp__error(TCPX_P2P_ENET, "server_accept: poll: %s",
+						 strerror(errno));
+	for (i = 0; n > 0 && i < srv->npend; i++)
+		if (pfd[i + 1].revents)
+			return i;
+	return -1;
+}
+
+/* One look under the server's lock: take what is queued, drop who let
+ * their deadline pass, then wait at most one slice for a peer to speak.
+ * 1 with *p taken out of the set when one did, 0 when none did, < 0 an
+ * error (ETIMEDOUT once deadline passed). */
+static int pick(struct tcpx_p2p_server *srv, int64_t deadline, int timeout_ms, int *dropped,
+		struct tp_pending *p)
+{
+	int64_t now, next;
+	int rc, i;
+
+	pthread_mutex_lock(&srv->lock);
+	rc = accept_queued(srv);
+	if (rc)
+		goto unlock;
+	now = tp__now_ms();
+	*dropped += expire(srv, now);
+	if (deadline >= 0 && now >= deadline) {
+		rc = tp__error(TCPX_P2P_ETIMEDOUT,
+			       "accept: timed out: no peer completed a handshake within %d ms "
+			       "(%d silent connection(s) dropped after %d ms, %d still waiting)",
+			       timeout_ms, *dropped, srv->s->cfg.handshake_ms, srv->npend);
+		goto unlock;
+	}
+	next = now + TP_SERVER_SLICE_MS;
+	if (deadline >= 0 && deadline < next)
+		next = deadline;
+	for (i = 0; i < srv->npend; i++)
+		if (srv->pend[i].deadline < next)
+			next = srv->pend[i].deadline;
+	i = wait_ready(srv, (int)(next - now));
+	rc = i < -1 ? i : 0;
+	if (i >= 0) {
+		*p = srv->pend[i];
+		memmove(&srv->pend[i], &srv->pend[i + 1],
+			(size_t)(srv->npend - i - 1) * sizeof(srv->pend[0]));
+		srv->npend--;
+		rc = 1;
+	}
+unlock:
+	pthread_mutex_unlock(&srv->lock);
 	return rc;
 }
 
 int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out)
 {
-	char peer[64];
-	int fd, rc;
+	struct tp_pending p;
+	int64_t deadline;
+	int rc, dropped = 0;
 
 	if (!srv || !out)
 		return tp__error(TCPX_P2P_EINVAL, "server_accept: NULL argument");
 	timeout_ms = tp__session_timeout(srv->s, timeout_ms);
-	rc = tp__sock_accept(srv->fd, timeout_ms, &fd, peer, sizeof(peer));
-	if (rc)
+	deadline = timeout_ms < 0 ? -1 : tp__now_ms() + timeout_ms;
+	while ((rc = pick(srv, deadline, timeout_ms, &dropped, &p)) == 0)
+		sched_yield(); /* let another accepting thread have the lock */
+	if (rc < 0)
 		return rc;
-	rc = handshake(srv->s, fd, peer, timeout_ms, out);
+	/* The handshake runs outside the lock: other threads go on accepting. */
+	rc = tp__handshake(srv->s, p.fd, p.peer, true,
+			   deadline >= 0 && deadline < p.deadline ? deadline : p.deadline, deadline,
+			   out);
 	if (rc)
-		tp__sock_close(fd);
+		tp__sock_close(p.fd);
 	return rc;
 }
 
@@ -140,16 +234,18 @@ int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int time
 		  tcpx_p2p_conn **out)
 {
 	char peer[64];
+	int64_t deadline;
 	int fd, rc;
 
 	if (!s || !host || !out)
 		return tp__error(TCPX_P2P_EINVAL, "dial: NULL argument");
 	timeout_ms = tp__session_timeout(s, timeout_ms);
+	deadline = timeout_ms < 0 ? -1 : tp__now_ms() + timeout_ms;
 	rc = tp__sock_dial(host, port, timeout_ms, &fd);
 	if (rc)
 		return rc;
 	snprintf(peer, sizeof(peer), "%s:%u", host, port);
-	rc = handshake(s, fd, peer, timeout_ms, out);
+	rc = tp__handshake(s, fd, peer, false, deadline, deadline, out);
 	if (rc)
 		tp__sock_close(fd);
 	return rc;

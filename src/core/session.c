@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
+#include "core/auth.h"
 #include "core/core.h"
 #include "core/nics.h"
 #include "core/topo.h"
@@ -125,6 +128,35 @@ static int open_gpu(struct tcpx_p2p_session *s, int *ngpu)
 	return tp__session_use_gpu(s);
 }
 
+/* The session keeps its own copy of the secret (the caller's string may
+ * go away) and wipes it at the end. */
+static int keep_token(struct tcpx_p2p_session *s)
+{
+	const char *t = s->cfg.auth_token;
+
+	s->cfg.auth_token = NULL;
+	if (tp__auth_random(&s->auth_id, sizeof(s->auth_id)))
+		return TCPX_P2P_ENET;
+	if (!t || !*t)
+		return 0;
+	s->auth_token = strdup(t);
+	if (!s->auth_token)
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: out of memory");
+	if (strlen(t) < 16)
+		TP_WARN("session", "TCPX_P2P_AUTH_TOKEN is %zu bytes: use at least 16 random "
+			"bytes", strlen(t));
+	s->cfg.auth_token = s->auth_token;
+	return 0;
+}
+
+static void drop_token(struct tcpx_p2p_session *s)
+{
+	if (s->auth_token) {
+		OPENSSL_cleanse(s->auth_token, strlen(s->auth_token));
+		free(s->auth_token);
+	}
+}
+
 int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 {
 	struct tcpx_p2p_session *s;
@@ -166,6 +198,9 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 		strcpy(s->nics_spec, s->cfg.nics);
 		s->cfg.nics = s->nics_spec;
 	}
+	rc = keep_token(s);
+	if (rc)
+		goto free_session;
 	rc = open_gpu(s, &ngpu);
 	if (rc)
 		goto free_session;
@@ -216,6 +251,7 @@ destroy_lock:
 unload:
 	tp__net_unload(s->net);
 free_session:
+	drop_token(s);
 	free(s);
 	return rc;
 }
@@ -236,6 +272,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 	tp__unpacker_destroy(s->unpacker);
 	tp__net_unload(s->net);
 	pthread_mutex_destroy(&s->lock);
+	drop_token(s);
 	free(s);
 	return 0;
 }

@@ -80,6 +80,13 @@ int tp__net_err(const struct tp_net *net, const char *op, ncclResult_t r);
 int tp__net_load(const char *explicit_path, struct tp_net **out);
 void tp__net_unload(struct tp_net *net);
 
+/* Zero the in-progress connect fields (src/abi/handle_layout.h) of a
+ * NCCL_NET_HANDLE_MAXSIZE-byte handle received from a peer, for the plugin
+ * named `plugin`.  Returns 1 when the layout is known, else 0 (handle left
+ * as it is).  *dirty_off: the first of those bytes that was non-zero, or -1;
+ * a fresh handle from a peer's listen never has one. */
+int tp__net_handle_scrub(const char *plugin, unsigned char *handle, int *dirty_off);
+
 /* File name of the bundled emulator plugin. */
 #define TP_EMU_PLUGIN_FILE "libnccl-net-tcpxemu.so"
 

@@ -22,6 +22,7 @@ enum tp_cfg_type {
 	TP_CFG_ENUM, /* int field holding an index into names */
 	TP_CFG_PATH, /* const char * field; NULL shows as the row's default text */
 	TP_CFG_LOG,  /* no field: the process-wide level that log.c applies */
+	TP_CFG_SECRET, /* const char * field, shown only as set or not */
 };
 
 struct tp_cfg_row {
@@ -75,6 +76,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  1, NULL, 0,
 	  "60000", "-1 (no limit) or 1..86400000",
 	  "connection set-up deadline in ms where TCPX_P2P_TIMEOUT_DEFAULT is passed" },
+	{ "TCPX_P2P_HANDSHAKE_MS", NULL, "handshake_ms", TP_CFG_INT, TP_OFF(handshake_ms), 1,
+	  86400000, 0, NULL, 0,
+	  "10000", "1..86400000",
+	  "rendezvous server: ms a connected peer gets to authenticate and send its blob "
+	  "before it is dropped" },
 	{ "TCPX_P2P_PLUGIN", "UCCL_TCPX_PLUGIN_PATH", "plugin_path", TP_CFG_PATH,
 	  TP_OFF(plugin_path), 0, 0, 0, NULL, 0,
 	  "(search)", "a file path",
@@ -91,6 +97,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "auto", "auto|all|comma-separated device names or indices",
 	  "plugin devices each connection stripes its channels over (channel i on the "
 	  "i-th, round robin); auto = the devices closest to the GPU" },
+	{ "TCPX_P2P_AUTH_TOKEN", NULL, "auth_token", TP_CFG_SECRET, TP_OFF(auth_token), 0, 0, 0,
+	  NULL, 0,
+	  "(none)", "any text; at least 16 bytes recommended",
+	  "shared secret: peers must prove they hold it before any blob is sent or plugin "
+	  "called; never sent, never shown" },
 	{ "TCPX_P2P_LOG_LEVEL", "UCCL_TCPX_DEBUG", NULL, TP_CFG_LOG, 0, 0, 4, 0, NULL, 0,
 	  "warn", "none|warn|info|debug|trace or 0..4",
 	  "process-wide log level (UCCL_TCPX_DEBUG set to non-zero means debug)" },
@@ -173,6 +184,7 @@ static int tp_row_parse(const struct tp_cfg_row *row, const char *text, long lon
 		*v = level;
 		return 0;
 	case TP_CFG_PATH:
+	case TP_CFG_SECRET:
 		*v = 0;
 		return 0;
 	}
@@ -201,6 +213,7 @@ static void tp_row_store(const struct tp_cfg_row *row, tcpx_p2p_config *cfg, lon
 		*(size_t *)tp_field(row, cfg) = (size_t)v;
 		break;
 	case TP_CFG_PATH:
+	case TP_CFG_SECRET:
 		*(const char **)tp_field(row, cfg) = text;
 		break;
 	case TP_CFG_LOG:
@@ -216,7 +229,7 @@ static void tp_config_defaults(tcpx_p2p_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->struct_size = sizeof(*cfg);
 	for (row = tp_cfg_rows; row < tp_cfg_rows + TP_CFG_NROWS; row++) {
-		if (row->type == TP_CFG_PATH) {
+		if (row->type == TP_CFG_PATH || row->type == TP_CFG_SECRET) {
 			tp_row_store(row, cfg, 0, NULL);
 			continue;
 		}
@@ -355,6 +368,7 @@ static long long tp_row_value(const struct tp_cfg_row *row, const tcpx_p2p_confi
 	case TP_CFG_LOG:
 		return tp__log_level;
 	case TP_CFG_PATH:
+	case TP_CFG_SECRET:
 		break;
 	}
 	return 0;
@@ -372,7 +386,8 @@ int tp__config_resolve(const tcpx_p2p_config *in, tcpx_p2p_config *out)
 	for (row = tp_cfg_rows; rc == 0 && row < tp_cfg_rows + TP_CFG_NROWS; row++) {
 		long long v;
 
-		if (row->type == TP_CFG_PATH || row->type == TP_CFG_LOG)
+		if (row->type == TP_CFG_PATH || row->type == TP_CFG_SECRET ||
+		    row->type == TP_CFG_LOG)
 			continue;
 		v = tp_row_value(row, &tmp);
 		if (!tp_row_in_range(row, v))
@@ -420,6 +435,10 @@ int tcpx_p2p_config_describe(const tcpx_p2p_config *cfg, int index, const char *
 	case TP_CFG_PATH:
 		s = *(const char *const *)tp_field_c(row, &full);
 		n = snprintf(buf, sizeof(buf), "%s", s ? s : row->def);
+		break;
+	case TP_CFG_SECRET:
+		s = *(const char *const *)tp_field_c(row, &full);
+		n = snprintf(buf, sizeof(buf), "%s", s && *s ? "(set)" : row->def);
 		break;
 	case TP_CFG_LOG:
 		s = tp__log_level_name((int)v);

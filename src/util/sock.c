@@ -265,6 +265,30 @@ int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_le
 	return 0;
 }
 
+int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int cfd;
+
+	for (;;) {
+		sl = sizeof(ss);
+		cfd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+		if (cfd >= 0)
+			break;
+		if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return TCPX_P2P_EAGAIN;
+		return tp__error(TCPX_P2P_ENET, "accept on fd %d: %s", lfd, strerror(errno));
+	}
+	tp_set_nodelay(cfd);
+	if (peer && peer_len)
+		tp_format_addr((struct sockaddr *)&ss, peer, peer_len);
+	*fd = cfd;
+	return 0;
+}
+
 static int tp_retryable_connect_errno(int err)
 {
 	return err == ECONNREFUSED || err == ENETUNREACH || err == ETIMEDOUT ||
@@ -495,6 +519,8 @@ static const char *tp_frame_type_name(unsigned type)
 		return "barrier";
 	case TP_FRAME_BYE:
 		return "bye";
+	case TP_FRAME_AUTH:
+		return "auth";
 	default:
 		return "unknown";
 	}
@@ -519,7 +545,7 @@ int tp__frame_decode(const struct tp_frame_hdr *wire, uint16_t type, uint32_t ca
 		return tp__error(TCPX_P2P_EPROTO,
 				 "peer speaks bootstrap version %u, this library speaks %u",
 				 version, TP_FRAME_VERSION);
-	if (got != type)
+	if (type != TP_FRAME_ANY && got != type)
 		return tp__error(TCPX_P2P_EPROTO, "expected a %s frame (type %u), got %s (type %u)",
 				 tp_frame_type_name(type), type, tp_frame_type_name(got), got);
 	if (n > cap || n > TP_FRAME_MAX)
@@ -547,7 +573,8 @@ int tp__frame_send(int fd, uint16_t type, const void *payload, uint32_t len, int
 	return rc;
 }
 
-int tp__frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len, int timeout_ms)
+static int tp_frame_recv(int fd, uint16_t want, uint16_t *type, void *buf, uint32_t cap,
+			 uint32_t *len, int timeout_ms)
 {
 	uint64_t deadline = tp_deadline(timeout_ms);
 	struct tp_frame_hdr hdr;
@@ -560,7 +587,7 @@ int tp__frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len
 	rc = tp_recv_until(fd, &hdr, sizeof(hdr), deadline);
 	if (rc)
 		return rc;
-	rc = tp__frame_decode(&hdr, type, cap, &n);
+	rc = tp__frame_decode(&hdr, want, cap, &n);
 	if (rc) {
 		tp_peer_name(fd, peer, sizeof(peer));
 		return tp__error(rc, "from %s: %s", peer, tcpx_p2p_last_error());
@@ -569,5 +596,18 @@ int tp__frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len
 		rc = tp_recv_until(fd, buf, n, deadline);
 	if (rc == 0 && len)
 		*len = n;
+	if (rc == 0 && type)
+		*type = ntohs(hdr.type);
 	return rc;
+}
+
+int tp__frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len, int timeout_ms)
+{
+	return tp_frame_recv(fd, type, NULL, buf, cap, len, timeout_ms);
+}
+
+int tp__frame_recv_any(int fd, uint16_t *type, void *buf, uint32_t cap, uint32_t *len,
+		       int timeout_ms)
+{
+	return tp_frame_recv(fd, TP_FRAME_ANY, type, buf, cap, len, timeout_ms);
 }

@@ -11,6 +11,10 @@
 int tp__sock_listen(const char *addr, uint16_t port, int *fd, uint16_t *bound_port);
 /* Accept one connection; peer gets "ip:port" (may be NULL). */
 int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_len);
+/* One connection if one is queued: 0, EAGAIN when none is, ENET on a real
+ * error (EMFILE included: the caller must not spin on it).  The new socket
+ * is blocking, close-on-exec, with TCP_NODELAY. */
+int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len);
 /* Connect, retrying refused connections with backoff until the deadline. */
 int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd);
 int tp__sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);
@@ -24,9 +28,11 @@ void tp__sock_close(int fd);
 #define TP_FRAME_MAX (64u << 10)
 
 enum tp_frame_type {
+	TP_FRAME_ANY = 0,     /* tp__frame_recv_any: whatever comes */
 	TP_FRAME_HELLO = 1,   /* payload: the sender's connection blob */
 	TP_FRAME_BARRIER = 2, /* empty */
 	TP_FRAME_BYE = 3,     /* empty */
+	TP_FRAME_AUTH = 4,    /* challenge-response (src/core/auth.c) */
 };
 
 struct tp_frame_hdr {
@@ -41,7 +47,12 @@ int tp__frame_send(int fd, uint16_t type, const void *payload, uint32_t len, int
  * length.  EPROTO on bad magic, version, type or a length over cap. */
 int tp__frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len, int timeout_ms);
 
-/* Pure helpers for the above, exposed for unit tests. */
+/* The same for a frame of any type, reported in *type. */
+int tp__frame_recv_any(int fd, uint16_t *type, void *buf, uint32_t cap, uint32_t *len,
+		       int timeout_ms);
+
+/* Pure helpers for the above, exposed for unit tests.  decode with type
+ * TP_FRAME_ANY accepts every type. */
 void tp__frame_encode(struct tp_frame_hdr *wire, uint16_t type, uint32_t len);
 int tp__frame_decode(const struct tp_frame_hdr *wire, uint16_t type, uint32_t cap, uint32_t *len);
 

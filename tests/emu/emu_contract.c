@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
+#include "abi/handle_layout.h"
 #include "emu_harness.h"
 
 static const int data_sizes[] = { 0, 1, 4095, 4096, (1 << 20) + 3, 4 << 20 };
@@ -756,6 +758,75 @@ static void test_pool_too_small(void **state)
 	emu_pair_close(&p);
 }
 
+/* Handle bytes come from the peer: a forged connect stage names no memory
+ * (DESIGN §4.14).  The crafted values would be a wild pointer to a plugin
+ * that kept its state in the handle. */
+static void test_forged_handle(void **state)
+{
+	const uint64_t wild = 0x4141414141414141ull;
+	char handle[NCCL_NET_HANDLE_MAXSIZE], copy[NCCL_NET_HANDLE_MAXSIZE];
+	void *lcomm = NULL, *scomm = NULL;
+	uint32_t stage = 1, slot = 5;
+	int i;
+
+	assert_int_equal(net->listen(0, handle, &lcomm), ncclSuccess);
+	/* Connecting stage, any slot, a guessed key. */
+	memcpy(copy, handle, sizeof(copy));
+	memcpy(copy + TP_EMU_HANDLE_STAGE_OFF, &stage, sizeof(stage));
+	memcpy(copy + TP_EMU_HANDLE_PROGRESS_OFF + 4, &slot, sizeof(slot));
+	memcpy(copy + TP_EMU_HANDLE_PROGRESS_OFF + 8, &wild, sizeof(wild));
+	emu_clear_warn();
+	assert_int_equal(net->connect(0, copy, &scomm, NULL), ncclInvalidArgument);
+	assert_null(scomm);
+	assert_true(emu_warned("no connect in progress"));
+	/* A fresh stage with progress fields set. */
+	memcpy(copy, handle, sizeof(copy));
+	memcpy(copy + TP_EMU_HANDLE_PROGRESS_OFF + 8, &wild, sizeof(wild));
+	emu_clear_warn();
+	assert_int_equal(net->connect(0, copy, &scomm, NULL), ncclInvalidArgument);
+	assert_true(emu_warned("forged"));
+	/* A real connect in progress: its slot with any other key is refused,
+	 * and the real one still completes afterwards. */
+	memcpy(copy, handle, sizeof(copy));
+	assert_int_equal(net->connect(0, copy, &scomm, NULL), ncclSuccess);
+	assert_null(scomm);
+	{
+		char other[NCCL_NET_HANDLE_MAXSIZE];
+		uint64_t key;
+
+		memcpy(other, copy, sizeof(other));
+		memcpy(&key, other + TP_EMU_HANDLE_PROGRESS_OFF + 8, sizeof(key));
+		key ^= 1;
+		memcpy(other + TP_EMU_HANDLE_PROGRESS_OFF + 8, &key, sizeof(key));
+		assert_int_equal(net->connect(0, other, &scomm, NULL), ncclInvalidArgument);
+	}
+	for (i = 0; i < 10000 && !scomm; i++)
+		assert_int_equal(net->connect(0, copy, &scomm, NULL), ncclSuccess);
+	assert_non_null(scomm);
+	assert_int_equal(net->closeSend(scomm), ncclSuccess);
+	assert_int_equal(net->closeListen(lcomm), ncclSuccess);
+}
+
+/* A connect nobody advances any more is released by the next listen or
+ * connect once TCPX_EMU_CONNECT_ABANDON_MS (200 ms in this registration)
+ * passed: its handle then names nothing. */
+static void test_abandoned_connect(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE], h2[NCCL_NET_HANDLE_MAXSIZE];
+	void *lcomm = NULL, *l2 = NULL, *scomm = NULL;
+
+	assert_int_equal(net->listen(0, handle, &lcomm), ncclSuccess);
+	assert_int_equal(net->connect(0, handle, &scomm, NULL), ncclSuccess);
+	assert_null(scomm);
+	usleep(300 * 1000);
+	assert_int_equal(net->listen(0, h2, &l2), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(net->connect(0, handle, &scomm, NULL), ncclInvalidArgument);
+	assert_true(emu_warned("no connect in progress"));
+	assert_int_equal(net->closeListen(l2), ncclSuccess);
+	assert_int_equal(net->closeListen(lcomm), ncclSuccess);
+}
+
 static int setup_group(void **state)
 {
 	return emu_load() ? -1 : 0;
@@ -771,6 +842,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_request_limit),
 		cmocka_unit_test(test_fifo_rules),
 		cmocka_unit_test(test_truncation),
+		cmocka_unit_test(test_forged_handle),
 	};
 	const struct CMUnitTest bounce[] = {
 		cmocka_unit_test(test_accept_needs_storage),
@@ -793,6 +865,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fragments),
 		cmocka_unit_test(test_fragment_limit),
 	};
+	const struct CMUnitTest reap[] = { cmocka_unit_test(test_abandoned_connect) };
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(test_close_in_flight),
 		cmocka_unit_test(test_peer_death_recv),
@@ -829,6 +902,8 @@ int main(int argc, char **argv)
 		return RUN("emu null bounce", null_bounce) ? 1 : 0;
 	if (!strncmp(group, "mss", 3))
 		return RUN("emu fragments", mss) ? 1 : 0;
+	if (!strcmp(group, "reap"))
+		return RUN("emu abandoned connects", reap) ? 1 : 0;
 	if (!strcmp(group, "fault"))
 		return RUN("emu faults", fault) ? 1 : 0;
 	fprintf(stderr, "unknown group %s\n", group);

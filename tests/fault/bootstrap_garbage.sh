@@ -25,6 +25,7 @@ bad_blob) re='protocol.*blob' ;;
 bad_type) re='protocol.*type' ;;
 silent) re='timed out' ;;
 rst) re='closed|reset' ;;
+crafted) re='protocol.*in-progress connect state' ;;
 *) tp_fail "unknown mode $mode" ;;
 esac
 

@@ -10,6 +10,10 @@ MODE: garbage  - bytes that are no frame at all
       bad_type - a valid header of an unknown frame type
       silent   - say nothing, keep the socket open
       rst      - close at once with a reset
+      crafted  - a well-formed HELLO whose emulator handles carry connect
+                 progress naming 0x4141414141414141 (issue #8); as server it
+                 copies the dialer's blob header, as client it assumes the
+                 defaults (2 channels, 512 KiB chunks, TCPXEmu_v7)
 Prints "peer: listening" on stderr (server) and "peer: ready" on stdout
 once connected.  Exits 0 after HOLD seconds (env
 FAULT_HOLD_S, default 15) or when the other side closes.
@@ -36,7 +40,37 @@ PAYLOADS = {
     "bad_type": header(0x7777, 0),
     "silent": b"",
     "rst": b"",
+    "crafted": b"",
 }
+
+
+BLOB_MAGIC = 0x54505842  # "TPXB", src/core/listener.c
+EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
+
+
+def crafted_hello(nchan=2, chunk=524288, plugin=b"TCPXEmu_v7"):
+    """A blob whose emulator handles say "connect in progress, slot 5, key
+    0x4141414141414141" (struct emu_handle, src/abi/handle_layout.h)."""
+    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 1, nchan, chunk, 128, plugin)
+    addr = struct.pack("<H", socket.AF_INET) + struct.pack("!H", 1) + \
+        socket.inet_aton("127.0.0.1") + b"\0" * 8
+    h = struct.pack("<IIQ", EMU_MAGIC, 1, 0) + addr + \
+        struct.pack("<IIQ", 0, 5, 0x4141414141414141)
+    blob = hdr + (h + b"\0" * (128 - len(h))) * nchan
+    return header(HELLO, len(blob)) + blob
+
+
+def read_hello(s):
+    """The peer's HELLO payload (its blob), or None."""
+    s.settimeout(10)
+    try:
+        hdr = s.recv(12, socket.MSG_WAITALL)
+        magic, _, ftype, length = struct.unpack("!IHHI", hdr)
+        if magic != MAGIC or ftype != HELLO or length > 65536:
+            return None
+        return s.recv(length, socket.MSG_WAITALL)
+    except (OSError, struct.error):
+        return None
 
 
 def dial(port, deadline):
@@ -74,8 +108,16 @@ def main():
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         return 0
+    payload = PAYLOADS[mode]
+    if mode == "crafted":
+        blob = read_hello(s) if role == "server" else None
+        if blob and len(blob) >= 48:
+            _, _, nchan, chunk, _, plugin = struct.unpack("!IHHII32s", blob[:48])
+            payload = crafted_hello(nchan, chunk, plugin.rstrip(b"\0"))
+        else:
+            payload = crafted_hello()
     try:
-        s.sendall(PAYLOADS[mode])
+        s.sendall(payload)
     except OSError as e:
         # The other side may reject the first bytes and close before we finish.
         print("peer: send: %s" % e, file=sys.stderr)

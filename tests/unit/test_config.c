@@ -353,6 +353,8 @@ static void test_resolve_old_struct(void **state)
 	in.struct_size = sizeof(in) + 64;
 	in.progress_thread = 1;
 	in.mss = 1448;
+	in.plugin_path = NULL;
+	in.handshake_ms = 1000;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_int_equal(out.struct_size, sizeof(out));
 	assert_int_equal(out.num_channels, 8);
@@ -421,10 +423,12 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_RECV_WINDOW", "16" },
 		{ "TCPX_P2P_UNPACK", "kernel" },
 		{ "TCPX_P2P_TIMEOUT_MS", "60000" },
+		{ "TCPX_P2P_HANDSHAKE_MS", "10000" },
 		{ "TCPX_P2P_PLUGIN", "(search)" },
 		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
 		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_NICS", "auto" },
+		{ "TCPX_P2P_AUTH_TOKEN", "(none)" },
 		{ "TCPX_P2P_LOG_LEVEL", "info" }, /* set_log(INFO) in setup */
 	};
 	tcpx_p2p_config c;
@@ -455,7 +459,7 @@ static void test_describe(void **state)
 	assert_string_equal(value, "d2d");
 	assert_int_equal(tcpx_p2p_config_describe(&c, 3, NULL, NULL, value, sizeof(value)), 0);
 	assert_string_equal(value, "1048576");
-	assert_int_equal(tcpx_p2p_config_describe(&c, 8, NULL, NULL, value, sizeof(value)), 0);
+	assert_int_equal(tcpx_p2p_config_describe(&c, 9, NULL, NULL, value, sizeof(value)), 0);
 	assert_string_equal(value, "/usr/local/tcpx/lib64/libnccl-net-tcpx.so");
 	c.unpack = 9;
 	assert_int_equal(tcpx_p2p_config_describe(&c, 6, NULL, NULL, value, sizeof(value)), 0);
@@ -463,7 +467,7 @@ static void test_describe(void **state)
 
 	/* Too small a buffer: EINVAL, buffer untouched. */
 	strcpy(value, "keep");
-	assert_int_equal(tcpx_p2p_config_describe(&c, 8, NULL, NULL, value, 10), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_config_describe(&c, 9, NULL, NULL, value, 10), TCPX_P2P_EINVAL);
 	assert_string_equal(value, "keep");
 	assert_int_equal(tcpx_p2p_config_describe(&c, -1, &name, NULL, value, sizeof(value)),
 			 TCPX_P2P_EINVAL);

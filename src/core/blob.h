@@ -1,0 +1,44 @@
+/* The connection blob (docs/architecture.md): what tcpx_p2p_listen
+ * publishes and tcpx_p2p_connect takes from the peer. */
+#ifndef TP_CORE_BLOB_H
+#define TP_CORE_BLOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/nccl_net.h"
+
+#define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
+#define TP_BLOB_VERSION 1u
+#define TP_BLOB_NAME 32
+
+/* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow. */
+struct tp_blob_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t nchan;
+	uint32_t chunk_bytes;
+	uint32_t handle_size;
+	char plugin[TP_BLOB_NAME];
+};
+
+/* What a peer's blob must match.  With a token, blobs end in an
+ * HMAC-SHA256 of everything before it (TP_AUTH_MAC bytes). */
+struct tp_blob_want {
+	int nchan;
+	uint32_t chunk_bytes;
+	const char *plugin;
+	const char *token; /* NULL: none */
+};
+
+/* Bytes of a blob of nchan handles, with the MAC when mac is set. */
+size_t tp__blob_size(int nchan, bool mac);
+/* Append the MAC to a blob of len bytes (the buffer has room for it). */
+int tp__blob_seal(const char *token, unsigned char *blob, size_t len);
+void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin);
+/* 0, or EPROTO with a detail that says what differs; never reads past len,
+ * and peer strings in the detail are sanitised. */
+int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len);
+
+#endif

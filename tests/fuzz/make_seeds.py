@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into corpus/<target>/.
+Formats: src/util/sock.h (frames), src/core/blob.h (blobs),
+plugins/emu/emu.h (emulator handles), src/core/handshake.c (auth)."""
+import os
+import socket
+import struct
+
+FRAME_MAGIC, BLOB_MAGIC, EMU_MAGIC = 0x54505831, 0x54505842, 0x54435845
+HELLO, BARRIER, BYE, AUTH = 1, 2, 3, 4
+
+
+def frame(ftype, payload, magic=FRAME_MAGIC, length=None):
+    n = len(payload) if length is None else length
+    return struct.pack("!IHHI", magic, 1, ftype, n) + payload
+
+
+def emu_handle(port=1, stage=0, slot=0, key=0):
+    addr = struct.pack("<H", socket.AF_INET) + struct.pack("!H", port) + \
+        socket.inet_aton("127.0.0.1") + b"\0" * 8
+    h = struct.pack("<IIQ", EMU_MAGIC, stage, 0x1234) + addr + \
+        struct.pack("<IIQ", 0, slot, key)
+    return h + b"\0" * (128 - len(h))
+
+
+def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
+    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 1, nchan, 524288, 128, plugin)
+    return hdr + (handle or emu_handle()) * nchan
+
+
+def auth(step):
+    return struct.pack("<BB6xQ", 1, step, 77) + bytes(range(32)) + b"\0" * 32
+
+
+SEEDS = {
+    "frame": {
+        "hello": frame(HELLO, blob()),
+        "barrier": frame(BARRIER, struct.pack("!I", 3)),
+        "bye": frame(BYE, b""),
+        "auth": frame(AUTH, auth(1)),
+        "bad_magic": frame(HELLO, b"xx", magic=0x47455420),
+        "too_long": frame(HELLO, b"", length=0xFFFFFFFF),
+        "two": frame(BARRIER, b"") + frame(HELLO, blob(2)),
+    },
+    "blob": {
+        "emu1": b"\x00" + blob(1),
+        "emu2": b"\x01" + blob(2),
+        "crafted": b"\x00" + blob(1, handle=emu_handle(stage=1, slot=5, key=0x4141414141414141)),
+        "tcpx": b"\x04" + blob(1, plugin=b"GPUDirectTCPX_v7", handle=b"\0" * 80 + b"A" * 8 + b"\0" * 40),
+        "mac": b"\x10" + blob(1) + b"\0" * 32,
+    },
+    "handshake": {
+        "hello": b"\x00" + frame(HELLO, blob(1)),
+        "crafted": b"\x00" + frame(HELLO, blob(1, handle=emu_handle(stage=1, key=0x4141414141414141))),
+        "auth1": b"\x01" + frame(AUTH, auth(1)),
+        "auth_then_hello": b"\x01" + frame(AUTH, auth(1)) + frame(AUTH, auth(3)) + frame(HELLO, blob(1) + b"\0" * 32),
+        "no_auth": b"\x01" + frame(HELLO, blob(1)),
+    },
+}
+
+here = os.path.dirname(os.path.abspath(__file__))
+for target, seeds in SEEDS.items():
+    d = os.path.join(here, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
