@@ -110,23 +110,9 @@ if ! [[ $base =~ ^[0-9]+$ ]] || ((base < 1 || base + n > 65536)); then
 	die "bad --port-base '$base'"
 fi
 
-if [[ $role == auto ]]; then
-	rank=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-${PMI_RANK:-}}}
-	case $rank in
-	0) role=server ;;
-	1) role=client ;;
-	*) die "auto: launcher rank '${rank}' (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK) is not 0 or 1: run 2 ranks, one per node" ;;
-	esac
-	if [[ $role == client && -z $peer && -n ${SLURM_JOB_NODELIST:-} ]] &&
-		command -v scontrol >/dev/null 2>&1; then
-		peer=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-	fi
-fi
-if [[ -n $ssh_host ]]; then
-	[[ $role == client ]] || die "--ssh HOST starts the server there: this side must be the client"
-	peer=${peer:-$ssh_host}
-fi
-[[ $role == client && -z $peer ]] && die "client needs --peer ADDR (or TCPX_P2P_PEER)"
+# shellcheck disable=SC1091 # sourced by path, checked on its own
+. "$root/scripts/launch_lib.sh"
+tp_launch_role
 command -v python3 >/dev/null || { echo "run_a3_8gpu: python3 is needed" >&2; exit 1; }
 [[ -d $build ]] || die "no build dir $build (--build-dir?)"
 build=$(cd "$build" && pwd)

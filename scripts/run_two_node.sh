@@ -78,23 +78,9 @@ done
 [[ $gpu =~ ^[0-9]+$ ]] || die "--gpu wants a number, not '$gpu'"
 [[ $mem == cuda || $mem == host ]] || die "--mem wants cuda or host, not '$mem'"
 
-if [[ $role == auto ]]; then
-	rank=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-${PMI_RANK:-}}}
-	case $rank in
-	0) role=server ;;
-	1) role=client ;;
-	*) die "auto: launcher rank '${rank}' (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK) is not 0 or 1: run 2 ranks, one per node" ;;
-	esac
-	if [[ $role == client && -z $peer && -n ${SLURM_JOB_NODELIST:-} ]] &&
-		command -v scontrol >/dev/null 2>&1; then
-		peer=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
-	fi
-fi
-if [[ -n $ssh_host ]]; then
-	[[ $role == client ]] || die "--ssh HOST starts the server there: this side must be the client"
-	peer=${peer:-$ssh_host}
-fi
-[[ $role == client && -z $peer ]] && die "client needs --peer ADDR (or TCPX_P2P_PEER)"
+# shellcheck disable=SC1091 # sourced by path, checked on its own
+. "$root/scripts/launch_lib.sh"
+tp_launch_role
 
 # shellcheck disable=SC1091 # sourced by path, checked on its own
 . "$root/scripts/tcpx_env.sh"

@@ -192,3 +192,39 @@ tp_peer_of() {
 		echo client
 	fi
 }
+
+# Two network namespaces, $1 and $2, joined by a veth pair whose ends are
+# named $3 (in $1) and $4 (in $2), addressed $5.1/24 and $5.2/24, all up;
+# removed (with every process in them) at cleanup.  Skips without root,
+# ip(8), namespaces or veth.
+tp_netns_pair() {
+	local nsa=$1 nsb=$2 va=$3 vb=$4 net=$5
+
+	[ "$(id -u)" -eq 0 ] || tp_skip "needs root for network namespaces"
+	command -v ip >/dev/null || tp_skip "ip(8) from iproute2 is missing"
+	tp_netns_names+=("$nsa" "$nsb")
+	tp_cleanups+=(tp_netns_down)
+	ip netns add "$nsa" 2>"$tmp/ip.err" || tp_skip "ip netns add failed: $(cat "$tmp/ip.err")"
+	ip netns add "$nsb" 2>"$tmp/ip.err" || tp_skip "ip netns add failed: $(cat "$tmp/ip.err")"
+	ip link add "tpv$$a" netns "$nsa" type veth peer name "tpv$$b" netns "$nsb" \
+		2>"$tmp/ip.err" || tp_skip "no veth pair: $(cat "$tmp/ip.err")"
+	ip -n "$nsa" link set "tpv$$a" name "$va" && ip -n "$nsb" link set "tpv$$b" name "$vb" &&
+		ip -n "$nsa" addr add "$net.1/24" dev "$va" &&
+		ip -n "$nsb" addr add "$net.2/24" dev "$vb" &&
+		ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up &&
+		ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up ||
+		tp_fail "could not configure the veth pair"
+}
+
+tp_netns_names=()
+tp_netns_down() {
+	local ns p
+
+	for ns in "${tp_netns_names[@]}"; do
+		# Only processes in namespaces this test made: all are ours.
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -KILL "$p" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+	done
+}

@@ -26,34 +26,12 @@ slowlink) qdisc=(tbf rate 200mbit burst 64kb latency 50ms) ;;
 *) tp_fail "unknown mode $mode" ;;
 esac
 
-[ "$(id -u)" -eq 0 ] || tp_skip "needs root for network namespaces"
-command -v ip >/dev/null || tp_skip "ip(8) from iproute2 is missing"
 # Names unique per run so parallel registrations do not collide.
 nsa=tpfa$$
 nsb=tpfb$$
 va=tpfa$$
 vb=tpfb$$
-netns_down() {
-	local ns p
-
-	for ns in "$nsa" "$nsb"; do
-		# Only processes in namespaces this test made: all are ours.
-		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -KILL "$p" 2>/dev/null
-		done
-		ip netns del "$ns" 2>/dev/null
-	done
-}
-tp_cleanups+=(netns_down)
-ip netns add "$nsa" 2>"$tmp/ip.err" || tp_skip "ip netns add failed: $(cat "$tmp/ip.err")"
-ip netns add "$nsb" 2>"$tmp/ip.err" || tp_skip "ip netns add failed: $(cat "$tmp/ip.err")"
-ip link add "$va" netns "$nsa" type veth peer name "$vb" netns "$nsb" 2>"$tmp/ip.err" ||
-	tp_skip "no veth pair: $(cat "$tmp/ip.err")"
-ip -n "$nsa" addr add 10.231.0.1/24 dev "$va" &&
-	ip -n "$nsb" addr add 10.231.0.2/24 dev "$vb" &&
-	ip -n "$nsa" link set "$va" up && ip -n "$nsb" link set "$vb" up &&
-	ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up ||
-	tp_fail "could not configure the veth pair"
+tp_netns_pair "$nsa" "$nsb" "$va" "$vb" 10.231.0
 if [ ${#qdisc[@]} -gt 0 ]; then
 	command -v tc >/dev/null || tp_skip "tc(8) from iproute2 is missing"
 	ip netns exec "$nsa" tc qdisc add dev "$va" root "${qdisc[@]}" 2>"$tmp/tc.err" ||

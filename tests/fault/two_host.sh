@@ -27,33 +27,10 @@ two_node_mpi | two_node_ssh | a3_slurm | a3_procs_ssh) ;;
 *) tp_fail "unknown mode '$mode'" ;;
 esac
 
-[ "$(id -u)" -eq 0 ] || tp_skip "needs root for network namespaces"
-command -v ip >/dev/null || tp_skip "ip(8) from iproute2 is missing"
 nsa=tpha$$
 nsb=tphb$$
-netns_down() {
-	local ns p
-
-	for ns in "$nsa" "$nsb"; do
-		# Only processes in namespaces this test made: all are ours.
-		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -KILL "$p" 2>/dev/null
-		done
-		ip netns del "$ns" 2>/dev/null
-	done
-}
-tp_cleanups+=(netns_down)
-ip netns add "$nsa" 2>"$tmp/ip.err" || tp_skip "ip netns add failed: $(cat "$tmp/ip.err")"
-ip netns add "$nsb" 2>"$tmp/ip.err" || tp_skip "ip netns add failed: $(cat "$tmp/ip.err")"
-ip link add "tpha$$" netns "$nsa" type veth peer name "tphb$$" netns "$nsb" 2>"$tmp/ip.err" ||
-	tp_skip "no veth pair: $(cat "$tmp/ip.err")"
 # One interface name on both "hosts", as eth0 is on two A3 nodes.
-ip -n "$nsa" link set "tpha$$" name tpdata0 && ip -n "$nsb" link set "tphb$$" name tpdata0 &&
-	ip -n "$nsa" addr add 10.232.0.1/24 dev tpdata0 &&
-	ip -n "$nsb" addr add 10.232.0.2/24 dev tpdata0 &&
-	ip -n "$nsa" link set tpdata0 up && ip -n "$nsb" link set tpdata0 up &&
-	ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up ||
-	tp_fail "could not configure the veth pair"
+tp_netns_pair "$nsa" "$nsb" tpdata0 tpdata0 10.232.0
 
 # ssh HOST COMMAND, for HOST a namespace: a login's clean environment.
 cat >"$tmp/fake_ssh" <<'EOF'
