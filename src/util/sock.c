@@ -225,15 +225,11 @@ int tp__sock_listen(const char *addr, uint16_t port, int *fd, uint16_t *bound_po
 	return 0;
 }
 
-int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_len)
+int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len)
 {
-	uint64_t deadline = tp_deadline(timeout_ms);
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	int cfd, rc;
-
-	if (lfd < 0 || !fd)
-		return tp__error(TCPX_P2P_EINVAL, "accept: bad listening fd %d or NULL fd", lfd);
 
 	for (;;) {
 		sl = sizeof(ss);
@@ -243,14 +239,9 @@ int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_le
 		/* A peer that gave up between poll and accept is no error of ours. */
 		if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
 			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return tp__error(TCPX_P2P_ENET, "accept on fd %d: %s", lfd,
-					 strerror(errno));
-		rc = tp_wait_fd(lfd, POLLIN, deadline);
-		if (rc == TCPX_P2P_ETIMEDOUT)
-			return tp__error(rc, "accept: no peer connected within %d ms", timeout_ms);
-		if (rc)
-			return tp__error(rc, "accept: poll: %s", strerror(errno));
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return TCPX_P2P_EAGAIN;
+		return tp__error(TCPX_P2P_ENET, "accept on fd %d: %s", lfd, strerror(errno));
 	}
 	/* The listening socket is non-blocking; its children must not be. */
 	if (tp_set_nonblock(cfd, 0)) {
@@ -265,28 +256,21 @@ int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_le
 	return 0;
 }
 
-int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len)
+int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_len)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int cfd;
+	uint64_t deadline = tp_deadline(timeout_ms);
+	int rc;
 
-	for (;;) {
-		sl = sizeof(ss);
-		cfd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
-		if (cfd >= 0)
-			break;
-		if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-			continue;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			return TCPX_P2P_EAGAIN;
-		return tp__error(TCPX_P2P_ENET, "accept on fd %d: %s", lfd, strerror(errno));
+	if (lfd < 0 || !fd)
+		return tp__error(TCPX_P2P_EINVAL, "accept: bad listening fd %d or NULL fd", lfd);
+	while ((rc = tp__sock_accept_nb(lfd, fd, peer, peer_len)) == TCPX_P2P_EAGAIN) {
+		rc = tp_wait_fd(lfd, POLLIN, deadline);
+		if (rc == TCPX_P2P_ETIMEDOUT)
+			return tp__error(rc, "accept: no peer connected within %d ms", timeout_ms);
+		if (rc)
+			return tp__error(rc, "accept: poll: %s", strerror(errno));
 	}
-	tp_set_nodelay(cfd);
-	if (peer && peer_len)
-		tp_format_addr((struct sockaddr *)&ss, peer, peer_len);
-	*fd = cfd;
-	return 0;
+	return rc;
 }
 
 static int tp_retryable_connect_errno(int err)
