@@ -207,6 +207,35 @@ void perf_json_aggregate(FILE *f, const struct perf_opts *o, const struct perf_g
 	fflush(f);
 }
 
+/* Per NIC: each pair's GB/s shared out over its channels (channel i of a
+ * conn runs on nic[i % nnics]), summed over the pairs. */
+static void print_per_nic(FILE *out, const struct perf_group *g)
+{
+	const struct perf_opts *o = g->o;
+	int ch = o->cfg.num_channels, k, i, j, dev;
+	double share[256] = { 0 };
+	const char *name[256] = { NULL };
+
+	for (k = 0; k < o->npairs; k++) {
+		const tcpx_p2p_session_info *si = &g->pi[k].session;
+
+		if (si->nnics <= 0)
+			continue;
+		for (i = 0; i < ch; i++) {
+			j = i % si->nnics;
+			dev = si->nic[j];
+			if (dev < 0 || dev >= 256)
+				continue;
+			share[dev] += g->rows[k].gbps / ch;
+			name[dev] = si->nic_name[j];
+		}
+	}
+	for (dev = 0; dev < 256; dev++)
+		if (name[dev])
+			fprintf(out, "# nic %d (%s): %.3f GB/s of the pairs' rates\n", dev, name[dev],
+				share[dev]);
+}
+
 void perf_group_report(struct perf_group *g, size_t size)
 {
 	const struct perf_opts *o = g->o;
@@ -243,6 +272,7 @@ void perf_group_report(struct perf_group *g, size_t size)
 	bench_stats(&all, wall, (size_t)o->npairs * (o->bidir ? 2 * size : size));
 	fprintf(out, "  %12zu %5s %4s %7s %-11s %8d %12.1f %10.3f %12.1f %12.1f\n", size, "all", "-",
 		"-", "-", n, all.avg_us, all.gbps, all.p50_us, all.p99_us);
+	print_per_nic(out, g);
 	fflush(out);
 	perf_json_aggregate(g->json, o, g, &all);
 	free(wall);

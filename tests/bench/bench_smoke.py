@@ -233,6 +233,15 @@ def case_pairs(c):
     check_pairs(recs, [1 << 20], 2, 2, verify=True)
     check(all(r["config"].get("nics") == [0, 1] for r in recs[:2]),
           "pairs do not report nics [0, 1]: %s" % [r["config"].get("nics") for r in recs[:2]])
+    # The per-NIC lines: each NIC carries half of every pair's 2 channels.
+    nic_rates = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("# nic "):
+            nic_rates[int(line.split()[2])] = float(line.split(":")[1].split()[0])
+    pair_sum = sum(r["gbps"] for r in recs[:2])
+    check(sorted(nic_rates) == [0, 1] and
+          all(abs(v - pair_sum / 2) < 0.01 + 0.01 * pair_sum for v in nic_rates.values()),
+          "per-NIC lines %s do not share %.3f GB/s evenly: %s" % (nic_rates, pair_sum, p.stdout))
     for args in (["--pairs", "0"], ["--pairs", "65"], ["--pairs", "2", "--mem", "cuda"],
                  ["--gpus", "0-3"], ["--gpus", "0,1", "--pairs", "2"],
                  ["--gpus", "3-1", "--mem", "cuda"], ["--gpus", "0,,1", "--mem", "cuda"],
