@@ -36,6 +36,7 @@
 struct tp_engine {
 	pthread_rwlock_t list_lock;
 	struct tcpx_p2p_conn *conns;
+	unsigned nconns;
 	unsigned rr; /* where the next pass starts (fairness) */
 
 	/* Completion notices for waiters while the thread progresses. */
@@ -120,9 +121,7 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 	 * goes last when passes are cut short by contention. */
 	skip = __atomic_fetch_add(&e->rr, 1, __ATOMIC_RELAXED);
 	start = e->conns;
-	for (c = e->conns, i = 0; c; c = c->enext, i++)
-		;
-	for (i = i ? skip % i : 0; i && start; i--)
+	for (i = e->nconns ? skip % e->nconns : 0; i && start; i--)
 		start = start->enext;
 	c = start;
 	while (c) {
@@ -302,6 +301,7 @@ void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	if (e->conns)
 		e->conns->eprev = c;
 	e->conns = c;
+	e->nconns++;
 	pthread_rwlock_unlock(&e->list_lock);
 }
 
@@ -317,5 +317,6 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	if (c->enext)
 		c->enext->eprev = c->eprev;
 	c->eprev = c->enext = NULL;
+	e->nconns--;
 	pthread_rwlock_unlock(&e->list_lock);
 }
