@@ -118,9 +118,10 @@ int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 
 /*
  * Index of the first complete xfer of xs, or -1.  Without a progress
- * thread each round drives the whole session once (the conns of the
- * waited-on xfers first); with one, it sleeps until the thread reports a
- * completion.  s is the session of the xfers that still have a conn.
+ * thread each round drives the whole session once (waiting for the conn of
+ * a single waited-on xfer, skipping conns other threads hold); with one,
+ * it sleeps until the thread reports a completion.  s is the session of
+ * the xfers that still have a conn.
  */
 static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_session *s,
 		     int timeout_ms)
