@@ -15,6 +15,26 @@ static inline uint64_t tp_chunk_count(size_t len, size_t chunk)
 	return len == 0 ? 1 : len / chunk + (len % chunk != 0);
 }
 
+/* The smallest chunk the even split below makes (where chunk_bytes is no
+ * smaller): a request costs a test() round trip, so tiny ones do not pay. */
+#define TP_CHUNK_SPLIT_MIN (64u << 10)
+
+/* The chunk size of one transfer: chunk_bytes, but no more than an even
+ * share of the transfer per channel (rounded up to 4 KiB, at least
+ * TP_CHUNK_SPLIT_MIN), so that a transfer smaller than nchan x chunk_bytes
+ * still spreads over every channel while a large one gets the full-size
+ * requests.  Both peers compute it from the same len, nchan and
+ * chunk_bytes (all three must match). */
+static inline size_t tp_chunk_size(size_t len, unsigned nchan, size_t chunk_bytes)
+{
+	size_t share = len / nchan + (len % nchan != 0);
+
+	share = (share + 4095) & ~(size_t)4095;
+	if (share < TP_CHUNK_SPLIT_MIN)
+		share = TP_CHUNK_SPLIT_MIN;
+	return share < chunk_bytes ? share : chunk_bytes;
+}
+
 /* Chunks are numbered per connection and direction (seq); both peers number
  * them identically because transfers match in posting order with equal
  * lengths.  Chunk seq travels on channel seq % nchan, so consecutive chunks

@@ -63,6 +63,7 @@ struct tcpx_p2p_xfer {
 	struct tcpx_p2p_mr *mr;
 	enum tp_dir dir;
 	size_t off, len;
+	size_t chunk;       /* bytes per chunk of this transfer (tp_chunk_size) */
 	uint64_t first_seq, nchunks, retired;
 	int err;            /* first error, 0 while fine */
 	bool done;          /* retired == nchunks or err */

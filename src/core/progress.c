@@ -81,7 +81,7 @@ static int post_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 
 	while (cm->cursor && tp_window_can_post(&cm->win)) {
 		x = cm->cursor;
-		tp_chunk_range(x->len, c->s->cfg.chunk_bytes, cm->next_seq - x->first_seq, &off, &n);
+		tp_chunk_range(x->len, x->chunk, cm->next_seq - x->first_seq, &off, &n);
 		ptr = x->mr->ptr + x->off + off;
 		rc = tp__mr_handle(x->mr, cm, &mh);
 		if (rc)

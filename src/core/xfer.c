@@ -28,7 +28,8 @@ static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum 
 	x->dir = dir;
 	x->off = off;
 	x->len = len;
-	x->nchunks = tp_chunk_count(len, c->s->cfg.chunk_bytes);
+	x->chunk = tp_chunk_size(len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(len, x->chunk);
 
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {

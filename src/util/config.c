@@ -57,7 +57,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "channels (plugin send+recv comm pairs) per connection; must match the peer" },
 	{ "TCPX_P2P_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", "chunk_bytes", TP_CFG_SIZE,
 	  TP_OFF(chunk_bytes), 1, TP_MAX_CHUNK, 0, NULL, 0,
-	  "524288", "1..4194304 (K, M, KiB, MiB suffixes = 1024-multiples)",
+	  "2097152", "1..4194304 (K, M, KiB, MiB suffixes = 1024-multiples)",
 	  "bytes per plugin request; must match the peer" },
 	{ "TCPX_P2P_SEND_WINDOW", NULL, "send_window", TP_CFG_INT, TP_OFF(send_window), 1,
 	  TP_MAX_WINDOW, 0, NULL, 0,

@@ -7,7 +7,7 @@
 #define TP_MAX_CHANNELS 16
 #define TP_MAX_WINDOW 16           /* the TCPX plugin's requests per comm */
 #define TP_MAX_CHUNK (4u << 20)    /* one TCPX receive request */
-#define TP_DEFAULT_CHUNK (512u << 10)
+#define TP_DEFAULT_CHUNK (2u << 20)
 
 /* tcpx_p2p_config_init for the library's own use (the public name is
  * versioned per struct size). */

@@ -114,7 +114,7 @@ def case_sweep(c):
     run([c.perf, "loopback", "--mem", "host", "-b", "4K", "-e", "4M", "-f", "4", "-n", "3",
          "-w", "1", "--verify", "--json", out], env=clean_env(TCPX_P2P_NUM_CHANNELS=3))
     check_records(load_json(out), sweep(4096, 4 << 20, 4), 3, mem="host", verify=True,
-                  warmup=1, bidir=False, channels=3, role="server", chunk_bytes=512 << 10)
+                  warmup=1, bidir=False, channels=3, role="server", chunk_bytes=2 << 20)
 
 
 def case_bidir(c):

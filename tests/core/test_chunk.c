@@ -46,6 +46,29 @@ static void test_chunk_ranges_tile(void **state)
 	}
 }
 
+/* A transfer's chunk: full size for large transfers, an even 4 KiB-rounded
+ * share per channel (at least 64 KiB) for smaller ones, never above
+ * chunk_bytes. */
+static void test_chunk_size(void **state)
+{
+	const size_t M = 1u << 20, K = 1u << 10;
+
+	assert_int_equal(tp_chunk_size(256 * M, 2, 2 * M), 2 * M);
+	assert_int_equal(tp_chunk_size(4 * M, 2, 2 * M), 2 * M);
+	assert_int_equal(tp_chunk_size(M, 2, 2 * M), 512 * K);
+	assert_int_equal(tp_chunk_count(M, tp_chunk_size(M, 2, 2 * M)), 2);
+	assert_int_equal(tp_chunk_size(M + 1, 2, 2 * M), 516 * K);
+	assert_int_equal(tp_chunk_size(3 * M, 4, 2 * M), 768 * K);
+	assert_int_equal(tp_chunk_size(100 * K, 2, 2 * M), 64 * K);
+	assert_int_equal(tp_chunk_size(1, 8, 2 * M), 64 * K);
+	assert_int_equal(tp_chunk_size(0, 2, 2 * M), 64 * K);
+	assert_int_equal(tp_chunk_size(M, 1, 2 * M), M);
+	/* never above chunk_bytes, however small that is */
+	assert_int_equal(tp_chunk_size(M, 2, 4096), 4096);
+	assert_int_equal(tp_chunk_size(M, 2, 1), 1);
+	assert_int_equal(tp_chunk_size(SIZE_MAX, 16, 4 * M), 4 * M);
+}
+
 /* Both peers derive the same channel and tag for every chunk from the
  * sequence alone; consecutive chunks use every channel in turn and each
  * channel sees its chunks in increasing order. */
@@ -116,6 +139,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_chunk_count),
 		cmocka_unit_test(test_chunk_ranges_tile),
+		cmocka_unit_test(test_chunk_size),
 		cmocka_unit_test(test_channel_and_tag),
 		cmocka_unit_test(test_window),
 	};

@@ -33,13 +33,18 @@ static void seed(struct tcpx_p2p_conn *c)
 static void test_wrap(void **state)
 {
 	const size_t len = 40u << 20; /* 80 chunks of 512 KiB: past the wrap */
+	tcpx_p2p_config cfg;
 	struct tp_pair p;
 	unsigned char *buf[2];
 	tcpx_p2p_mr *mr[2];
 	tcpx_p2p_xfer *x[2];
 	int i;
 
-	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	/* 512 KiB chunks on 2 channels: 40 per comm per round, past the wrap */
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.chunk_bytes = 512u << 10;
+	cfg.num_channels = 2;
+	assert_int_equal(tp_pair_open(&p, &cfg, 0), 0);
 	for (i = 0; i < 2; i++) {
 		seed(p.c[i]);
 		buf[i] = malloc(len);

@@ -13,7 +13,7 @@ MODE: garbage  - bytes that are no frame at all
       crafted  - a well-formed HELLO whose emulator handles carry connect
                  progress naming 0x4141414141414141 (issue #8); as server it
                  copies the dialer's blob header, as client it assumes the
-                 defaults (2 channels, 512 KiB chunks, TCPXEmu_v7)
+                 defaults (2 channels, 2 MiB chunks, TCPXEmu_v7)
 Prints "peer: listening" on stderr (server) and "peer: ready" on stdout
 once connected.  Exits 0 after HOLD seconds (env
 FAULT_HOLD_S, default 15) or when the other side closes.
@@ -48,7 +48,7 @@ BLOB_MAGIC = 0x54505842  # "TPXB", src/core/listener.c
 EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
 
 
-def crafted_hello(nchan=2, chunk=524288, plugin=b"TCPXEmu_v7"):
+def crafted_hello(nchan=2, chunk=2097152, plugin=b"TCPXEmu_v7"):
     """A blob whose emulator handles say "connect in progress, slot 5, key
     0x4141414141414141" (struct emu_handle, src/abi/handle_layout.h)."""
     hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 1, nchan, chunk, 128, plugin)

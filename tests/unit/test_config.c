@@ -58,7 +58,7 @@ static void assert_defaults(const tcpx_p2p_config *c)
 	assert_int_equal(c->gpu, -1);
 	assert_int_equal(c->net_dev, -1);
 	assert_int_equal(c->num_channels, 2);
-	assert_int_equal(c->chunk_bytes, 524288);
+	assert_int_equal(c->chunk_bytes, 2097152);
 	assert_int_equal(c->send_window, 16);
 	assert_int_equal(c->recv_window, 16);
 	assert_int_equal(c->unpack, TCPX_P2P_UNPACK_KERNEL);
@@ -418,7 +418,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_GPU", "-1" },
 		{ "TCPX_P2P_NET_DEV", "-1" },
 		{ "TCPX_P2P_NUM_CHANNELS", "2" },
-		{ "TCPX_P2P_CHUNK_BYTES", "524288" },
+		{ "TCPX_P2P_CHUNK_BYTES", "2097152" },
 		{ "TCPX_P2P_SEND_WINDOW", "16" },
 		{ "TCPX_P2P_RECV_WINDOW", "16" },
 		{ "TCPX_P2P_UNPACK", "kernel" },
