@@ -36,6 +36,21 @@
 #ifndef TP_ABI_HANDLE_LAYOUT_H
 #define TP_ABI_HANDLE_LAYOUT_H
 
+/*
+ * Socket and thread counts the plugins copy from the peer's handle into the
+ * comm and then index fixed arrays with: TCPX's fd_data[MAX_SOCKETS = 8]
+ * (num_socks at 36, num_threads at 40), NCCL Socket's socks[64]
+ * (nSocks at 40, nThreads at 44; at most 16 threads).  A peer's handle
+ * with a count outside these bounds is refused (src/net/handle.c).
+ */
+#define TP_TCPX_HANDLE_NUM_SOCKS_OFF 36
+#define TP_TCPX_HANDLE_NUM_THREADS_OFF 40
+#define TP_TCPX_MAX_SOCKS 8
+#define TP_NCCL_SOCKET_HANDLE_NSOCKS_OFF 40
+#define TP_NCCL_SOCKET_HANDLE_NTHREADS_OFF 44
+#define TP_NCCL_SOCKET_MAX_SOCKS 64
+#define TP_NCCL_SOCKET_MAX_THREADS 16
+
 #define TP_TCPX_HANDLE_CONNECT_ARGS_OFF 80
 #define TP_TCPX_HANDLE_CONNECT_ARGS_LEN 8
 #define TP_TCPX_HANDLE_SIZE 88

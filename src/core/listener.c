@@ -92,6 +92,12 @@ static int handles_check(const struct tcpx_p2p_session *s, unsigned char *handle
 					 "peer handle %d carries in-progress connect state "
 					 "(byte %d set, zero in every fresh handle): refused before "
 					 "the plugin saw it", i, off);
+		if (tp__net_handle_counts(s->net->name,
+					  handles + (size_t)i * NCCL_NET_HANDLE_MAXSIZE, &off))
+			return tp__error(TCPX_P2P_EPROTO,
+					 "peer handle %d has a socket or thread count out of range "
+					 "(the int at byte %d): refused before the plugin saw it",
+					 i, off);
 	}
 	return 0;
 }

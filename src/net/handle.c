@@ -1,6 +1,8 @@
 /* Peer handles: the in-progress connect fields of the plugin layouts we know
  * (src/abi/handle_layout.h) are zero in every handle a listen produces, so
- * bytes there in a handle from a peer are forged or corrupt. */
+ * bytes there in a handle from a peer are forged or corrupt; and the socket
+ * and thread counts there index fixed arrays in the plugin's comm, so they
+ * must be in range. */
 #include <string.h>
 
 #include "abi/handle_layout.h"
@@ -10,21 +12,66 @@ struct tp_span {
 	unsigned short off, len;
 };
 
+/* An int the plugin indexes arrays with: 1..max, and (max_of >= 0) at most
+ * the int at offset max_of (threads never outnumber sockets). */
+struct tp_count {
+	short off, max, max_of;
+};
+
 struct tp_layout {
 	const char *prefix; /* of the plugin's name */
 	struct tp_span span[2];
 	int nspan;
+	struct tp_count count[2];
+	int ncount;
 };
 
 static const struct tp_layout tp_layouts[] = {
 	{ "GPUDirectTCPX",
-	  { { TP_TCPX_HANDLE_CONNECT_ARGS_OFF, TP_TCPX_HANDLE_CONNECT_ARGS_LEN } }, 1 },
+	  { { TP_TCPX_HANDLE_CONNECT_ARGS_OFF, TP_TCPX_HANDLE_CONNECT_ARGS_LEN } }, 1,
+	  { { TP_TCPX_HANDLE_NUM_SOCKS_OFF, TP_TCPX_MAX_SOCKS, -1 },
+	    { TP_TCPX_HANDLE_NUM_THREADS_OFF, TP_TCPX_MAX_SOCKS, TP_TCPX_HANDLE_NUM_SOCKS_OFF } }, 2 },
 	{ "TCPXEmu",
 	  { { TP_EMU_HANDLE_STAGE_OFF, TP_EMU_HANDLE_STAGE_LEN },
-	    { TP_EMU_HANDLE_PROGRESS_OFF, TP_EMU_HANDLE_PROGRESS_LEN } }, 2 },
+	    { TP_EMU_HANDLE_PROGRESS_OFF, TP_EMU_HANDLE_PROGRESS_LEN } }, 2,
+	  { { 0, 0, 0 } }, 0 },
 	{ "Socket",
-	  { { TP_NCCL_SOCKET_HANDLE_STAGE_OFF, TP_NCCL_SOCKET_HANDLE_STAGE_LEN } }, 1 },
+	  { { TP_NCCL_SOCKET_HANDLE_STAGE_OFF, TP_NCCL_SOCKET_HANDLE_STAGE_LEN } }, 1,
+	  { { TP_NCCL_SOCKET_HANDLE_NSOCKS_OFF, TP_NCCL_SOCKET_MAX_SOCKS, -1 },
+	    { TP_NCCL_SOCKET_HANDLE_NTHREADS_OFF, TP_NCCL_SOCKET_MAX_THREADS, -1 } }, 2 },
 };
+
+static int read_int(const unsigned char *handle, int off)
+{
+	int v;
+
+	memcpy(&v, handle + off, sizeof(v));
+	return v;
+}
+
+int tp__net_handle_counts(const char *plugin, const unsigned char *handle, int *bad_off)
+{
+	const struct tp_layout *l;
+	int i, v;
+
+	*bad_off = -1;
+	for (l = tp_layouts; l < tp_layouts + sizeof(tp_layouts) / sizeof(tp_layouts[0]); l++) {
+		if (!plugin || strncmp(plugin, l->prefix, strlen(l->prefix)))
+			continue;
+		for (i = 0; i < l->ncount; i++) {
+			const struct tp_count *c = &l->count[i];
+
+			v = read_int(handle, c->off);
+			if (v < 1 || v > c->max ||
+			    (c->max_of >= 0 && v > read_int(handle, c->max_of))) {
+				*bad_off = c->off;
+				return -1;
+			}
+		}
+		return 0;
+	}
+	return 0;
+}
 
 int tp__net_handle_scrub(const char *plugin, unsigned char *handle, int *dirty_off)
 {

@@ -86,6 +86,9 @@ void tp__net_unload(struct tp_net *net);
  * as it is).  *dirty_off: the first of those bytes that was non-zero, or -1;
  * a fresh handle from a peer's listen never has one. */
 int tp__net_handle_scrub(const char *plugin, unsigned char *handle, int *dirty_off);
+/* For known layouts, the socket and thread counts the plugin will index its
+ * arrays with are in range; -1 with *bad_off at the first that is not. */
+int tp__net_handle_counts(const char *plugin, const unsigned char *handle, int *bad_off);
 
 /* File name of the bundled emulator plugin. */
 #define TP_EMU_PLUGIN_FILE "libnccl-net-tcpxemu.so"

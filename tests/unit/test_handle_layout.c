@@ -64,6 +64,12 @@ static void test_offsets(void **state)
 	assert_int_equal(sizeof(struct emu_handle),
 			 TP_EMU_HANDLE_PROGRESS_OFF + TP_EMU_HANDLE_PROGRESS_LEN);
 	assert_true(TP_TCPX_HANDLE_SIZE <= NCCL_NET_HANDLE_MAXSIZE);
+	assert_int_equal(offsetof(struct tcpx_handle, num_socks), TP_TCPX_HANDLE_NUM_SOCKS_OFF);
+	assert_int_equal(offsetof(struct tcpx_handle, num_threads), TP_TCPX_HANDLE_NUM_THREADS_OFF);
+	assert_int_equal(offsetof(struct nccl_socket_handle, nsocks),
+			 TP_NCCL_SOCKET_HANDLE_NSOCKS_OFF);
+	assert_int_equal(offsetof(struct nccl_socket_handle, nthreads),
+			 TP_NCCL_SOCKET_HANDLE_NTHREADS_OFF);
 }
 
 static void test_tcpx(void **state)
@@ -131,6 +137,56 @@ static void test_nccl_socket(void **state)
 	assert_int_equal(n.magic, 0x1234);
 }
 
+/* Counts the plugins index fixed arrays with (TCPX fd_data[8], Socket
+ * socks[64]) are bounded before connect sees them. */
+static void test_counts(void **state)
+{
+	unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
+	struct tcpx_handle t;
+	struct nccl_socket_handle n;
+	int off;
+
+	memset(&t, 0, sizeof(t));
+	t.num_socks = 4;
+	t.num_threads = 1;
+	memset(h, 0, sizeof(h));
+	memcpy(h, &t, sizeof(t));
+	assert_int_equal(tp__net_handle_counts("GPUDirectTCPX_v7", h, &off), 0);
+	assert_int_equal(off, -1);
+	t.num_socks = 200;
+	memcpy(h, &t, sizeof(t));
+	assert_int_equal(tp__net_handle_counts("GPUDirectTCPX_v7", h, &off), -1);
+	assert_int_equal(off, (int)offsetof(struct tcpx_handle, num_socks));
+	t.num_socks = 4;
+	t.num_threads = 5;
+	memcpy(h, &t, sizeof(t));
+	assert_int_equal(tp__net_handle_counts("GPUDirectTCPX_v7", h, &off), -1);
+	assert_int_equal(off, (int)offsetof(struct tcpx_handle, num_threads));
+	t.num_threads = 0;
+	memcpy(h, &t, sizeof(t));
+	assert_int_equal(tp__net_handle_counts("GPUDirectTCPX_v7", h, &off), -1);
+
+	memset(&n, 0, sizeof(n));
+	n.nsocks = 8;
+	n.nthreads = 2;
+	memset(h, 0, sizeof(h));
+	memcpy(h, &n, sizeof(n));
+	assert_int_equal(tp__net_handle_counts("Socket", h, &off), 0);
+	n.nsocks = 65;
+	memcpy(h, &n, sizeof(n));
+	assert_int_equal(tp__net_handle_counts("Socket", h, &off), -1);
+	assert_int_equal(off, (int)offsetof(struct nccl_socket_handle, nsocks));
+	n.nsocks = 8;
+	n.nthreads = -1;
+	memcpy(h, &n, sizeof(n));
+	assert_int_equal(tp__net_handle_counts("Socket", h, &off), -1);
+	assert_int_equal(off, (int)offsetof(struct nccl_socket_handle, nthreads));
+
+	memset(h, 0x41, sizeof(h));
+	assert_int_equal(tp__net_handle_counts("TCPXEmu_v7", h, &off), 0);
+	assert_int_equal(tp__net_handle_counts("SomeVendorNet_v8", h, &off), 0);
+}
+
 static void test_unknown(void **state)
 {
 	unsigned char h[NCCL_NET_HANDLE_MAXSIZE], orig[NCCL_NET_HANDLE_MAXSIZE];
@@ -149,7 +205,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_offsets),	   cmocka_unit_test(test_tcpx),
 		cmocka_unit_test(test_emu),	   cmocka_unit_test(test_nccl_socket),
-		cmocka_unit_test(test_unknown),
+		cmocka_unit_test(test_unknown),    cmocka_unit_test(test_counts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
