@@ -10,7 +10,7 @@
 #include "abi/nccl_net.h"
 
 #define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
-#define TP_BLOB_VERSION 1u
+#define TP_BLOB_VERSION 2u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow. */
