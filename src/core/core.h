@@ -153,6 +153,10 @@ static inline int tp__session_timeout(const struct tcpx_p2p_session *s, int time
 	return timeout_ms == TCPX_P2P_TIMEOUT_DEFAULT ? s->cfg.timeout_ms : timeout_ms;
 }
 
+/* listener.c: a peer's blob against this session (layout, settings, MAC,
+ * and its handles: nothing a plugin would follow or overrun). */
+int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len);
+
 /* mr.c */
 int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle);
 void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm);

@@ -290,6 +290,9 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 		rc = server_first(s, fd, &a, peer_blob, &peer_len, peer_deadline);
 		if (!rc)
 			rc = hello_open(&a, server, peer_blob, &peer_len);
+		/* Before the plugin's listen: garbage never reaches the plugin. */
+		if (!rc)
+			rc = tp__peer_blob_check(s, peer_blob, peer_len);
 		if (!rc)
 			rc = tcpx_p2p_listen(s, &l);
 		if (!rc)

@@ -102,6 +102,30 @@ static int handles_check(const struct tcpx_p2p_session *s, unsigned char *handle
 	return 0;
 }
 
+int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len)
+{
+	struct tp_blob_want want;
+	unsigned char *handles;
+	size_t hlen;
+	int rc;
+
+	want.nchan = s->cfg.num_channels;
+	want.chunk_bytes = (uint32_t)s->cfg.chunk_bytes;
+	want.plugin = s->net->name;
+	want.token = s->cfg.auth_token;
+	rc = tp__blob_check(&want, blob, len);
+	if (rc)
+		return rc;
+	hlen = (size_t)want.nchan * NCCL_NET_HANDLE_MAXSIZE;
+	handles = malloc(hlen);
+	if (!handles)
+		return tp__error(TCPX_P2P_ENOMEM, "connect: out of memory");
+	memcpy(handles, (const unsigned char *)blob + sizeof(struct tp_blob_hdr), hlen);
+	rc = handles_check(s, handles, want.nchan);
+	free(handles);
+	return rc;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -152,7 +176,6 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		     int timeout_ms, tcpx_p2p_conn **out)
 {
 	struct tcpx_p2p_session *s;
-	struct tp_blob_want want;
 	ncclNetDeviceHandle_v7_t *devh = NULL;
 	unsigned char *handles = NULL;
 	void **send = NULL, **recv = NULL;
@@ -166,11 +189,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		return tp__error(TCPX_P2P_EINVAL, "connect: this listener's comms were used by "
 				 "a failed connect; both sides need new listeners");
 	timeout_ms = tp__session_timeout(s, timeout_ms);
-	want.nchan = s->cfg.num_channels;
-	want.chunk_bytes = (uint32_t)s->cfg.chunk_bytes;
-	want.plugin = s->net->name;
-	want.token = s->cfg.auth_token;
-	rc = tp__blob_check(&want, peer_blob, peer_len);
+	rc = tp__peer_blob_check(s, peer_blob, peer_len);
 	if (rc)
 		return rc;
 	if (peer_len == l->blob_len && !memcmp(peer_blob, l->blob, peer_len))
@@ -188,9 +207,6 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		goto free_arrays;
 	}
 	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
-	rc = handles_check(s, handles, l->nchan);
-	if (rc)
-		goto free_arrays;
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
 	l->spent = true;

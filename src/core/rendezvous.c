@@ -121,13 +121,23 @@ static int accept_queued(struct tcpx_p2p_server *srv)
 	}
 }
 
-/* Drop connections whose peer let its handshake deadline pass. */
+/* Has the peer sent something (or closed)?  Then its deadline no longer
+ * applies: it spoke in time, and waited only because every accepting
+ * thread was busy with other handshakes. */
+static bool spoke(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) > 0;
+}
+
+/* Drop connections whose peer let its handshake deadline pass silent. */
 static int expire(struct tcpx_p2p_server *srv, int64_t now)
 {
 	int i, n = 0;
 
 	for (i = 0; i < srv->npend;) {
-		if (now < srv->pend[i].deadline) {
+		if (now < srv->pend[i].deadline || spoke(srv->pend[i].fd)) {
 			i++;
 			continue;
 		}
@@ -210,7 +220,7 @@ unlock:
 int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out)
 {
 	struct tp_pending p;
-	int64_t deadline;
+	int64_t deadline, now, peer_deadline, setup_deadline;
 	int rc, dropped = 0;
 
 	if (!srv || !out)
@@ -221,10 +231,19 @@ int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn *
 		sched_yield(); /* let another accepting thread have the lock */
 	if (rc < 0)
 		return rc;
-	/* The handshake runs outside the lock: other threads go on accepting. */
-	rc = tp__handshake(srv->s, p.fd, p.peer, true,
-			   deadline >= 0 && deadline < p.deadline ? deadline : p.deadline, deadline,
-			   out);
+	/* The handshake runs outside the lock: other threads go on accepting.
+	 * The peer gets handshake_ms from now for its frames (it may have
+	 * waited its turn); the set-up that follows is bounded by the call's
+	 * deadline or, for a call without one, the session's timeout_ms: an
+	 * accept may wait for ever for a peer, not on one. */
+	now = tp__now_ms();
+	peer_deadline = now + srv->s->cfg.handshake_ms;
+	setup_deadline = deadline;
+	if (setup_deadline < 0 && srv->s->cfg.timeout_ms > 0)
+		setup_deadline = now + srv->s->cfg.timeout_ms;
+	if (setup_deadline >= 0 && setup_deadline < peer_deadline)
+		peer_deadline = setup_deadline;
+	rc = tp__handshake(srv->s, p.fd, p.peer, true, peer_deadline, setup_deadline, out);
 	if (rc)
 		tp__sock_close(p.fd);
 	return rc;

@@ -358,6 +358,50 @@ static void test_handshake_deadline(void **state)
 	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
 }
 
+/*
+ * Two peers dial one server that accepts with a single thread, and each
+ * handshake's set-up takes longer than TCPX_P2P_HANDSHAKE_MS (the accept
+ * waits 600 ms as flow steering would, the handshake limit is 200 ms): the
+ * second peer, which sent its frames at once, waits its turn and is served,
+ * not dropped as silent.
+ */
+static void test_spoke_in_time_waits_its_turn(void **state)
+{
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_server *srv;
+	tcpx_p2p_config cfg;
+	struct dialer d[2] = { { 0 } };
+	tcpx_p2p_conn *c[2] = { NULL, NULL };
+	pthread_t td[2];
+	uint16_t port;
+	int i;
+
+	setenv("TCPX_EMU_ACCEPT_WAIT_US", "600000", 1);
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.handshake_ms = 200;
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &s[0]), 0);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &s[1]), 0);
+	assert_int_equal(tcpx_p2p_server_create(s[0], "127.0.0.1", 0, &srv), 0);
+	assert_int_equal(tcpx_p2p_server_port(srv, &port), 0);
+	for (i = 0; i < 2; i++) {
+		d[i].s = s[1];
+		d[i].port = port;
+		assert_int_equal(pthread_create(&td[i], NULL, dial_thread, &d[i]), 0);
+	}
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_server_accept(srv, 10000, &c[i]), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(pthread_join(td[i], NULL), 0);
+		assert_int_equal(d[i].rc, 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(c[i]), 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(d[i].c), 0);
+	}
+	unsetenv("TCPX_EMU_ACCEPT_WAIT_US");
+	assert_int_equal(tcpx_p2p_server_destroy(srv), 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_session_destroy(s[i]), 0);
+}
+
 /* A send longer than its receive (the matching rule of docs/api.md broken):
  * nothing can detect it in general, but on the emulator the receive fails
  * and the connection with it, instead of hanging or overrunning. */
@@ -454,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_silent_sockets_block_nobody),
 		cmocka_unit_test(test_concurrent_accept),
 		cmocka_unit_test(test_handshake_deadline),
+		cmocka_unit_test(test_spoke_in_time_waits_its_turn),
 		cmocka_unit_test(test_length_mismatch),
 		cmocka_unit_test(test_fd_exhaustion),
 	};
