@@ -335,12 +335,18 @@ int tp__config_init(tcpx_p2p_config *cfg)
 	return config_init(cfg);
 }
 
-/* A caller's struct, possibly older and smaller, over a defaults-only one. */
+/* A caller's struct, possibly older and smaller, over a current one: the
+ * fields it lacks take their defaults and then the environment, so that a
+ * binary built against 0.1 still honours TCPX_P2P_AUTH_TOKEN and the other
+ * later variables (a malformed one was reported by config_init). */
 static int tp_config_upgrade(const tcpx_p2p_config *in, tcpx_p2p_config *out)
 {
 	size_t n;
 
-	tp_config_defaults(out);
+	if (in && in->struct_size < sizeof(*out))
+		(void)config_init(out);
+	else
+		tp_config_defaults(out);
 	if (!in)
 		return 0;
 	if (in->struct_size < offsetof(tcpx_p2p_config, gpu))

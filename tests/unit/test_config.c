@@ -348,6 +348,16 @@ static void test_resolve_old_struct(void **state)
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_int_equal(out.progress_thread, 0);
 	assert_int_equal(out.mss, 7168);
+	/* ... and then the environment: a 0.1 binary honours the 0.2 variables
+	 * (TCPX_P2P_AUTH_TOKEN above all). */
+	setenv("TCPX_P2P_MSS", "1448", 1);
+	setenv("TCPX_P2P_PROGRESS_THREAD", "1", 1);
+	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.mss, 1448);
+	assert_int_equal(out.progress_thread, 1);
+	assert_int_equal(out.num_channels, 8); /* the caller's own fields still win */
+	unsetenv("TCPX_P2P_MSS");
+	unsetenv("TCPX_P2P_PROGRESS_THREAD");
 
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
