@@ -237,7 +237,7 @@ def case_pairs(c):
     nic_rates = {}
     for line in p.stdout.splitlines():
         if line.startswith("# nic "):
-            nic_rates[int(line.split()[2])] = float(line.split(":")[1].split()[0])
+            nic_rates[int(line.split()[2].rstrip(":"))] = float(line.split(":")[1].split()[0])
     pair_sum = sum(r["gbps"] for r in recs[:2])
     check(sorted(nic_rates) == [0, 1] and
           all(abs(v - pair_sum / 2) < 0.01 + 0.01 * pair_sum for v in nic_rates.values()),
