@@ -1,6 +1,17 @@
 # Shared by scripts/run_two_node.sh and scripts/run_a3_8gpu.sh (sourced,
 # not run): how a launcher's rank or --ssh turns into a role and a peer.
 
+# Sets fwd to the caller's TCPX_P2P_*, TCPX_EMU_* and NCCL_* variables as
+# NAME=VALUE words, less the per-host ones: what --ssh passes on.
+tp_launch_forwarded_env() {
+	local v
+
+	fwd=()
+	while IFS= read -r v; do
+		case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=* | TCPX_P2P_SSH=*) ;; *) fwd+=("$v") ;; esac
+	done < <(env | grep -E '^(TCPX_P2P_|TCPX_EMU_|NCCL_)[A-Za-z0-9_]*=' || true)
+}
+
 # Reads and sets the caller's role, peer and ssh_host; calls its die().
 # Role auto: launcher rank 0 (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK)
 # is the server, 1 the client, whose peer is --peer, else TCPX_P2P_PEER,

@@ -43,11 +43,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 usage() { sed -n '2,40s/^# \{0,1\}//p' "$0"; }
 die() { echo "run_a3_8gpu: $*" >&2; exit 2; }
 
+# shellcheck disable=SC1091 # sourced by path, checked on its own
+. "$root/scripts/launch_lib.sh"
 # The caller's settings, before tcpx_env.sh adds this host's: what --ssh forwards.
-fwd=()
-while IFS= read -r v; do
-	case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=* | TCPX_P2P_SSH=*) ;; *) fwd+=("$v") ;; esac
-done < <(env | grep -E '^(TCPX_P2P_|TCPX_EMU_|NCCL_)[A-Za-z0-9_]*=' || true)
+tp_launch_forwarded_env
 
 role=
 peer=${TCPX_P2P_PEER:-}
@@ -110,8 +109,6 @@ if ! [[ $base =~ ^[0-9]+$ ]] || ((base < 1 || base + n > 65536)); then
 	die "bad --port-base '$base'"
 fi
 
-# shellcheck disable=SC1091 # sourced by path, checked on its own
-. "$root/scripts/launch_lib.sh"
 tp_launch_role
 command -v python3 >/dev/null || { echo "run_a3_8gpu: python3 is needed" >&2; exit 1; }
 [[ -d $build ]] || die "no build dir $build (--build-dir?)"

@@ -35,11 +35,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 usage() { sed -n '2,31s/^# \{0,1\}//p' "$0"; }
 die() { echo "run_two_node: $*" >&2; exit 2; }
 
+# shellcheck disable=SC1091 # sourced by path, checked on its own
+. "$root/scripts/launch_lib.sh"
 # The caller's settings, before tcpx_env.sh adds this host's: what --ssh forwards.
-fwd=()
-while IFS= read -r v; do
-	case $v in TCPX_EMU_ADDR=* | TCPX_P2P_PEER=* | TCPX_P2P_SSH=*) ;; *) fwd+=("$v") ;; esac
-done < <(env | grep -E '^(TCPX_P2P_|TCPX_EMU_|NCCL_)[A-Za-z0-9_]*=' || true)
+tp_launch_forwarded_env
 
 (($#)) || { usage >&2; exit 2; }
 role=$1
@@ -78,8 +77,6 @@ done
 [[ $gpu =~ ^[0-9]+$ ]] || die "--gpu wants a number, not '$gpu'"
 [[ $mem == cuda || $mem == host ]] || die "--mem wants cuda or host, not '$mem'"
 
-# shellcheck disable=SC1091 # sourced by path, checked on its own
-. "$root/scripts/launch_lib.sh"
 tp_launch_role
 
 # shellcheck disable=SC1091 # sourced by path, checked on its own

@@ -41,6 +41,18 @@ static const struct tp_layout tp_layouts[] = {
 	    { TP_NCCL_SOCKET_HANDLE_NTHREADS_OFF, TP_NCCL_SOCKET_MAX_THREADS, -1 } }, 2 },
 };
 
+/* The layout of the plugin named plugin, NULL when unknown. */
+static const struct tp_layout *find_layout(const char *plugin)
+{
+	const struct tp_layout *l;
+
+	for (l = tp_layouts; plugin && l < tp_layouts + sizeof(tp_layouts) / sizeof(tp_layouts[0]);
+	     l++)
+		if (!strncmp(plugin, l->prefix, strlen(l->prefix)))
+			return l;
+	return NULL;
+}
+
 static int read_int(const unsigned char *handle, int off)
 {
 	int v;
@@ -51,44 +63,35 @@ static int read_int(const unsigned char *handle, int off)
 
 int tp__net_handle_counts(const char *plugin, const unsigned char *handle, int *bad_off)
 {
-	const struct tp_layout *l;
+	const struct tp_layout *l = find_layout(plugin);
 	int i, v;
 
 	*bad_off = -1;
-	for (l = tp_layouts; l < tp_layouts + sizeof(tp_layouts) / sizeof(tp_layouts[0]); l++) {
-		if (!plugin || strncmp(plugin, l->prefix, strlen(l->prefix)))
-			continue;
-		for (i = 0; i < l->ncount; i++) {
-			const struct tp_count *c = &l->count[i];
+	for (i = 0; l && i < l->ncount; i++) {
+		const struct tp_count *c = &l->count[i];
 
-			v = read_int(handle, c->off);
-			if (v < 1 || v > c->max ||
-			    (c->max_of >= 0 && v > read_int(handle, c->max_of))) {
-				*bad_off = c->off;
-				return -1;
-			}
+		v = read_int(handle, c->off);
+		if (v < 1 || v > c->max || (c->max_of >= 0 && v > read_int(handle, c->max_of))) {
+			*bad_off = c->off;
+			return -1;
 		}
-		return 0;
 	}
 	return 0;
 }
 
 int tp__net_handle_scrub(const char *plugin, unsigned char *handle, int *dirty_off)
 {
-	const struct tp_layout *l;
+	const struct tp_layout *l = find_layout(plugin);
 	int i, j;
 
 	*dirty_off = -1;
-	for (l = tp_layouts; l < tp_layouts + sizeof(tp_layouts) / sizeof(tp_layouts[0]); l++) {
-		if (!plugin || strncmp(plugin, l->prefix, strlen(l->prefix)))
-			continue;
-		for (i = 0; i < l->nspan; i++) {
-			for (j = l->span[i].off; j < l->span[i].off + l->span[i].len; j++)
-				if (handle[j] && *dirty_off < 0)
-					*dirty_off = j;
-			memset(handle + l->span[i].off, 0, l->span[i].len);
-		}
-		return 1;
+	if (!l)
+		return 0;
+	for (i = 0; i < l->nspan; i++) {
+		for (j = l->span[i].off; j < l->span[i].off + l->span[i].len; j++)
+			if (handle[j] && *dirty_off < 0)
+				*dirty_off = j;
+		memset(handle + l->span[i].off, 0, l->span[i].len);
 	}
-	return 0;
+	return 1;
 }
