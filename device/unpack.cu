@@ -5,6 +5,7 @@
  * device-mapped meta ring itself, so nothing on the host parses a chunk. */
 #include <stdint.h>
 
+#include "dev_copy.cuh"
 #include "dev_priv.h"
 extern "C" {
 #include "util/error.h"
@@ -15,90 +16,11 @@ extern "C" {
 /* Blocks per job: up to 256 warps, so a 4 MiB chunk (up to 2048 records)
  * gives each warp at most 8 and a 512 KiB one about one per warp. */
 #define TP_UNPACK_BLOCKS 32
-#define TP_UNPACK_UNROLL 8 /* a 4 KiB record: 8 uint4 per lane, all in flight */
 
 struct tp_unpack_args {
 	struct tp_unpack_job job[TP_UNPACK_MAX_JOBS];
 	unsigned *err; /* mapped: set when a record lies outside its chunk */
 };
-
-/* Bytes [i, n) of the record, one per lane: heads, tails, short records. */
-static __device__ __forceinline__ void copy_bytes(char *d, const char *s, uint32_t i, uint32_t n,
-						 int lane)
-{
-	for (i += lane; i < n; i += 32)
-		d[i] = s[i];
-}
-
-/* dst and src share alignment modulo sizeof(T): bytes up to an aligned
- * dst, then T-wide coalesced words (several in flight per lane), then the
- * byte tail. */
-template <typename T>
-static __device__ __forceinline__ void copy_vec(char *d, const char *s, uint32_t len, int lane)
-{
-	uint32_t head = (uint32_t)(-(uintptr_t)d & (sizeof(T) - 1));
-	if (head > len)
-		head = len;
-	copy_bytes(d, s, 0, head, lane);
-
-	T *dv = (T *)(d + head);
-	const T *sv = (const T *)(s + head);
-	uint32_t nv = (len - head) / sizeof(T);
-	uint32_t i = lane;
-
-	for (; i + 32 * (TP_UNPACK_UNROLL - 1) < nv; i += 32 * TP_UNPACK_UNROLL) {
-		T v[TP_UNPACK_UNROLL];
-#pragma unroll
-		for (int u = 0; u < TP_UNPACK_UNROLL; u++)
-			v[u] = __ldg(sv + i + 32 * u);
-#pragma unroll
-		for (int u = 0; u < TP_UNPACK_UNROLL; u++)
-			dv[i + 32 * u] = v[u];
-	}
-	for (; i < nv; i += 32)
-		dv[i] = __ldg(sv + i);
-	copy_bytes(d, s, head + nv * (uint32_t)sizeof(T), len, lane);
-}
-
-/* No common 4-byte alignment: store aligned 32-bit dst words built with a
- * funnel shift from the two aligned src words that hold them.  Those loads
- * may touch up to 3 bytes past either end of the fragment, never outside
- * the aligned word of a byte that is in it, so never outside its page. */
-static __device__ __forceinline__ void copy_shift(char *d, const char *s, uint32_t len, int lane)
-{
-	uint32_t head = (uint32_t)(-(uintptr_t)d & 3);
-	if (head > len)
-		head = len;
-	copy_bytes(d, s, 0, head, lane);
-
-	uint32_t *dw = (uint32_t *)(d + head);
-	const char *sp = s + head;
-	uint32_t shift = (uint32_t)((uintptr_t)sp & 3) * 8;
-	const uint32_t *sw = (const uint32_t *)(sp - ((uintptr_t)sp & 3));
-	uint32_t nw = (len - head) / 4;
-
-	for (uint32_t i = lane; i < nw; i += 32) {
-		uint32_t lo = __ldg(sw + i), hi = __ldg(sw + i + 1);
-		dw[i] = __funnelshift_r(lo, hi, shift);
-	}
-	copy_bytes(d, s, head + nw * 4, len, lane);
-}
-
-static __device__ __forceinline__ void copy_rec(char *d, const char *s, uint32_t len, int lane)
-{
-	uintptr_t rel = (uintptr_t)d ^ (uintptr_t)s;
-
-	if (len < 64)
-		copy_bytes(d, s, 0, len, lane);
-	else if (!(rel & 15))
-		copy_vec<uint4>(d, s, len, lane);
-	else if (!(rel & 7))
-		copy_vec<uint2>(d, s, len, lane);
-	else if (!(rel & 3))
-		copy_vec<uint32_t>(d, s, len, lane);
-	else
-		copy_shift(d, s, len, lane);
-}
 
 /* Grid: x = blocks per job, y = job.  Each warp owns a contiguous range of
  * the records below cnt (passed by value), loads up to 32 of them at once
@@ -137,7 +59,7 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 					atomicOr(a.err, 1u);
 				continue;
 			}
-			copy_rec(job->dst + dst_off, job->bounce + src_off, len, lane);
+			tp_copy_range<32>(job->dst + dst_off, job->bounce + src_off, len, lane);
 		}
 	}
 }

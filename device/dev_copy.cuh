@@ -1,0 +1,100 @@
+/* The copy routines the kernels of device/ share: one contiguous range
+ * copied by a group of W threads (W = 32: a warp of the unpack kernel;
+ * a whole block of the copy-list kernel), thread t of the group handling
+ * words t, t + W, ...  W is a template argument so that each kernel gets
+ * the strides as constants. */
+#ifndef TP_DEV_COPY_CUH
+#define TP_DEV_COPY_CUH
+
+#include <stdint.h>
+
+#define TP_COPY_UNROLL 8 /* a 4 KiB range in a warp: 8 uint4 per lane, all in flight */
+
+/* Bytes [i, n) of the range: heads, tails, short ranges. */
+template <unsigned W>
+static __device__ __forceinline__ void tp_copy_bytes(char *d, const char *s, uint32_t i,
+						     uint32_t n, unsigned t)
+{
+	for (i += t; i < n; i += W)
+		d[i] = s[i];
+}
+
+/* dst and src share alignment modulo sizeof(T): bytes up to an aligned
+ * dst, then T-wide coalesced words (several in flight per thread), then
+ * the byte tail. */
+template <unsigned W, typename T>
+static __device__ __forceinline__ void tp_copy_vec(char *d, const char *s, uint32_t len,
+						   unsigned t)
+{
+	uint32_t head = (uint32_t)(-(uintptr_t)d & (sizeof(T) - 1));
+	if (head > len)
+		head = len;
+	tp_copy_bytes<W>(d, s, 0, head, t);
+
+	T *dv = (T *)(d + head);
+	const T *sv = (const T *)(s + head);
+	uint32_t nv = (len - head) / sizeof(T);
+	uint32_t i = t;
+
+	for (; i + W * (TP_COPY_UNROLL - 1) < nv; i += W * TP_COPY_UNROLL) {
+		T v[TP_COPY_UNROLL];
+#pragma unroll
+		for (int u = 0; u < TP_COPY_UNROLL; u++)
+			v[u] = __ldg(sv + i + W * u);
+#pragma unroll
+		for (int u = 0; u < TP_COPY_UNROLL; u++)
+			dv[i + W * u] = v[u];
+	}
+	for (; i < nv; i += W)
+		dv[i] = __ldg(sv + i);
+	tp_copy_bytes<W>(d, s, head + nv * (uint32_t)sizeof(T), len, t);
+}
+
+/* No common 4-byte alignment: store aligned 32-bit dst words built with a
+ * funnel shift from the two aligned src words that hold them.  Those loads
+ * may touch up to 3 bytes past either end of the range, never outside the
+ * aligned word of a byte that is in it, so never outside its page. */
+template <unsigned W>
+static __device__ __forceinline__ void tp_copy_shift(char *d, const char *s, uint32_t len,
+						     unsigned t)
+{
+	uint32_t head = (uint32_t)(-(uintptr_t)d & 3);
+	if (head > len)
+		head = len;
+	tp_copy_bytes<W>(d, s, 0, head, t);
+
+	uint32_t *dw = (uint32_t *)(d + head);
+	const char *sp = s + head;
+	uint32_t shift = (uint32_t)((uintptr_t)sp & 3) * 8;
+	const uint32_t *sw = (const uint32_t *)(sp - ((uintptr_t)sp & 3));
+	uint32_t nw = (len - head) / 4;
+
+	for (uint32_t i = t; i < nw; i += W) {
+		uint32_t lo = __ldg(sw + i), hi = __ldg(sw + i + 1);
+		dw[i] = __funnelshift_r(lo, hi, shift);
+	}
+	tp_copy_bytes<W>(d, s, head + nw * 4, len, t);
+}
+
+/* The widest words the relative alignment of dst and src allows.  src is
+ * read through the read-only cache: it must not be written during the
+ * kernel (no range being copied overlaps another's source). */
+template <unsigned W>
+static __device__ __forceinline__ void tp_copy_range(char *d, const char *s, uint32_t len,
+						     unsigned t)
+{
+	uintptr_t rel = (uintptr_t)d ^ (uintptr_t)s;
+
+	if (len < 64)
+		tp_copy_bytes<W>(d, s, 0, len, t);
+	else if (!(rel & 15))
+		tp_copy_vec<W, uint4>(d, s, len, t);
+	else if (!(rel & 7))
+		tp_copy_vec<W, uint2>(d, s, len, t);
+	else if (!(rel & 3))
+		tp_copy_vec<W, uint32_t>(d, s, len, t);
+	else
+		tp_copy_shift<W>(d, s, len, t);
+}
+
+#endif
