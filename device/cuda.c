@@ -1,4 +1,4 @@
-/* Devices, pointers, streams and events through the CUDA runtime. */
+/* Devices, memory, pointers, streams and events through the CUDA runtime. */
 #include <stdlib.h>
 
 #include "dev_priv.h"
@@ -57,6 +57,59 @@ int tp__dev_ptr_is_device(const void *p, int *is_dev)
 int tp__dev_memcpy(void *dst, const void *src, size_t n)
 {
 	return TP_CUDA(cudaMemcpy, dst, src, n, cudaMemcpyDefault);
+}
+
+int tp__dev_host_alloc(void **p, size_t n)
+{
+	void *h, *d;
+	int err;
+
+	if (!n)
+		return tp__error(TCPX_P2P_EINVAL, "a 0-byte pinned allocation");
+	err = TP_CUDA(cudaHostAlloc, &h, n, cudaHostAllocMapped | cudaHostAllocPortable);
+	if (err)
+		return err;
+	/* Kernels are handed the host address itself.  Unified addressing
+	 * (every 64-bit platform CUDA supports) makes it the device address
+	 * too: checked here rather than assumed at every use. */
+	err = TP_CUDA(cudaHostGetDevicePointer, &d, h, 0);
+	if (!err && d != h)
+		err = tp__error(TCPX_P2P_ENOTSUP, "pinned memory %p mapped at %p: no unified addressing",
+				h, d);
+	if (err)
+		goto free_h;
+	*p = h;
+	return 0;
+
+free_h:
+	(void)cudaFreeHost(h);
+	return err;
+}
+
+void tp__dev_host_free(void *p)
+{
+	if (p && TP_CUDA(cudaFreeHost, p))
+		TP_WARN("dev", "pinned memory free: %s", tcpx_p2p_last_error());
+}
+
+int tp__dev_malloc(void **p, size_t n)
+{
+	void *d;
+	int err;
+
+	if (!n)
+		return tp__error(TCPX_P2P_EINVAL, "a 0-byte device allocation");
+	err = TP_CUDA(cudaMalloc, &d, n);
+	if (err)
+		return err;
+	*p = d;
+	return 0;
+}
+
+void tp__dev_free(void *p)
+{
+	if (p && TP_CUDA(cudaFree, p))
+		TP_WARN("dev", "device memory free: %s", tcpx_p2p_last_error());
 }
 
 int tp__dev_stream_create(tp_dev_stream **s)

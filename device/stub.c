@@ -22,3 +22,11 @@ int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, in
 { return TP_NO_CUDA(); }
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job) { return TP_NO_CUDA(); }
 int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job) { return TP_NO_CUDA(); }
+int tp__dev_host_alloc(void **p, size_t n) { return TP_NO_CUDA(); }
+void tp__dev_host_free(void *p) {}
+int tp__dev_malloc(void **p, size_t n) { return TP_NO_CUDA(); }
+void tp__dev_free(void *p) {}
+int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
+{ return TP_NO_CUDA(); }
+int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
+{ return TP_NO_CUDA(); }

@@ -63,6 +63,42 @@ int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job);
 /* host: every record copied through host staging memory, then to dst. */
 int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job);
 
+/* Pinned host memory, mapped into the device at the same address (UVA)
+ * and portable (every device and context sees it): kernels read and write
+ * it in place.  n > 0; free it once no queued work uses it. */
+int tp__dev_host_alloc(void **p, size_t n);
+void tp__dev_host_free(void *p);
+/* Device memory of the current device; n > 0. */
+int tp__dev_malloc(void **p, size_t n);
+void tp__dev_free(void *p);
+
+/* One contiguous copy of a vectored transfer: a gather of many small
+ * segments into a staging buffer before a send, a scatter of received
+ * bytes into many segments.  len <= TP_COPY_MAX_ENTRY (callers split
+ * longer ranges), so one thread block per entry balances. */
+struct tp_copy {
+	const char *src;
+	char *dst;
+	uint64_t len;
+};
+
+#define TP_COPY_MAX_ENTRY (64u << 10)
+
+/* One kernel launch on s copies list[0..n); n = 0 launches nothing.  list
+ * must be device-readable (pinned mapped host memory from
+ * tp__dev_host_alloc, read by the kernel in place, or device memory) and
+ * stay unchanged until the copy completes; every src and dst
+ * device-accessible (device memory or pinned mapped host memory).  Entries
+ * may be unaligned and as small as 1 byte; no dst range overlaps a src
+ * range or another dst range.  A list in device memory spares the launch
+ * the PCIe read of its entries, several microseconds.  Only launch errors
+ * are reported. */
+int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
+/* The same copies as cudaMemcpyAsync(cudaMemcpyDefault) calls on s, one
+ * per entry, merging entries adjacent in both src and dst: for pageable
+ * host memory, which no kernel can reach.  The host reads list. */
+int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
+
 #ifdef __cplusplus
 }
 #endif
