@@ -16,8 +16,9 @@
  * never prints to stdout and never exits the process.
  *
  * Matching: sends and receives on a connection match in posting order, per
- * direction, and a matching pair must have equal lengths (the plugin cannot
- * tell sizes apart; see docs/api.md).
+ * direction, and a matching pair must have equal total lengths (a pair that
+ * differs fails with EPROTO on both sides; see docs/api.md).  One-sided
+ * writes and reads take their place in the same order.
  *
  * Progress: the plugin moves bytes only while it is driven (TCPX moves a
  * request's bytes only inside its test()).  Every test, wait, wait_any and
@@ -313,6 +314,134 @@ TCPX_P2P_API int tcpx_p2p_wait_any(tcpx_p2p_xfer *const *xfers, int n, int timeo
 
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
+
+/* ---- vectored transfers (0.3) -------------------------------------------- */
+
+/* One piece of a vectored transfer: len bytes at mr + offset. */
+typedef struct tcpx_p2p_seg {
+	tcpx_p2p_mr *mr;
+	size_t offset;
+	size_t len;
+} tcpx_p2p_seg;
+
+/* Longest notification message (tcpx_p2p_notify, xfer_params.notif). */
+#define TCPX_P2P_NOTIF_MAX 1024
+
+/* Options of one transfer call.  NULL = the defaults; a caller sets
+ * struct_size to sizeof(tcpx_p2p_xfer_params) as it compiled it, so that
+ * fields added later keep their defaults for it. */
+typedef struct tcpx_p2p_xfer_params {
+	size_t struct_size;
+	unsigned flags;     /* 0 (reserved) */
+	const void *notif;  /* write: message delivered to the target once the data is
+			     * there (tcpx_p2p_notif_poll); NULL = none */
+	size_t notif_len;   /* 1..TCPX_P2P_NOTIF_MAX when notif is set */
+} tcpx_p2p_xfer_params;
+
+/* Two-sided transfer of a list of segments, any count, any sizes (0-byte
+ * segments allowed).  The segments are packed back to back into the
+ * connection's chunk stream, so a transfer costs about total / chunk_bytes
+ * plugin requests whatever its segment count.  All segments of one call
+ * must be of one memory type; they may not overlap (receives).  The two
+ * sides' lists may differ; their totals must match: a sendv/recvv (or
+ * send/recv) pair of different totals fails with EPROTO on both sides and
+ * writes nothing into the receiver's segments, and the connection stays
+ * usable.  A send completes when its bytes are on the wire and the
+ * receiver matched it; a receive when every byte is in its segments.
+ * RETURN VALUE: 0; EINVAL (NULL argument with nsegs > 0, a segment outside
+ * its mr, mrs of another session or of mixed memory types, params); the
+ * connection's error; ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_sendv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
+				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
+TCPX_P2P_API int tcpx_p2p_recvv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
+				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
+
+/* ---- remote memory and one-sided transfers (0.3) ------------------------ */
+
+/* A region (or part of one) exported to one peer: an opaque, fixed-size
+ * descriptor the application carries to that peer by its own means. */
+#define TCPX_P2P_RDESC_SIZE 64
+typedef struct tcpx_p2p_rdesc {
+	unsigned char bytes[TCPX_P2P_RDESC_SIZE];
+} tcpx_p2p_rdesc;
+
+enum tcpx_p2p_access {
+	TCPX_P2P_ACCESS_WRITE = 1, /* the peer may tcpx_p2p_write into it */
+	TCPX_P2P_ACCESS_READ = 2,  /* the peer may tcpx_p2p_read from it */
+};
+
+/* Export [mr + offset, + len) to the peer of c with the given access
+ * (TCPX_P2P_ACCESS_* bits).  The peer's one-sided transfers are checked
+ * against it on this side: a segment outside it, of another access, or
+ * after tcpx_p2p_mr_deregister (which revokes every export of the region)
+ * is refused with nothing written.
+ * RETURN VALUE: 0; EINVAL (NULL argument, range outside mr, access 0 or
+ * unknown bits, mr of another session); ENOMEM; the connection's error. */
+TCPX_P2P_API int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
+				    unsigned access, tcpx_p2p_rdesc *out);
+
+/* A peer's exported region, imported on the connection to that peer. */
+typedef struct tcpx_p2p_rmr tcpx_p2p_rmr;
+
+/* Import a descriptor the peer of c exported to this side.
+ * RETURN VALUE: 0; EPROTO (not a descriptor, or exported to another
+ * connection); EINVAL (NULL argument); ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_rmr_import(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc,
+				     tcpx_p2p_rmr **out);
+/* Length, memory type and access of an imported region (any may be NULL). */
+TCPX_P2P_API int tcpx_p2p_rmr_query(const tcpx_p2p_rmr *r, size_t *len, int *mem_type,
+				    unsigned *access);
+/* RETURN VALUE: 0.  Transfers already posted with it are unaffected. */
+TCPX_P2P_API int tcpx_p2p_rmr_release(tcpx_p2p_rmr *r);
+
+/* One piece of a peer's memory: len bytes at rmr + offset. */
+typedef struct tcpx_p2p_rseg {
+	const tcpx_p2p_rmr *rmr;
+	size_t offset;
+	size_t len;
+} tcpx_p2p_rseg;
+
+/* One-sided WRITE: the local segments' bytes, packed, land in the remote
+ * segments (their totals must be equal).  The peer's progress engine (its
+ * test/wait/progress calls or its progress thread) receives them; the
+ * peer's application posts nothing.  The transfer completes when the
+ * target reported every byte in place (and delivered params->notif after
+ * them).  The rmrs must belong to c.  Transfers on a connection land in
+ * posting order, one-sided and two-sided alike: a WRITE posted after a
+ * send waits until the peer posted the matching receive.
+ * RETURN VALUE: 0; EINVAL (arguments, totals, a remote segment outside its
+ * rmr or lacking the access); the connection's error; ENOMEM.  The target's
+ * refusal (a segment it does not export, a deregistered region) fails the
+ * transfer with EINVAL, and then nothing of it was written. */
+TCPX_P2P_API int tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
+				const tcpx_p2p_rseg *remote, size_t nremote,
+				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
+/* One-sided READ: the remote segments' bytes land, packed, in the local
+ * segments.  Completes when every byte is in local memory.  params->notif
+ * must be NULL.  Errors as tcpx_p2p_write. */
+TCPX_P2P_API int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
+			       const tcpx_p2p_rseg *remote, size_t nremote,
+			       const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
+
+/* ---- notifications (0.3) -------------------------------------------------- */
+
+/* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session.  It
+ * is delivered after the data of every transfer posted before it on c in
+ * this direction (two-sided or WRITE) is in place at the peer.
+ * RETURN VALUE: 0; EINVAL; the connection's error; ENOMEM. */
+TCPX_P2P_API int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len);
+
+typedef struct tcpx_p2p_notif {
+	tcpx_p2p_conn *conn; /* the connection it came on (valid while it lives) */
+	size_t len;
+	unsigned char msg[TCPX_P2P_NOTIF_MAX];
+} tcpx_p2p_notif;
+
+/* Take up to max delivered notifications of the session, oldest first
+ * (per connection in the peer's posting order); *n is how many.  Drives
+ * the session once first (unless a progress thread does).  Never blocks.
+ * RETURN VALUE: 0; EINVAL. */
+TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 
 #ifdef __cplusplus
 }

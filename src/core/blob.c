@@ -61,7 +61,7 @@ int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len
 	if (nchan != (unsigned)want->nchan)
 		return tp__error(TCPX_P2P_EPROTO, "peer uses %u channels, we use %d "
 				 "(set TCPX_P2P_NUM_CHANNELS alike on both sides)",
-				 nchan, want->nchan);
+				 nchan - 1, want->nchan - 1); /* less the control channel */
 	if (ntohl(hdr.chunk_bytes) != want->chunk_bytes)
 		return tp__error(TCPX_P2P_EPROTO, "peer chunk is %u bytes, ours %u "
 				 "(set TCPX_P2P_CHUNK_BYTES alike on both sides)",

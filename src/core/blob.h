@@ -10,10 +10,11 @@
 #include "abi/nccl_net.h"
 
 #define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
-#define TP_BLOB_VERSION 2u
+#define TP_BLOB_VERSION 3u /* 3: a control channel after the data channels */
 #define TP_BLOB_NAME 32
 
-/* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow. */
+/* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow
+ * (the data channels, then the control channel). */
 struct tp_blob_hdr {
 	uint32_t magic;
 	uint16_t version;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/ctl.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"
@@ -48,9 +49,14 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		goto destroy_lock;
 	}
 	c->s = s;
-	c->nchan = nchan;
+	c->nchan = nchan - 1; /* the last channel is the control channel */
 	c->ctrl_fd = -1;
-	for (i = 0; i < nchan; i++) {
+	rc = tp__rma_create(c);
+	if (!rc)
+		rc = tp__ctl_create(c, send_comms[c->nchan], recv_comms[c->nchan], &devh[c->nchan]);
+	if (rc)
+		goto free_ctl;
+	for (i = 0; i < c->nchan; i++) {
 		init_comm(&c->send[i], send_comms[i], TP_SEND, s->cfg.send_window);
 		init_comm(&c->recv[i], recv_comms[i], TP_RECV, s->cfg.recv_window);
 		c->send[i].next_seq = (uint64_t)i;
@@ -58,7 +64,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		c->recv[i].devh = devh[i];
 		rc = tp__unpack_prepare(s, &c->recv[i]);
 		if (rc)
-			goto destroy_ctrl_lock;
+			goto free_ctl;
 	}
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
@@ -67,7 +73,9 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	*out = c;
 	return 0;
 
-destroy_ctrl_lock:
+free_ctl:
+	tp__ctl_destroy(c);
+	tp__rma_destroy(c);
 	pthread_mutex_destroy(&c->ctrl_lock);
 destroy_lock:
 	pthread_mutex_destroy(&c->lock);
@@ -81,20 +89,32 @@ free_conn:
 /* Every pending xfer completes with err.  They stay listed, and keep their
  * regions busy, until conn_destroy has closed the comms: until then the
  * plugin (or a queued unpack) may still write into their buffers. */
+static void fail_one(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
+{
+	if (x->op >= TP_OP_IN_WRITE || x->done)
+		return;
+	c->completed++;
+	x->err = err;
+	x->conn_failed = true;
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+}
+
 static void fail_pending(struct tcpx_p2p_conn *c, int err)
 {
 	struct tcpx_p2p_xfer *x;
 	int d;
 
 	c->err = err;
-	for (d = 0; d < 2; d++) {
-		for (x = c->dir[d].head; x; x = x->next) {
-			if (!x->done)
-				c->completed++;
-			x->err = err;
-			__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
-		}
-	}
+	for (d = 0; d < 2; d++)
+		for (x = c->dir[d].head; x; x = x->next)
+			fail_one(c, x, err);
+	/* Receives not matched yet and transfers waiting for an answer; like
+	 * the others they keep their regions until conn_destroy. */
+	for (x = c->unmatched.head; x; x = x->wnext)
+		fail_one(c, x, err);
+	for (x = c->answers.head; x; x = x->wnext)
+		fail_one(c, x, err);
+	tp__rma_fail(c);
 }
 
 int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
@@ -190,20 +210,37 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 /* After the comms are closed nothing writes into the buffers of the
  * xfers that failed with the conn: free those released, detach the rest
  * (their release frees them), and let go of their regions. */
+static void drop_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	tp__segs_put(c->s, x);
+	x->prev = x->next = x->wprev = x->wnext = NULL;
+	if (x->released || x->op >= TP_OP_IN_WRITE)
+		tp__xfer_free(x);
+	else
+		x->c = NULL;
+}
+
 static void drop_failed_xfers(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_xfer *x, *next;
 	int d;
 
+	for (x = c->unmatched.head; x; x = next) {
+		next = x->wnext;
+		tp__xlist_remove(&c->unmatched, x);
+		drop_xfer(c, x);
+	}
+	/* An xfer waiting for an answer may also be in a chunk stream. */
+	for (x = c->answers.head; x; x = next) {
+		next = x->wnext;
+		tp__xlist_remove(&c->answers, x);
+		if (!x->queued || x->chunks_done)
+			drop_xfer(c, x);
+	}
 	for (d = 0; d < 2; d++) {
 		for (x = c->dir[d].head; x; x = next) {
 			next = x->next;
-			tp__mr_put(x->mr);
-			x->prev = x->next = NULL;
-			if (x->released)
-				free(x);
-			else
-				x->c = NULL;
+			drop_xfer(c, x);
 		}
 		c->dir[d].head = c->dir[d].tail = NULL;
 	}
@@ -222,7 +259,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
 	before = c->completed;
-	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head) {
+	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head || c->unmatched.head || c->answers.head) {
 		if (!c->err)
 			TP_INFO("conn", "closing the connection to %s with transfers pending",
 				c->peer[0] ? c->peer : "peer");
@@ -241,7 +278,22 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		s->net->ops->close_send(s->net, c->send[i].comm);
 		s->net->ops->close_recv(s->net, c->recv[i].comm);
 	}
+	for (i = 0; i < 2; i++) {
+		void *comm = tp__ctl_comm(c, (enum tp_dir)i);
+
+		tp__mr_drop_comm(s, comm);
+		if (i == TP_SEND)
+			s->net->ops->close_send(s->net, comm);
+		else
+			s->net->ops->close_recv(s->net, comm);
+	}
 	drop_failed_xfers(c);
+	for (i = 0; i < c->nchan; i++) {
+		tp__stage_free(&c->send[i]);
+		tp__stage_free(&c->recv[i]);
+	}
+	tp__ctl_destroy(c);
+	tp__rma_destroy(c);
 	if (c->ctrl_fd >= 0)
 		tp__sock_close(c->ctrl_fd);
 	pthread_mutex_lock(&s->lock);

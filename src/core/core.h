@@ -33,6 +33,8 @@ struct tcpx_p2p_session {
 	uint64_t mr_ids;              /* last region id handed out */
 	int nconns, nlisteners, nservers;
 	char *auth_token;             /* cfg.auth_token points here when set */
+	pthread_mutex_t notif_lock;   /* guards the delivered notifications */
+	struct tp_notif_node *notifs, *notifs_tail;
 	uint64_t auth_id;             /* random: tells a connection to oneself */
 };
 
@@ -58,17 +60,49 @@ struct tcpx_p2p_mr {
 
 enum tp_dir { TP_SEND = 0, TP_RECV = 1 };
 
+/* What an xfer is.  The first four are the caller's; the others are the
+ * library's own items on the target side of one-sided transfers (and the
+ * receiver's discard of a send nobody matched), freed when they end. */
+enum tp_op {
+	TP_OP_SEND,     /* send / sendv */
+	TP_OP_RECV,     /* recv / recvv */
+	TP_OP_WRITE,    /* write: a send item the target acknowledges */
+	TP_OP_READ,     /* read: a receive item the target's response fills */
+	TP_OP_IN_WRITE, /* target: receive of a peer's write into exported memory */
+	TP_OP_IN_READ,  /* target: send of the bytes a peer reads */
+	TP_OP_DISCARD,  /* receive of bytes that go nowhere (refused or mismatched) */
+};
+
+/* One segment of a transfer; start is its offset in the packed stream. */
+struct tp_vseg {
+	struct tcpx_p2p_mr *mr;
+	size_t off, len;
+	size_t start;
+};
+
 struct tcpx_p2p_xfer {
 	struct tcpx_p2p_conn *c;   /* NULL once its (failed) conn was destroyed */
-	struct tcpx_p2p_mr *mr;
-	enum tp_dir dir;
-	size_t off, len;
+	enum tp_op op;
+	enum tp_dir dir;    /* which chunk stream carries its bytes */
+	struct tp_vseg *seg; /* nseg segments (seg1 when there is one) */
+	size_t nseg;
+	struct tp_vseg seg1;
+	int mtype;          /* TCPX_P2P_MEM_* of every segment (0: no bytes) */
+	size_t len;         /* total bytes */
 	size_t chunk;       /* bytes per chunk of this transfer (tp_chunk_size) */
 	uint64_t first_seq, nchunks, retired;
+	uint64_t id;        /* the initiator's number for ctl messages */
+	bool queued;        /* in its direction's chunk stream */
+	bool chunks_done;   /* every chunk retired */
+	bool need_ack;      /* completes only once the peer answered (ack) */
+	bool acked;
 	int err;            /* first error, 0 while fine */
-	bool done;          /* retired == nchunks or err */
+	bool done;          /* complete or failed */
 	bool released;      /* failed and released: the conn frees it at destroy */
+	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	struct tcpx_p2p_xfer *prev, *next; /* the direction's active list */
+	struct tcpx_p2p_xfer *wprev, *wnext; /* the conn's waiting list (unmatched, acks) */
+	char why[160];      /* detail of err when it is this transfer's own */
 };
 
 /* How a receive's payload reaches the user's buffer. */
@@ -79,12 +113,31 @@ enum tp_unpack_kind {
 };
 
 struct tp_slot {
-	void *request;
-	struct tcpx_p2p_xfer *x;
-	char *dst;          /* where the chunk's bytes belong */
+	void *request;      /* NULL between preparing and issuing (gathers) */
+	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
+	char *dst;          /* where the chunk's bytes belong (one segment) */
 	uint32_t len;
-	uint64_t launch;    /* device unpack: launch number gating consume */
+	size_t soff;        /* the chunk's offset in its transfer's stream */
+	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
 	enum tp_unpack_kind unpack;
+	bool multi;         /* several segments: through the comm's staging */
+	bool dst_dev;       /* the transfer's memory is device memory */
+	char *buf;          /* what the request is posted with: dst or stage */
+	struct tcpx_p2p_mr *mr; /* the region buf lies in */
+	uint64_t seq;       /* the chunk's number in its stream */
+	char *stage;        /* staging slot of a multi or discard chunk */
+	struct tp_copy *cp; /* pinned copy list of a device scatter or gather */
+	uint32_t cp_cap;
+};
+
+/* Staging of chunks that span several segments (or go nowhere): a FIFO
+ * ring of slots, taken at post and given back at retire, per memory type. */
+#define TP_STAGE_SLOTS 4u
+struct tp_stage {
+	struct tcpx_p2p_mr *mr; /* internal region over base; NULL until first use */
+	char *base;
+	size_t slot_bytes;
+	uint32_t head, tail;    /* slots taken / given back */
 };
 
 /* One comm (a channel's send or receive half) and its FIFO window. */
@@ -92,6 +145,9 @@ struct tp_comm {
 	void *comm;
 	enum tp_dir dir;
 	struct tp_window win;
+	/* Sends prepared but not yet handed to the plugin (a gather runs):
+	 * slots [issued, posted); test only sees [tested, issued). */
+	uint32_t issued;
 	struct tp_slot slot[TP_WINDOW_SLOTS];
 	/* Next chunk this comm posts: seq in cursor (NULL: none queued). */
 	struct tcpx_p2p_xfer *cursor;
@@ -107,12 +163,24 @@ struct tp_comm {
 	struct tp_unpack_meta *meta; /* host-readable address of the ring */
 	char *bounce;
 	bool bounce_on_device;
+	struct tp_stage stage[2]; /* [0] host, [1] CUDA */
 };
 
 struct tp_direction {
 	uint64_t next_seq;  /* seq of the next chunk to be created */
 	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight */
 };
+
+/* A list of xfers through wprev/wnext. */
+struct tp_xlist {
+	struct tcpx_p2p_xfer *head, *tail;
+};
+
+struct tp_ctl;   /* ctl.c: the control channel */
+struct tp_wseg;  /* ctl.h: a remote segment on the wire */
+struct tp_note;  /* rma.c: a notification waiting for its data */
+struct tp_notif_node; /* rma.c: a delivered notification */
+struct tp_rma;   /* rma.c: exports, inbound items, notifications */
 
 struct tcpx_p2p_conn {
 	struct tcpx_p2p_session *s;
@@ -132,6 +200,13 @@ struct tcpx_p2p_conn {
 	 * learns without taking this conn's lock again. */
 	struct tcpx_p2p_conn *eprev, *enext;
 	uint64_t completed; /* xfers completed or failed; guarded by lock */
+	/* The control channel (announcements, acks, notifications) and what
+	 * waits on it: receives not yet matched to the peer's announcement,
+	 * and sends, writes and reads waiting for the peer's answer. */
+	struct tp_ctl *ctl;
+	struct tp_rma *rma;
+	struct tp_xlist unmatched, answers;
+	uint64_t next_id;   /* ids of this side's announced items */
 };
 
 struct tcpx_p2p_listener {
@@ -177,7 +252,57 @@ struct tp_progress {
 	bool busy;    /* transfers are pending at all */
 };
 int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st);
+/* Give x its chunk numbers in its direction's stream. */
 void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+
+/* xfer.c: the life of a transfer (conn lock held). */
+struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir);
+void tp__xfer_free(struct tcpx_p2p_xfer *x);
+/* Every chunk of x retired: complete it, or wait for the peer's answer. */
+void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+/* Finish x with err (0: success); the library's own items are freed. */
+void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
+/* Check params (NULL allowed) for a call that may or may not carry a notification. */
+int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
+/* Post x on c: take its regions, queue it (and its announcement) and make a
+ * first pass.  On failure x is freed. */
+int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
+		  tcpx_p2p_xfer **out);
+void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
+void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
+
+/* vec.c: segment lists and staging. */
+int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_p2p_seg *segs,
+		   size_t n, const char *what);
+void tp__segs_free(struct tcpx_p2p_xfer *x);
+void tp__segs_get(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
+void tp__segs_put(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
+/* The address of stream range [o, o + n) when it lies in one segment. */
+char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct tcpx_p2p_mr **mr);
+int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, struct tp_slot *sl,
+		   bool gather, char *flat, bool host, uint32_t *n);
+int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x,
+			struct tp_slot *sl, const tp_unpack_rec *r, uint64_t cnt,
+			const char *bounce, bool host, uint32_t *n);
+/* A staging slot of the memory type (1: none free now). */
+int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, char **slot,
+		   struct tcpx_p2p_mr **mr);
+void tp__stage_give(struct tp_comm *cm, const char *slot);
+void tp__stage_free(struct tp_comm *cm);
+
+/* rma.c: inbound items, exports, notifications. */
+int tp__rma_create(struct tcpx_p2p_conn *c);
+void tp__rma_destroy(struct tcpx_p2p_conn *c);
+int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved);
+bool tp__rma_busy(const struct tcpx_p2p_conn *c);
+/* An in-write landed: answer the initiator, release its notifications. */
+void tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+/* Queue the control message that announces x (nothing for a receive). */
+int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+/* The conn failed: drop what waits inbound. */
+void tp__rma_fail(struct tcpx_p2p_conn *c);
 
 /* engine.c: the session-wide progress engine and the optional thread. */
 int tp__engine_create(struct tcpx_p2p_session *s);
@@ -208,6 +333,11 @@ int64_t tp__now_ns(void);
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);
 int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_slot **slots,
 		     int n);
+/* Copy list[0..n) on the session's stream: one kernel (list, sources and
+ * destinations device-accessible) or a cudaMemcpyAsync per entry.
+ * *launch numbers the work for tp__unpack_done. */
+int tp__unpack_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
+		      bool kernel, uint64_t *launch);
 /* Wait for every queued device unpack of the session (conn teardown). */
 void tp__unpack_drain(struct tcpx_p2p_session *s);
 /* Has device unpack number `launch` finished?  Never blocks. */

@@ -27,7 +27,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 	if (!l)
 		return tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 	l->s = s;
-	l->nchan = s->cfg.num_channels;
+	l->nchan = s->cfg.num_channels + 1; /* + the control channel (ctl.h) */
 	l->blob_len = tp__blob_size(l->nchan, s->cfg.auth_token != NULL);
 	l->lcomm = calloc((size_t)l->nchan, sizeof(*l->lcomm));
 	l->blob = calloc(1, l->blob_len);
@@ -109,7 +109,7 @@ int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size
 	size_t hlen;
 	int rc;
 
-	want.nchan = s->cfg.num_channels;
+	want.nchan = s->cfg.num_channels + 1;
 	want.chunk_bytes = (uint32_t)s->cfg.chunk_bytes;
 	want.plugin = s->net->name;
 	want.token = s->cfg.auth_token;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/ctl.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -20,6 +21,7 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	uint64_t end;
 	int i;
 
+	x->queued = true;
 	x->first_seq = d->next_seq;
 	d->next_seq += x->nchunks;
 	end = x->first_seq + x->nchunks;
@@ -56,10 +58,9 @@ static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	if (++x->retired < x->nchunks)
 		return;
-	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked in xfer.c */
-	c->completed++;
+	x->chunks_done = true;
 	unlink_xfer(c, x);
-	tp__mr_put(x->mr);
+	tp__xfer_chunks_done(c, x);
 }
 
 static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
@@ -69,43 +70,104 @@ static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 		cm->cursor = cm->cursor->next;
 }
 
+/* Fill slot sl with the next chunk of x (seq): straight from or into its
+ * segment, or through a staging slot, gathering a send there first.
+ * Returns 1 when no staging slot is free (try again next pass). */
+static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_xfer *x,
+		   struct tp_slot *sl)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tcpx_p2p_mr *mr = NULL;
+	size_t off, n;
+	uint32_t ncp;
+	char *ptr = NULL;
+	int rc;
+
+	tp_chunk_range(x->len, x->chunk, cm->next_seq - x->first_seq, &off, &n);
+	sl->x = x;
+	sl->soff = off;
+	sl->len = (uint32_t)n;
+	sl->launch = 0;
+	sl->stage = NULL;
+	sl->request = NULL;
+	sl->dst_dev = x->mtype == TCPX_P2P_MEM_CUDA;
+	if (x->op != TP_OP_DISCARD)
+		ptr = tp__seg_single(x, off, n, &mr);
+	sl->multi = !ptr;
+	sl->dst = ptr;
+	if (!ptr) {
+		rc = tp__stage_take(s, cm, x->mtype, &sl->stage, &mr);
+		if (rc)
+			return rc;
+		ptr = sl->stage;
+		if (cm->dir == TP_SEND) {
+			bool host = x->mtype != TCPX_P2P_MEM_CUDA;
+
+			rc = tp__vec_copies(s, x, sl, true, ptr, host, &ncp);
+			if (!rc && ncp)
+				rc = tp__unpack_copies(s, sl->cp, ncp, true, &sl->launch);
+			if (rc) {
+				tp__stage_give(cm, sl->stage);
+				return rc;
+			}
+		}
+	}
+	sl->buf = ptr;
+	sl->mr = mr;
+	sl->seq = cm->next_seq;
+	return 0;
+}
+
+/* Prepare chunks into free window slots, in stream order. */
 static int post_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
-	struct tp_net *net = c->s->net;
-	struct tcpx_p2p_xfer *x;
-	struct tp_slot *sl;
-	size_t off, n;
-	void *mh, *req;
-	char *ptr;
 	int rc;
 
 	while (cm->cursor && tp_window_can_post(&cm->win)) {
-		x = cm->cursor;
-		tp_chunk_range(x->len, x->chunk, cm->next_seq - x->first_seq, &off, &n);
-		ptr = x->mr->ptr + x->off + off;
-		rc = tp__mr_handle(x->mr, cm, &mh);
+		rc = prepare(c, cm, cm->cursor, &cm->slot[tp_window_slot(cm->win.posted)]);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		cm->win.posted++;
+		*moved = true;
+		advance_cursor(c, cm);
+	}
+	return 0;
+}
+
+/* Hand prepared chunks to the plugin in order, each once its gather is
+ * done; a NULL request means "not now". */
+static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	struct tp_net *net = c->s->net;
+	struct tp_slot *sl;
+	void *mh, *req;
+	bool done;
+	int rc;
+
+	while (cm->issued != cm->win.posted) {
+		sl = &cm->slot[tp_window_slot(cm->issued)];
+		if (sl->launch) {
+			rc = tp__unpack_done(c->s, sl->launch, &done);
+			if (rc || !done)
+				return rc;
+			sl->launch = 0;
+		}
+		rc = tp__mr_handle(sl->mr, cm, &mh);
 		if (rc)
 			return rc;
 		req = NULL;
 		if (cm->dir == TP_SEND)
-			rc = net->ops->isend(net, cm->comm, ptr, n, tp_chunk_tag(cm->next_seq), mh,
-					     &req);
+			rc = net->ops->isend(net, cm->comm, sl->buf, sl->len, tp_chunk_tag(sl->seq),
+					     mh, &req);
 		else
-			rc = net->ops->irecv(net, cm->comm, ptr, n, tp_chunk_tag(cm->next_seq), mh,
-					     &req);
-		if (rc)
+			rc = net->ops->irecv(net, cm->comm, sl->buf, sl->len, tp_chunk_tag(sl->seq),
+					     mh, &req);
+		if (rc || !req)
 			return rc;
-		if (!req)
-			return 0; /* the plugin is not ready: retry next pass */
-		sl = &cm->slot[tp_window_slot(cm->win.posted)];
 		sl->request = req;
-		sl->x = x;
-		sl->dst = ptr;
-		sl->len = (uint32_t)n;
-		cm->win.posted++;
+		cm->issued++;
 		cm->handover++;
 		*moved = true;
-		advance_cursor(c, cm);
 	}
 	return 0;
 }
@@ -118,7 +180,7 @@ static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 	struct tp_slot *sl;
 	int done, rc;
 
-	while (cm->win.tested != cm->win.posted) {
+	while (cm->win.tested != cm->issued) {
 		sl = &cm->slot[tp_window_slot(cm->win.tested)];
 		done = 0;
 		rc = net->ops->test(net, sl->request, &done);
@@ -135,6 +197,8 @@ static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		*moved = true;
 		if (cm->dir == TP_SEND) {
 			cm->win.unpacked = cm->win.retired = cm->win.tested;
+			if (sl->stage)
+				tp__stage_give(cm, sl->stage);
 			retire_chunk(c, sl->x);
 		}
 	}
@@ -179,6 +243,35 @@ static int flush_batch(struct tcpx_p2p_conn *c, struct tp_batch *b)
 	return rc;
 }
 
+/* A received chunk that spans several segments: scatter it from the
+ * bounce records or the staging slot, on the host when every byte is in
+ * host memory, else as one device copy list. */
+static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl,
+			unsigned mslot)
+{
+	struct tcpx_p2p_session *s = c->s;
+	bool dev_dst = sl->dst_dev, dev_src, host;
+	uint32_t n;
+	int rc;
+
+	if (cm->meta) {
+		dev_src = cm->bounce_on_device;
+		host = !dev_src && !dev_dst;
+		rc = tp__vec_copies_recs(s, sl->x, sl, cm->meta->mem[mslot],
+					 *(volatile uint64_t *)&cm->meta->cnt[mslot], cm->bounce,
+					 host, &n);
+	} else {
+		dev_src = dev_dst; /* the stage is of the transfer's memory type */
+		host = !dev_dst;
+		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage, host, &n);
+	}
+	sl->unpack = TP_UNPACK_NONE;
+	if (rc || host || !n)
+		return rc;
+	sl->unpack = TP_UNPACK_DEVICE;
+	return tp__unpack_copies(s, sl->cp, n, dev_src && dev_dst, &sl->launch);
+}
+
 /* Start the unpack of every tested receive; device unpacks of all channels
  * are batched into as few launches as possible. */
 static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
@@ -193,9 +286,15 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
-			if (!cm->meta) {
+			if (sl->x->op == TP_OP_DISCARD) {
 				sl->unpack = TP_UNPACK_NONE;
-			} else if (!cm->bounce_on_device && sl->x->mr->type == TCPX_P2P_MEM_HOST) {
+			} else if (sl->multi) {
+				rc = unpack_multi(c, cm, sl, tp_window_slot(cm->win.unpacked));
+				if (rc)
+					return rc;
+			} else if (!cm->meta) {
+				sl->unpack = TP_UNPACK_NONE;
+			} else if (!cm->bounce_on_device && !sl->dst_dev) {
 				sl->unpack = TP_UNPACK_MEMCPY;
 				/* the k-th receive of a comm uses meta slot k % 16 */
 				rc = unpack_memcpy(cm, sl, tp_window_slot(cm->win.unpacked));
@@ -233,6 +332,8 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 		rc = net->ops->irecv_consumed(net, cm->comm, sl->request);
 		if (rc)
 			return rc;
+		if (sl->stage)
+			tp__stage_give(cm, sl->stage);
 		cm->win.retired++;
 		*moved = true;
 		retire_chunk(c, sl->x);
@@ -245,9 +346,11 @@ static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 {
 	int i;
 
-	st->busy = c->dir[TP_SEND].head || c->dir[TP_RECV].head;
+	st->busy = st->busy || c->dir[TP_SEND].head || c->dir[TP_RECV].head ||
+		   c->unmatched.head || c->answers.head || tp__rma_busy(c);
 	for (i = 0; i < c->nchan && !st->pending; i++)
 		st->pending = c->send[i].handover || c->recv[i].handover ||
+			      c->send[i].issued != c->send[i].win.posted ||
 			      c->recv[i].win.unpacked != c->recv[i].win.retired;
 }
 
@@ -259,10 +362,15 @@ int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	*st = (struct tp_progress){ 0 };
 	if (c->err)
 		return c->err;
+	rc = tp__ctl_progress(c, moved, &st->pending);
+	if (!rc)
+		rc = tp__rma_progress(c, moved);
 	for (i = 0; i < c->nchan && !rc; i++) {
 		rc = test_stage(c, &c->send[i], moved);
 		if (!rc)
 			rc = post_stage(c, &c->send[i], moved);
+		if (!rc)
+			rc = issue_stage(c, &c->send[i], moved);
 	}
 	for (i = 0; i < c->nchan && !rc; i++)
 		rc = test_stage(c, &c->recv[i], moved);
@@ -272,7 +380,15 @@ int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
 		rc = consume_stage(c, &c->recv[i], moved);
 		if (!rc)
 			rc = post_stage(c, &c->recv[i], moved);
+		if (!rc)
+			rc = issue_stage(c, &c->recv[i], moved);
 	}
+	/* Items that ended in this pass may release notifications. */
+	if (!rc && *moved)
+		rc = tp__rma_progress(c, moved);
+	/* Announcements and acks queued by this pass go out now, not a pass later. */
+	if (!rc)
+		rc = tp__ctl_progress(c, moved, &st->pending);
 	if (rc)
 		return tp__conn_fail(c, rc);
 	assess(c, st);

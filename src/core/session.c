@@ -237,15 +237,21 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
 		goto unload;
 	}
+	if (pthread_mutex_init(&s->notif_lock, NULL)) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
+		goto destroy_lock;
+	}
 	rc = tp__engine_create(s);
 	if (rc)
-		goto destroy_lock;
+		goto destroy_notif_lock;
 	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s) of %d striped, gpu %d, "
 		"%d channels, chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
 		s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
 	*out = s;
 	return 0;
 
+destroy_notif_lock:
+	pthread_mutex_destroy(&s->notif_lock);
 destroy_lock:
 	pthread_mutex_destroy(&s->lock);
 unload:
@@ -271,6 +277,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 	tp__engine_destroy(s);
 	tp__unpacker_destroy(s->unpacker);
 	tp__net_unload(s->net);
+	pthread_mutex_destroy(&s->notif_lock);
 	pthread_mutex_destroy(&s->lock);
 	drop_token(s);
 	free(s);

@@ -61,6 +61,17 @@ static int unpacker_create(struct tcpx_p2p_session *s, struct tp_unpacker **out)
 	return 0;
 }
 
+static int unpacker_get(struct tcpx_p2p_session *s)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->unpacker)
+		rc = unpacker_create(s, &s->unpacker);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 {
 	struct tp_unpack_handle h;
@@ -99,11 +110,7 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	 * buffers (possible only with a gpu), need the stream. */
 	if (!on_dev && s->cfg.gpu < 0)
 		return 0;
-	pthread_mutex_lock(&s->lock);
-	if (!s->unpacker)
-		rc = unpacker_create(s, &s->unpacker);
-	pthread_mutex_unlock(&s->lock);
-	return rc;
+	return unpacker_get(s);
 }
 
 void tp__unpack_drain(struct tcpx_p2p_session *s)
@@ -169,7 +176,7 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.dst = slots[i]->dst,
 			.len = slots[i]->len,
 		};
-		bool dst_dev = slots[i]->x->mr->type == TCPX_P2P_MEM_CUDA;
+		bool dst_dev = slots[i]->dst_dev;
 
 		if (cnt > TP_UNPACK_MAX_PAGES)
 			return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
@@ -191,17 +198,29 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 	return nk ? tp__dev_unpack_kernel(st, jobs, nk) : 0;
 }
 
-int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_slot **slots,
-		     int n)
-{
-	struct tcpx_p2p_session *s = c->s;
-	struct tp_unpacker *u = s->unpacker;
-	uint64_t launch = 0;
-	int i, rc;
+/* Queue work on the session's stream (enqueue_fn) and number it with an
+ * event: launch L done means every launch up to L is done. */
+struct launch_work {
+	struct tp_comm **cms;
+	struct tp_slot **slots;
+	int n;
+	const struct tp_copy *list;
+	uint32_t ncopies;
+	bool kernel;
+};
 
-	rc = tp__session_use_gpu(s);
+static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint64_t *out)
+{
+	struct tp_unpacker *u;
+	uint64_t l = 0;
+	int rc;
+
+	rc = unpacker_get(s);
+	if (!rc)
+		rc = tp__session_use_gpu(s);
 	if (rc)
 		return rc;
+	u = s->unpacker;
 	pthread_mutex_lock(&u->lock);
 	rc = poll_events(u);
 	/* Rare: TP_EVENT_RING launches in flight.  Wait for the oldest. */
@@ -211,18 +230,43 @@ int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_sl
 		if (!rc)
 			rc = poll_events(u);
 	}
-	if (!rc)
-		rc = enqueue(s, cms, slots, n);
+	if (!rc && w->slots)
+		rc = enqueue(s, w->cms, w->slots, w->n);
+	else if (!rc && w->kernel)
+		rc = tp__dev_copy_kernel(u->stream, w->list, w->ncopies);
+	else if (!rc)
+		rc = tp__dev_copy_async(u->stream, w->list, w->ncopies);
 	if (!rc) {
-		launch = u->launched + 1;
-		rc = tp__dev_event_record(u->ev[launch % TP_EVENT_RING], u->stream);
+		l = u->launched + 1;
+		rc = tp__dev_event_record(u->ev[l % TP_EVENT_RING], u->stream);
 		if (!rc)
-			u->launched = launch;
+			u->launched = l;
 	}
 	pthread_mutex_unlock(&u->lock);
+	if (!rc)
+		*out = l;
+	return rc;
+}
+
+int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_slot **slots,
+		     int n)
+{
+	struct launch_work w = { .cms = cms, .slots = slots, .n = n };
+	uint64_t l;
+	int i, rc;
+
+	rc = launch(c->s, &w, &l);
 	if (rc)
 		return rc;
 	for (i = 0; i < n; i++)
-		slots[i]->launch = launch;
+		slots[i]->launch = l;
 	return 0;
+}
+
+int tp__unpack_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
+		      bool kernel, uint64_t *launch_out)
+{
+	struct launch_work w = { .list = list, .ncopies = n, .kernel = kernel };
+
+	return launch(s, &w, launch_out);
 }

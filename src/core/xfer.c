@@ -1,48 +1,140 @@
 /* Transfers: posting, completion and waiting. */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "core/core.h"
 #include "util/error.h"
 
-static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum tp_dir dir,
-		tcpx_p2p_xfer **out)
+struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 {
-	struct tcpx_p2p_xfer *x;
+	struct tcpx_p2p_xfer *x = calloc(1, sizeof(*x));
+
+	if (x) {
+		x->op = op;
+		x->dir = dir;
+	}
+	return x;
+}
+
+void tp__xfer_free(struct tcpx_p2p_xfer *x)
+{
+	tp__segs_free(x);
+	free(x);
+}
+
+void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
+{
+	x->wnext = NULL;
+	x->wprev = l->tail;
+	if (l->tail)
+		l->tail->wnext = x;
+	else
+		l->head = x;
+	l->tail = x;
+}
+
+void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
+{
+	if (x->wprev)
+		x->wprev->wnext = x->wnext;
+	else
+		l->head = x->wnext;
+	if (x->wnext)
+		x->wnext->wprev = x->wprev;
+	else
+		l->tail = x->wprev;
+	x->wprev = x->wnext = NULL;
+}
+
+static bool internal(const struct tcpx_p2p_xfer *x)
+{
+	return x->op >= TP_OP_IN_WRITE;
+}
+
+void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
+{
+	tp__segs_put(c->s, x);
+	if (internal(x)) {
+		tp__xfer_free(x);
+		return;
+	}
+	if (!x->err)
+		x->err = err;
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked below */
+	c->completed++;
+}
+
+void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	if (x->op == TP_OP_IN_WRITE) {
+		tp__rma_in_write_done(c, x);
+		return;
+	}
+	if (x->need_ack && !x->acked)
+		return; /* the ack completes it */
+	if (x->need_ack)
+		tp__xlist_remove(&c->answers, x);
+	tp__xfer_complete(c, x, 0);
+}
+
+int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
+{
+	if (!p)
+		return 0;
+	if (p->struct_size < offsetof(tcpx_p2p_xfer_params, notif_len) + sizeof(p->notif_len))
+		return tp__error(TCPX_P2P_EINVAL, "%s: params.struct_size %zu (set it to "
+				 "sizeof(tcpx_p2p_xfer_params))", what, p->struct_size);
+	if (p->flags)
+		return tp__error(TCPX_P2P_EINVAL, "%s: unknown flags 0x%x", what, p->flags);
+	if (!p->notif && !p->notif_len)
+		return 0;
+	if (!notif_ok)
+		return tp__error(TCPX_P2P_EINVAL, "%s takes no notification", what);
+	if (!p->notif || !p->notif_len || p->notif_len > TCPX_P2P_NOTIF_MAX)
+		return tp__error(TCPX_P2P_EINVAL, "%s: notification of %zu bytes (1..%d, "
+				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_MAX);
+	return 0;
+}
+
+static const char *op_name(enum tp_op op)
+{
+	static const char *const names[] = { "send", "recv", "write", "read" };
+
+	return op <= TP_OP_READ ? names[op] : "transfer";
+}
+
+int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
+		  tcpx_p2p_xfer **out)
+{
 	struct tp_progress st;
 	uint64_t before;
 	int rc;
 
-	if (!c || !mr || !out)
-		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", dir ? "recv" : "send");
-	if (mr->s != c->s)
-		return tp__error(TCPX_P2P_EINVAL, "%s: mr belongs to another session",
-				 dir ? "recv" : "send");
-	if (off > mr->len || len > mr->len - off)
-		return tp__error(TCPX_P2P_EINVAL, "%s: [%zu, +%zu) outside the %zu-byte region",
-				 dir ? "recv" : "send", off, len, mr->len);
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", dir ? "recv" : "send");
 	x->c = c;
-	x->mr = mr;
-	x->dir = dir;
-	x->off = off;
-	x->len = len;
-	x->chunk = tp_chunk_size(len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
-	x->nchunks = tp_chunk_count(len, x->chunk);
-
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
-		rc = tp__error(c->err, "%s: the connection failed earlier: %s",
-			       dir ? "recv" : "send", c->why[0] ? c->why : tcpx_p2p_strerror(c->err));
+		rc = tp__error(c->err, "%s: the connection failed earlier: %s", op_name(x->op),
+			       c->why[0] ? c->why : tcpx_p2p_strerror(c->err));
 		pthread_mutex_unlock(&c->lock);
-		free(x);
+		tp__xfer_free(x);
 		return rc;
 	}
-	pthread_mutex_lock(&c->s->lock);
-	mr->inflight++;
-	pthread_mutex_unlock(&c->s->lock);
-	tp__xfer_enqueue(c, x);
+	rc = tp__rma_announce(c, x, notif, notif_len, rseg, nrseg);
+	if (rc) {
+		pthread_mutex_unlock(&c->lock);
+		tp__xfer_free(x);
+		return rc;
+	}
+	tp__segs_get(c->s, x);
+	if (x->op == TP_OP_RECV)
+		tp__xlist_push(&c->unmatched, x);
+	if (x->need_ack)
+		tp__xlist_push(&c->answers, x);
+	if (x->dir == TP_SEND)
+		tp__xfer_enqueue(c, x);
 	/* Post what fits now; errors land on the xfer and the conn. */
 	before = c->completed;
 	tp__progress(c, &st);
@@ -54,22 +146,69 @@ static int post(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t off, size_t len, enum 
 	return 0;
 }
 
+static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
+			  const tcpx_p2p_xfer_params *params, enum tp_dir dir,
+			  tcpx_p2p_xfer **out)
+{
+	const char *what = dir == TP_SEND ? "send" : "recv";
+	struct tcpx_p2p_xfer *x;
+	int rc;
+
+	if (!c || !out)
+		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
+	rc = tp__params_check(params, false, what);
+	if (rc)
+		return rc;
+	x = tp__xfer_new(dir == TP_SEND ? TP_OP_SEND : TP_OP_RECV, dir);
+	if (!x)
+		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
+	rc = tp__segs_build(c, x, segs, n, what);
+	if (rc) {
+		tp__xfer_free(x);
+		return rc;
+	}
+	x->need_ack = dir == TP_SEND; /* the receiver's match verdict */
+	return tp__xfer_post(c, x, NULL, 0, NULL, 0, out);
+}
+
 int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 		  tcpx_p2p_xfer **out)
 {
-	return post(c, mr, offset, len, TP_SEND, out);
+	tcpx_p2p_seg g = { mr, offset, len };
+
+	if (!mr)
+		return tp__error(TCPX_P2P_EINVAL, "send: NULL argument");
+	return post_two_sided(c, &g, 1, NULL, TP_SEND, out);
 }
 
 int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 		  tcpx_p2p_xfer **out)
 {
-	return post(c, mr, offset, len, TP_RECV, out);
+	tcpx_p2p_seg g = { mr, offset, len };
+
+	if (!mr)
+		return tp__error(TCPX_P2P_EINVAL, "recv: NULL argument");
+	return post_two_sided(c, &g, 1, NULL, TP_RECV, out);
+}
+
+int tcpx_p2p_sendv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
+		   const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out)
+{
+	return post_two_sided(c, segs, nsegs, params, TP_SEND, out);
+}
+
+int tcpx_p2p_recvv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
+		   const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out)
+{
+	return post_two_sided(c, segs, nsegs, params, TP_RECV, out);
 }
 
 static int xfer_result(const struct tcpx_p2p_xfer *x)
 {
 	if (!x->err)
 		return 0;
+	if (x->why[0])
+		return tp__error(x->err, "%s failed: %s", op_name(x->op), x->why);
 	if (x->c && x->c->why[0])
 		return tp__error(x->err, "transfer failed: %s", x->c->why);
 	return tp__error(x->err, "transfer failed: %s", tcpx_p2p_strerror(x->err));
@@ -200,7 +339,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		return tp__error(TCPX_P2P_EINVAL, "xfer_release: NULL xfer");
 	c = x->c;
 	if (!c) {
-		free(x);
+		tp__xfer_free(x);
 		return 0;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -209,10 +348,10 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		return tp__error(TCPX_P2P_EBUSY, "xfer_release: transfer still pending");
 	}
 	/* A failed xfer stays with its conn until the comms are closed. */
-	keep = x->err != 0;
+	keep = x->conn_failed;
 	x->released = true;
 	pthread_mutex_unlock(&c->lock);
 	if (!keep)
-		free(x);
+		tp__xfer_free(x);
 	return 0;
 }

@@ -27,6 +27,7 @@ static void seed(struct tcpx_p2p_conn *c)
 		for (int d = 0; d < 2; d++)
 			w[d]->posted = w[d]->tested = w[d]->unpacked = w[d]->retired =
 				TP_WRAP_START;
+		c->send[i].issued = c->recv[i].issued = TP_WRAP_START;
 	}
 }
 

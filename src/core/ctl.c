@@ -1,0 +1,371 @@
+/* The control channel (ctl.h): frames out of a byte stream, frames into a
+ * byte stream, messages out of it.  The comms follow the same plugin rules
+ * as the data channels: FIFO test of the head only, once more per request
+ * still owed a hand-over, FIFO irecvConsumed, at most TP_CTL_SLOTS each. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ctl.h"
+#include "util/error.h"
+#include "util/log.h"
+
+struct tp_ctl {
+	struct tp_comm tx, rx;
+	char *txbuf;                /* TP_CTL_SLOTS host frames, registered on tx */
+	char *rxbuf;                /* TP_CTL_SLOTS host frames the parser reads */
+	char *land;                 /* what rx receives are posted into */
+	bool rx_pinned, land_dev;
+	struct tcpx_p2p_mr *txmr, *landmr;
+	/* Outgoing stream: bytes [out_off, out_len) not yet framed. */
+	unsigned char *out;
+	size_t out_off, out_len, out_cap;
+	/* Incoming stream: bytes [in_off, in_len) not yet parsed. */
+	unsigned char *in;
+	size_t in_off, in_len, in_cap;
+	struct tp_copy cp[TP_UNPACK_MAX_PAGES]; /* device bounce -> frame copies */
+};
+
+static int grow(unsigned char **buf, size_t *cap, size_t need)
+{
+	size_t n = *cap ? *cap : 4096;
+	unsigned char *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*buf, n);
+	if (!p)
+		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+	*buf = p;
+	*cap = n;
+	return 0;
+}
+
+unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len)
+{
+	struct tp_ctl *t = c->ctl;
+	unsigned char *m;
+
+	if (body_len > TP_CTL_MSG_MAX) {
+		tp__error(TCPX_P2P_EINVAL, "control message of %zu bytes (at most %u)", body_len,
+			  TP_CTL_MSG_MAX);
+		return NULL;
+	}
+	if (t->out_off == t->out_len)
+		t->out_off = t->out_len = 0;
+	if (grow(&t->out, &t->out_cap, t->out_len + TP_CTL_MSG_HDR + body_len))
+		return NULL;
+	m = t->out + t->out_len;
+	m[0] = (unsigned char)type;
+	m[1] = m[2] = m[3] = 0;
+	tp_put32(m + 4, (uint32_t)body_len);
+	t->out_len += TP_CTL_MSG_HDR + body_len;
+	return m + TP_CTL_MSG_HDR;
+}
+
+void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir)
+{
+	return dir == TP_SEND ? c->ctl->tx.comm : c->ctl->rx.comm;
+}
+
+static void free_host(char *p, bool pinned)
+{
+	if (pinned)
+		tp__dev_host_free(p);
+	else
+		free(p);
+}
+
+static void ctl_free(struct tp_ctl *t)
+{
+	if (t->txmr)
+		tcpx_p2p_mr_deregister(t->txmr);
+	if (t->landmr)
+		tcpx_p2p_mr_deregister(t->landmr);
+	if (t->land_dev)
+		tp__dev_free(t->land);
+	free(t->txbuf);
+	free_host(t->rxbuf, t->rx_pinned);
+	free(t->out);
+	free(t->in);
+	free(t);
+}
+
+void tp__ctl_destroy(struct tcpx_p2p_conn *c)
+{
+	if (c->ctl)
+		ctl_free(c->ctl);
+	c->ctl = NULL;
+}
+
+int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
+		   const ncclNetDeviceHandle_v7_t *devh)
+{
+	struct tcpx_p2p_session *s = c->s;
+	size_t bytes = (size_t)TP_CTL_SLOTS * TP_CTL_FRAME;
+	struct tp_ctl *t;
+	int rc;
+
+	if (!(s->props.ptr_support & NCCL_PTR_HOST))
+		return tp__error(TCPX_P2P_ENOTSUP, "plugin %s cannot send host memory, which the "
+				 "control channel needs", s->net->name);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+	t->tx.comm = send_comm;
+	t->tx.dir = TP_SEND;
+	t->tx.win.limit = TP_CTL_SLOTS;
+	t->rx.comm = recv_comm;
+	t->rx.dir = TP_RECV;
+	t->rx.win.limit = TP_CTL_SLOTS;
+	t->rx.devh = *devh;
+	c->ctl = t;
+	rc = tp__unpack_prepare(s, &t->rx);
+	if (rc)
+		return rc;
+	/* A device bounce (TCPX) receives only into device memory: post into a
+	 * device landing buffer the plugin never writes, and copy the records
+	 * from the bounce pages into pinned frames the host parses. */
+	t->land_dev = t->rx.meta && t->rx.bounce_on_device;
+	t->rx_pinned = t->land_dev;
+	t->txbuf = aligned_alloc(4096, bytes);
+	if (!t->txbuf)
+		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+	if (t->rx_pinned)
+		rc = tp__dev_host_alloc((void **)&t->rxbuf, bytes);
+	else if (!(t->rxbuf = aligned_alloc(4096, bytes)))
+		rc = tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+	if (rc)
+		return rc;
+	if (t->land_dev) {
+		rc = tp__session_use_gpu(s);
+		if (!rc)
+			rc = tp__dev_malloc((void **)&t->land, bytes);
+		if (rc)
+			return rc;
+	} else {
+		t->land = t->rxbuf;
+	}
+	rc = tcpx_p2p_mr_register(s, t->txbuf, bytes, TCPX_P2P_MEM_HOST, &t->txmr);
+	if (!rc)
+		rc = tcpx_p2p_mr_register(s, t->land, bytes,
+					  t->land_dev ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST,
+					  &t->landmr);
+	return rc;
+}
+
+/* test() the head request of a control comm, once more for every request
+ * still owed a hand-over (progress.c does the same for data). */
+static int test_head(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	struct tp_net *net = c->s->net;
+	int done, rc;
+
+	while (cm->win.tested != cm->win.posted) {
+		done = 0;
+		rc = net->ops->test(net, cm->slot[tp_window_slot(cm->win.tested)].request, &done);
+		if (rc)
+			return rc;
+		if (cm->handover)
+			cm->handover--;
+		if (!done) {
+			if (cm->handover)
+				continue;
+			return 0;
+		}
+		cm->win.tested++;
+		if (cm->dir == TP_SEND)
+			cm->win.unpacked = cm->win.retired = cm->win.tested;
+		*moved = true;
+	}
+	return 0;
+}
+
+static int tx_post(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_ctl *t = c->ctl;
+	struct tp_comm *cm = &t->tx;
+	struct tp_net *net = c->s->net;
+	unsigned char *f;
+	size_t n;
+	void *mh, *req;
+	int rc;
+
+	while (t->out_off != t->out_len && tp_window_can_post(&cm->win)) {
+		f = (unsigned char *)t->txbuf + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME;
+		n = t->out_len - t->out_off;
+		if (n > TP_CTL_FRAME - TP_CTL_FRAME_HDR)
+			n = TP_CTL_FRAME - TP_CTL_FRAME_HDR;
+		tp_put32(f, TP_CTL_FRAME_MAGIC);
+		tp_put32(f + 4, (uint32_t)n);
+		memcpy(f + TP_CTL_FRAME_HDR, t->out + t->out_off, n);
+		rc = tp__mr_handle(t->txmr, cm, &mh);
+		if (rc)
+			return rc;
+		req = NULL;
+		rc = net->ops->isend(net, cm->comm, f, TP_CTL_FRAME_HDR + n, 0, mh, &req);
+		if (rc || !req)
+			return rc;
+		cm->slot[tp_window_slot(cm->win.posted)].request = req;
+		cm->win.posted++;
+		cm->handover++;
+		t->out_off += n;
+		*moved = true;
+	}
+	return 0;
+}
+
+static int rx_post(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_ctl *t = c->ctl;
+	struct tp_comm *cm = &t->rx;
+	struct tp_net *net = c->s->net;
+	void *mh, *req;
+	int rc;
+
+	while (tp_window_can_post(&cm->win)) {
+		rc = tp__mr_handle(t->landmr, cm, &mh);
+		if (rc)
+			return rc;
+		req = NULL;
+		rc = net->ops->irecv(net, cm->comm,
+				     t->land + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME,
+				     TP_CTL_FRAME, 0, mh, &req);
+		if (rc || !req)
+			return rc;
+		cm->slot[tp_window_slot(cm->win.posted)].request = req;
+		cm->win.posted++;
+		cm->handover++;
+		*moved = true;
+	}
+	return 0;
+}
+
+/* Bring a received frame from the bounce pages into its host frame. */
+static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
+{
+	struct tp_ctl *t = c->ctl;
+	char *frame = t->rxbuf + (k % TP_CTL_SLOTS) * TP_CTL_FRAME;
+	const tp_unpack_rec *r = t->rx.meta->mem[tp_window_slot(k)];
+	uint64_t i, cnt = *(volatile uint64_t *)&t->rx.meta->cnt[tp_window_slot(k)];
+	uint32_t n = 0;
+
+	sl->launch = 0;
+	if (cnt > TP_UNPACK_MAX_PAGES)
+		return tp__error(TCPX_P2P_EPLUGIN, "control channel: %llu records in one frame",
+				 (unsigned long long)cnt);
+	for (i = 0; i < cnt; i++) {
+		if (r[i].len > TP_UNPACK_PAGE_SIZE || r[i].dst_off > TP_CTL_FRAME ||
+		    r[i].len > TP_CTL_FRAME - r[i].dst_off)
+			return tp__error(TCPX_P2P_EPLUGIN, "control channel: record %llu outside "
+					 "the frame", (unsigned long long)i);
+		if (!t->land_dev) {
+			memcpy(frame + r[i].dst_off, t->rx.bounce + r[i].src_off, r[i].len);
+			continue;
+		}
+		t->cp[n++] = (struct tp_copy){ t->rx.bounce + r[i].src_off, frame + r[i].dst_off,
+					       r[i].len };
+	}
+	return n ? tp__unpack_copies(c->s, t->cp, n, false, &sl->launch) : 0;
+}
+
+/* Parse every complete message of the incoming stream. */
+static int parse(struct tcpx_p2p_conn *c)
+{
+	struct tp_ctl *t = c->ctl;
+	uint32_t body;
+	int rc;
+
+	while (t->in_len - t->in_off >= TP_CTL_MSG_HDR) {
+		const unsigned char *m = t->in + t->in_off;
+
+		body = tp_get32(m + 4);
+		if (body > TP_CTL_MSG_MAX)
+			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent a %u-byte "
+					 "message (at most %u)", body, TP_CTL_MSG_MAX);
+		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
+			break;
+		rc = tp__rma_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
+		if (rc)
+			return rc;
+		t->in_off += TP_CTL_MSG_HDR + body;
+	}
+	if (t->in_off == t->in_len) {
+		t->in_off = t->in_len = 0;
+	} else if (t->in_off > t->in_cap / 2) {
+		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
+		t->in_len -= t->in_off;
+		t->in_off = 0;
+	}
+	return 0;
+}
+
+/* Frames whose bytes are in host memory: append to the stream, hand the
+ * receive back, parse.  FIFO, like every irecvConsumed. */
+static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_ctl *t = c->ctl;
+	struct tp_comm *cm = &t->rx;
+	struct tp_slot *sl;
+	const unsigned char *f;
+	uint32_t n;
+	bool done;
+	int rc;
+
+	while (cm->win.retired != cm->win.unpacked) {
+		sl = &cm->slot[tp_window_slot(cm->win.retired)];
+		if (sl->launch) {
+			rc = tp__unpack_done(c->s, sl->launch, &done);
+			if (rc || !done)
+				return rc;
+		}
+		f = (const unsigned char *)t->rxbuf + (cm->win.retired % TP_CTL_SLOTS) * TP_CTL_FRAME;
+		n = tp_get32(f + 4);
+		if (tp_get32(f) != TP_CTL_FRAME_MAGIC || n > TP_CTL_FRAME - TP_CTL_FRAME_HDR)
+			return tp__error(TCPX_P2P_EPROTO, "control channel: malformed frame "
+					 "(magic 0x%08x, %u bytes)", tp_get32(f), n);
+		rc = grow(&t->in, &t->in_cap, t->in_len + n);
+		if (rc)
+			return rc;
+		memcpy(t->in + t->in_len, f + TP_CTL_FRAME_HDR, n);
+		t->in_len += n;
+		rc = c->s->net->ops->irecv_consumed(c->s->net, cm->comm, sl->request);
+		if (rc)
+			return rc;
+		cm->win.retired++;
+		*moved = true;
+		rc = parse(c);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
+{
+	struct tp_ctl *t = c->ctl;
+	struct tp_comm *rx = &t->rx;
+	int rc;
+
+	rc = test_head(c, &t->tx, moved);
+	if (!rc)
+		rc = tx_post(c, moved);
+	if (!rc)
+		rc = test_head(c, rx, moved);
+	for (; !rc && rx->win.unpacked != rx->win.tested; rx->win.unpacked++) {
+		struct tp_slot *sl = &rx->slot[tp_window_slot(rx->win.unpacked)];
+
+		sl->launch = 0;
+		if (rx->meta)
+			rc = rx_unpack(c, rx->win.unpacked, sl);
+		*moved = true;
+	}
+	if (!rc)
+		rc = rx_consume(c, moved);
+	if (!rc)
+		rc = rx_post(c, moved);
+	*pending = t->tx.handover || rx->handover || t->out_off != t->out_len ||
+		   rx->win.retired != rx->win.unpacked;
+	return rc;
+}

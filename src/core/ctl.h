@@ -1,0 +1,105 @@
+/* The control channel of a connection: one more plugin channel that
+ * carries a byte stream of small messages in both directions, next to the
+ * data channels' chunk streams (docs/architecture.md "Control channel").
+ *
+ * Every item of a data stream is announced on it before its bytes flow:
+ * the receiving side posts its receives for an item only once it knows
+ * what the item is (a send to match with a receive, a write into exported
+ * memory, the response to a read), so lengths are checked and one-sided
+ * transfers need nothing posted by the target's application.
+ *
+ * The stream is cut into frames of at most TP_CTL_FRAME bytes (a header
+ * with the payload length, since test() never reports a received size);
+ * messages may span frames.  Everything received is untrusted: lengths
+ * are bounded before anything is allocated, and a malformed stream fails
+ * the connection with EPROTO. */
+#ifndef TP_CORE_CTL_H
+#define TP_CORE_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+#define TP_CTL_FRAME (64u << 10) /* bytes per control receive */
+#define TP_CTL_SLOTS 4u          /* control requests in flight per direction */
+#define TP_CTL_FRAME_MAGIC 0x43585054u /* "TPXC" */
+#define TP_CTL_FRAME_HDR 8u      /* u32 magic, u32 payload bytes */
+#define TP_CTL_MSG_HDR 8u        /* u8 type, u8 flags, u16 0, u32 body bytes */
+/* Largest message body a peer may announce: bounds what one message can
+ * make this side allocate (about 2.8 M remote segments). */
+#define TP_CTL_MSG_MAX (64u << 20)
+
+enum tp_ctl_type {
+	TP_CTL_SEND = 1,      /* {id, len}: next item of the sender's stream is a send */
+	TP_CTL_WRITE = 2,     /* {id, len, nseg, notif_len, segs, notif}: a write */
+	TP_CTL_READ_REQ = 3,  /* {id, len, nseg, 0, segs}: send me these bytes */
+	TP_CTL_READ_RESP = 4, /* {id, len}: next item is the response to read id */
+	TP_CTL_ACK = 5,       /* {id, status, 0, value}: answer to send/write/read id */
+	TP_CTL_NOTIF = 6,     /* {len, msg}: deliver after the items before it */
+};
+
+/* A remote segment as it travels: an export of the target and a range in it. */
+struct tp_wseg {
+	uint32_t idx, key;
+	uint64_t off, len;
+};
+#define TP_WSEG_BYTES 24u
+
+/* Little-endian fields (the stream is the library's own, both ends x86-64
+ * today; explicit encoding keeps it a format, not a struct dump). */
+static inline void tp_put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void tp_put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t tp_get32(const unsigned char *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline uint64_t tp_get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Set up the control channel on its two comms (the conn's last channel). */
+int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
+		   const ncclNetDeviceHandle_v7_t *devh);
+/* After the comms are closed: free the buffers and internal regions. */
+void tp__ctl_destroy(struct tcpx_p2p_conn *c);
+/* The plugin comms (for closing them). */
+void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir);
+
+/* Append a message with a body of body_len bytes to the outgoing stream
+ * and return where the body goes (NULL: ENOMEM, recorded).  The conn's
+ * lock is held. */
+unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len);
+
+/* One pass over the control channel: send what is queued, receive and
+ * hand every complete message to tp__rma_on_msg.  Returns 0 or the error
+ * that fails the conn.  *pending: a test still owes a hand-over, or bytes
+ * wait to go out. */
+int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
+
+/* rma.c: one message from the peer (type and body checked for size only). */
+int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *body,
+		   size_t len);
+
+#endif

@@ -1,0 +1,867 @@
+/* What the control channel carries: announcements of the items of each
+ * data stream, and the one-sided transfers and notifications built on them.
+ *
+ * The sender of a stream announces every item in stream order; the
+ * receiver works through the announcements in that order (the in-queue)
+ * and gives each item its chunk numbers only when it knows what it is:
+ *   SEND       matched with the oldest receive the application posted;
+ *              equal totals or both fail (the bytes go to a discard item)
+ *   WRITE      checked against this side's exports, then received into
+ *              them by the library (an in-write), acknowledged on landing
+ *   READ_RESP  received into the read that asked for it
+ *   READ_REQ   (a request, not an item) once every item announced before
+ *              it has landed, checked and answered with an in-read: a send
+ *              item of this side's stream
+ *   NOTIF      delivered once every item announced before it has landed
+ * Every check of a peer's message happens here, before anything is
+ * allocated for it or written anywhere. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "core/ctl.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#define TP_RDESC_MAGIC 0x52585054u /* "TPXR" */
+#define TP_RDESC_VERSION 1u
+
+/* Why a target refused a one-sided transfer (the ack's value). */
+enum tp_refusal {
+	TP_REFUSE_EXPORT = 1, /* no such export on this connection */
+	TP_REFUSE_RANGE = 2,  /* outside the exported range */
+	TP_REFUSE_ACCESS = 3, /* the export does not allow it */
+	TP_REFUSE_GONE = 4,   /* the region was deregistered */
+	TP_REFUSE_MIXED = 5,  /* host and CUDA exports in one transfer */
+	TP_REFUSE_TOTAL = 6,  /* segment lengths do not add up to the total */
+};
+
+static const char *refusal_text(uint64_t why)
+{
+	switch (why) {
+	case TP_REFUSE_EXPORT: return "a remote segment names no export of the target";
+	case TP_REFUSE_RANGE: return "a remote segment lies outside its export";
+	case TP_REFUSE_ACCESS: return "the export does not allow this access";
+	case TP_REFUSE_GONE: return "the exported region was deregistered";
+	case TP_REFUSE_MIXED: return "the remote segments mix host and CUDA memory";
+	case TP_REFUSE_TOTAL: return "the remote segments do not add up to the total";
+	default: return "refused by the target";
+	}
+}
+
+struct tp_export {
+	uint64_t mr_id;   /* looked up at each use: deregistration revokes */
+	size_t off, len;  /* the exported range of the region */
+	uint32_t key;
+	unsigned access;
+	int type;
+};
+
+struct tp_in {
+	unsigned type;
+	uint64_t id, len;
+	uint32_t nseg;
+	struct tp_wseg *seg;
+	uint32_t notif_len;
+	unsigned char *notif;
+	struct tp_in *next;
+};
+
+/* A notification waiting until every receive item below mark landed. */
+struct tp_note {
+	uint64_t mark;
+	size_t len;
+	struct tp_note *next;
+	unsigned char msg[];
+};
+
+struct tp_rma {
+	struct tp_export *exp;
+	uint32_t nexp, cap;
+	struct tp_in *inq, *inq_tail;
+	struct tp_note *notes, *notes_tail;
+};
+
+struct tcpx_p2p_rmr {
+	struct tcpx_p2p_conn *c;
+	uint32_t idx, key;
+	size_t len;
+	int type;
+	unsigned access;
+};
+
+/* A delivered notification in the session's queue. */
+struct tp_notif_node {
+	struct tcpx_p2p_conn *c;
+	size_t len;
+	struct tp_notif_node *next;
+	unsigned char msg[];
+};
+
+int tp__rma_create(struct tcpx_p2p_conn *c)
+{
+	c->rma = calloc(1, sizeof(*c->rma));
+	return c->rma ? 0 : tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+}
+
+static void in_free(struct tp_in *in)
+{
+	free(in->seg);
+	free(in->notif);
+	free(in);
+}
+
+void tp__rma_fail(struct tcpx_p2p_conn *c)
+{
+	struct tp_rma *r = c->rma;
+	struct tp_in *in;
+	struct tp_note *n;
+
+	if (!r)
+		return;
+	while ((in = r->inq)) {
+		r->inq = in->next;
+		in_free(in);
+	}
+	r->inq_tail = NULL;
+	while ((n = r->notes)) {
+		r->notes = n->next;
+		free(n);
+	}
+	r->notes_tail = NULL;
+}
+
+void tp__rma_destroy(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_notif_node **pp, *n;
+
+	tp__rma_fail(c);
+	if (c->rma)
+		free(c->rma->exp);
+	free(c->rma);
+	c->rma = NULL;
+	/* Delivered notifications name this conn: drop them with it. */
+	pthread_mutex_lock(&s->notif_lock);
+	for (pp = &s->notifs; (n = *pp);) {
+		if (n->c == c) {
+			*pp = n->next;
+			free(n);
+		} else {
+			pp = &n->next;
+		}
+	}
+	s->notifs_tail = NULL;
+	for (n = s->notifs; n; n = n->next)
+		s->notifs_tail = n;
+	pthread_mutex_unlock(&s->notif_lock);
+}
+
+bool tp__rma_busy(const struct tcpx_p2p_conn *c)
+{
+	return c->rma->inq || c->rma->notes;
+}
+
+/* ---- announcements --------------------------------------------------------- */
+
+static void put_segs(unsigned char *p, const struct tp_wseg *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++, p += TP_WSEG_BYTES) {
+		tp_put32(p, g[i].idx);
+		tp_put32(p + 4, g[i].key);
+		tp_put64(p + 8, g[i].off);
+		tp_put64(p + 16, g[i].len);
+	}
+}
+
+static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len,
+			size_t nseg, const struct tp_wseg *seg, const void *notif, size_t notif_len)
+{
+	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
+	unsigned char *m;
+
+	if (nseg > (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_MAX) / TP_WSEG_BYTES)
+		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer (at most %u)",
+				 nseg, (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_MAX) / TP_WSEG_BYTES);
+	m = tp__ctl_msg(c, type, body);
+	if (!m)
+		return tcpx_p2p_last_error()[0] ? TCPX_P2P_ENOMEM : TCPX_P2P_EINTERNAL;
+	tp_put64(m, id);
+	tp_put64(m + 8, len);
+	tp_put32(m + 16, (uint32_t)nseg);
+	tp_put32(m + 20, (uint32_t)notif_len);
+	put_segs(m + 24, seg, nseg);
+	if (notif_len)
+		memcpy(m + 24 + nseg * TP_WSEG_BYTES, notif, notif_len);
+	return 0;
+}
+
+static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len)
+{
+	unsigned char *m = tp__ctl_msg(c, type, 16);
+
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put64(m, id);
+	tp_put64(m + 8, len);
+	return 0;
+}
+
+static int send_ack(struct tcpx_p2p_conn *c, uint64_t id, int status, uint64_t value)
+{
+	unsigned char *m = tp__ctl_msg(c, TP_CTL_ACK, 24);
+
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put64(m, id);
+	tp_put32(m + 8, (uint32_t)status);
+	tp_put32(m + 12, 0);
+	tp_put64(m + 16, value);
+	return 0;
+}
+
+int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
+{
+	switch (x->op) {
+	case TP_OP_SEND:
+		x->id = ++c->next_id;
+		return short_msg(c, TP_CTL_SEND, x->id, x->len);
+	case TP_OP_WRITE:
+		x->id = ++c->next_id;
+		return announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
+	case TP_OP_READ:
+		x->id = ++c->next_id;
+		return announce_hdr(c, TP_CTL_READ_REQ, x->id, x->len, nrseg, rseg, NULL, 0);
+	case TP_OP_IN_READ:
+		return short_msg(c, TP_CTL_READ_RESP, x->id, x->len);
+	default:
+		return 0;
+	}
+}
+
+/* ---- inbound messages ---------------------------------------------------- */
+
+static struct tcpx_p2p_xfer *find_answer(struct tcpx_p2p_conn *c, uint64_t id)
+{
+	struct tcpx_p2p_xfer *x;
+
+	for (x = c->answers.head; x; x = x->wnext)
+		if (x->id == id)
+			return x;
+	return NULL;
+}
+
+static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
+{
+	uint64_t id = tp_get64(b), value = tp_get64(b + 16);
+	int status = (int)tp_get32(b + 8);
+	struct tcpx_p2p_xfer *x = find_answer(c, id);
+
+	if (!x || (x->op == TP_OP_READ && !status) || (x->op != TP_OP_READ && x->acked))
+		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected answer to "
+				 "transfer %llu", (unsigned long long)id);
+	if (status) {
+		if (status != TCPX_P2P_EPROTO && status != TCPX_P2P_EINVAL)
+			status = TCPX_P2P_EPROTO;
+		if (x->op == TP_OP_SEND)
+			snprintf(x->why, sizeof(x->why), "the peer's receive has %llu bytes, this "
+				 "send %zu (totals must match)", (unsigned long long)value, x->len);
+		else
+			snprintf(x->why, sizeof(x->why), "the target refused it: %s",
+				 refusal_text(value));
+		x->err = status;
+	}
+	if (x->op == TP_OP_READ) { /* refused: no response will come */
+		tp__xlist_remove(&c->answers, x);
+		tp__xfer_complete(c, x, status);
+		return 0;
+	}
+	x->acked = true;
+	if (x->chunks_done) {
+		tp__xlist_remove(&c->answers, x);
+		tp__xfer_complete(c, x, x->err);
+	}
+	return 0;
+}
+
+static int bad_msg(unsigned type, size_t len)
+{
+	return tp__error(TCPX_P2P_EPROTO, "control channel: malformed message (type %u, %zu bytes)",
+			 type, len);
+}
+
+int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *b, size_t len)
+{
+	struct tp_rma *r = c->rma;
+	struct tp_in *in;
+	uint64_t nseg = 0, nlen = 0;
+
+	switch (type) {
+	case TP_CTL_ACK:
+		return len == 24 ? on_ack(c, b) : bad_msg(type, len);
+	case TP_CTL_SEND:
+	case TP_CTL_READ_RESP:
+		if (len != 16)
+			return bad_msg(type, len);
+		break;
+	case TP_CTL_WRITE:
+	case TP_CTL_READ_REQ:
+		if (len < 24)
+			return bad_msg(type, len);
+		nseg = tp_get32(b + 16);
+		nlen = tp_get32(b + 20);
+		if (nlen > TCPX_P2P_NOTIF_MAX || (type == TP_CTL_READ_REQ && nlen) ||
+		    len != 24 + nseg * TP_WSEG_BYTES + nlen)
+			return bad_msg(type, len);
+		break;
+	case TP_CTL_NOTIF:
+		if (len < 4)
+			return bad_msg(type, len);
+		nlen = tp_get32(b);
+		if (!nlen || nlen > TCPX_P2P_NOTIF_MAX || len != 4 + nlen)
+			return bad_msg(type, len);
+		break;
+	default:
+		return bad_msg(type, len);
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in)
+		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+	in->type = type;
+	if (type != TP_CTL_NOTIF) {
+		in->id = tp_get64(b);
+		in->len = tp_get64(b + 8);
+	}
+	in->nseg = (uint32_t)nseg;
+	in->notif_len = (uint32_t)nlen;
+	if (nseg && !(in->seg = malloc(nseg * sizeof(*in->seg))))
+		goto nomem;
+	if (nlen && !(in->notif = malloc(nlen)))
+		goto nomem;
+	for (uint64_t i = 0; i < nseg; i++) {
+		const unsigned char *p = b + 24 + i * TP_WSEG_BYTES;
+
+		in->seg[i] = (struct tp_wseg){ tp_get32(p), tp_get32(p + 4), tp_get64(p + 8),
+					       tp_get64(p + 16) };
+	}
+	if (nlen)
+		memcpy(in->notif, type == TP_CTL_NOTIF ? b + 4 : b + 24 + nseg * TP_WSEG_BYTES, nlen);
+	if (r->inq_tail)
+		r->inq_tail->next = in;
+	else
+		r->inq = in;
+	r->inq_tail = in;
+	return 0;
+nomem:
+	in_free(in);
+	return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+}
+
+/* ---- the in-queue ------------------------------------------------------------- */
+
+static int add_note(struct tcpx_p2p_conn *c, uint64_t mark, const unsigned char *msg, size_t len)
+{
+	struct tp_rma *r = c->rma;
+	struct tp_note *n = malloc(sizeof(*n) + len);
+
+	if (!n)
+		return tp__error(TCPX_P2P_ENOMEM, "notification: out of memory");
+	n->mark = mark;
+	n->len = len;
+	n->next = NULL;
+	memcpy(n->msg, msg, len);
+	if (r->notes_tail)
+		r->notes_tail->next = n;
+	else
+		r->notes = n;
+	r->notes_tail = n;
+	return 0;
+}
+
+/* Bytes that must be received and dropped: a refused write, a send whose
+ * receive had another total. */
+static int discard(struct tcpx_p2p_conn *c, uint64_t len)
+{
+	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_DISCARD, TP_RECV);
+
+	if (!x)
+		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	x->c = c;
+	x->len = (size_t)len;
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(x->len, x->chunk);
+	tp__xfer_enqueue(c, x);
+	return 0;
+}
+
+static void queue_item(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	x->c = c;
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(x->len, x->chunk);
+	tp__xfer_enqueue(c, x);
+}
+
+static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	struct tcpx_p2p_xfer *x = c->unmatched.head;
+	size_t mine = x->len;
+	int rc;
+
+	tp__xlist_remove(&c->unmatched, x);
+	if (mine == in->len) {
+		queue_item(c, x);
+		return send_ack(c, in->id, 0, mine);
+	}
+	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "
+		 "(totals must match)", (unsigned long long)in->len, mine);
+	tp__xfer_complete(c, x, TCPX_P2P_EPROTO);
+	rc = discard(c, in->len);
+	return rc ? rc : send_ack(c, in->id, TCPX_P2P_EPROTO, mine);
+}
+
+static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	struct tcpx_p2p_xfer *x = find_answer(c, in->id);
+
+	if (!x || x->op != TP_OP_READ || in->len != x->len)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected read response %llu "
+				 "(%llu bytes)", (unsigned long long)in->id,
+				 (unsigned long long)in->len);
+	tp__xlist_remove(&c->answers, x);
+	queue_item(c, x);
+	return 0;
+}
+
+static struct tcpx_p2p_mr *find_mr(struct tcpx_p2p_session *s, uint64_t id)
+{
+	struct tcpx_p2p_mr *mr;
+
+	for (mr = s->mrs; mr; mr = mr->next)
+		if (mr->id == id)
+			return mr;
+	return NULL;
+}
+
+/* The segments of an inbound write or read against this conn's exports:
+ * 0 and x's segments (regions held in flight), or a refusal reason. */
+static uint64_t resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
+			struct tcpx_p2p_xfer *x)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_rma *r = c->rma;
+	uint64_t why = 0, total = 0;
+	uint32_t i;
+
+	x->seg = in->nseg == 1 ? &x->seg1 : in->nseg ? calloc(in->nseg, sizeof(*x->seg)) : NULL;
+	if (in->nseg && !x->seg)
+		return TP_REFUSE_TOTAL; /* out of memory: refuse rather than fail the conn */
+	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < in->nseg && !why; i++) {
+		const struct tp_wseg *g = &in->seg[i];
+		const struct tp_export *e = g->idx < r->nexp ? &r->exp[g->idx] : NULL;
+		struct tcpx_p2p_mr *mr;
+
+		if (!e || e->key != g->key)
+			why = TP_REFUSE_EXPORT;
+		else if (!(e->access & access))
+			why = TP_REFUSE_ACCESS;
+		else if (g->off > e->len || g->len > e->len - g->off)
+			why = TP_REFUSE_RANGE;
+		else if (!(mr = find_mr(s, e->mr_id)))
+			why = TP_REFUSE_GONE;
+		else if (x->mtype && mr->type != x->mtype)
+			why = TP_REFUSE_MIXED;
+		else if (g->len > UINT64_MAX - total)
+			why = TP_REFUSE_TOTAL;
+		if (why)
+			break;
+		x->mtype = mr->type;
+		x->seg[i] = (struct tp_vseg){ mr, e->off + g->off, g->len, total };
+		total += g->len;
+	}
+	if (!why && total != in->len)
+		why = TP_REFUSE_TOTAL;
+	x->nseg = why ? 0 : in->nseg;
+	for (i = 0; i < x->nseg; i++)
+		x->seg[i].mr->inflight++;
+	pthread_mutex_unlock(&s->lock);
+	x->len = (size_t)total;
+	return why;
+}
+
+static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_IN_WRITE, TP_RECV);
+	uint64_t why;
+	int rc;
+
+	if (!x)
+		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	x->id = in->id;
+	why = resolve(c, in, TCPX_P2P_ACCESS_WRITE, x);
+	if (why) {
+		tp__xfer_free(x);
+		TP_DEBUG("rma", "refused write %llu from %s: %s", (unsigned long long)in->id,
+			 c->peer, refusal_text(why));
+		rc = discard(c, in->len);
+		return rc ? rc : send_ack(c, in->id, TCPX_P2P_EINVAL, why);
+	}
+	queue_item(c, x);
+	rc = 0;
+	if (in->notif_len)
+		rc = add_note(c, x->first_seq + x->nchunks, in->notif, in->notif_len);
+	return rc;
+}
+
+void tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	int rc = send_ack(c, x->id, 0, 0);
+
+	tp__xfer_complete(c, x, 0);
+	if (rc)
+		tp__conn_fail(c, rc);
+}
+
+static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_IN_READ, TP_SEND);
+	uint64_t why;
+	int rc;
+
+	if (!x)
+		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	x->id = in->id;
+	why = resolve(c, in, TCPX_P2P_ACCESS_READ, x);
+	if (why) {
+		tp__xfer_free(x);
+		return send_ack(c, in->id, TCPX_P2P_EINVAL, why);
+	}
+	x->c = c;
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(x->len, x->chunk);
+	rc = tp__rma_announce(c, x, NULL, 0, NULL, 0);
+	if (rc) {
+		tp__segs_put(c->s, x);
+		tp__xfer_free(x);
+		return rc;
+	}
+	tp__xfer_enqueue(c, x);
+	return 0;
+}
+
+/* Handle the head of the in-queue if it can go now: 1 = handled, 0 = it
+ * waits (no receive posted; earlier items still landing), < 0 error. */
+static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	int rc;
+
+	switch (in->type) {
+	case TP_CTL_SEND:
+		if (!c->unmatched.head)
+			return 0;
+		rc = on_send(c, in);
+		break;
+	case TP_CTL_READ_RESP:
+		rc = on_read_resp(c, in);
+		break;
+	case TP_CTL_WRITE:
+		rc = on_write(c, in);
+		break;
+	case TP_CTL_READ_REQ:
+		/* A read sees every write announced before it. */
+		if (c->dir[TP_RECV].head)
+			return 0;
+		rc = on_read_req(c, in);
+		break;
+	case TP_CTL_NOTIF:
+		rc = add_note(c, c->dir[TP_RECV].next_seq, in->notif, in->notif_len);
+		break;
+	default:
+		rc = tp__error(TCPX_P2P_EINTERNAL, "control channel: message type %u queued",
+			       in->type);
+	}
+	return rc ? rc : 1;
+}
+
+static int deliver(struct tcpx_p2p_conn *c, struct tp_note *n)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_notif_node *d = malloc(sizeof(*d) + n->len);
+
+	if (!d)
+		return tp__error(TCPX_P2P_ENOMEM, "notification: out of memory");
+	d->c = c;
+	d->len = n->len;
+	d->next = NULL;
+	memcpy(d->msg, n->msg, n->len);
+	pthread_mutex_lock(&s->notif_lock);
+	if (s->notifs_tail)
+		s->notifs_tail->next = d;
+	else
+		s->notifs = d;
+	s->notifs_tail = d;
+	pthread_mutex_unlock(&s->notif_lock);
+	return 0;
+}
+
+int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_rma *r = c->rma;
+	struct tcpx_p2p_xfer *h;
+	struct tp_note *n;
+	struct tp_in *in;
+	int rc;
+
+	while ((in = r->inq)) {
+		rc = handle(c, in);
+		if (rc <= 0)
+			return rc;
+		r->inq = in->next;
+		if (!r->inq)
+			r->inq_tail = NULL;
+		in_free(in);
+		*moved = true;
+	}
+	/* Every receive item below the mark has landed when the oldest still
+	 * in flight starts at or after it. */
+	h = c->dir[TP_RECV].head;
+	while ((n = r->notes) && (!h || h->first_seq >= n->mark)) {
+		rc = deliver(c, n);
+		if (rc)
+			return rc;
+		r->notes = n->next;
+		if (!r->notes)
+			r->notes_tail = NULL;
+		free(n);
+		*moved = true;
+	}
+	return 0;
+}
+
+/* ---- the public calls ---------------------------------------------------- */
+
+int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
+		       unsigned access, tcpx_p2p_rdesc *out)
+{
+	struct tp_rma *r;
+	struct tp_export *e;
+	unsigned char *d;
+	uint32_t key;
+	int rc = 0;
+
+	if (!c || !mr || !out)
+		return tp__error(TCPX_P2P_EINVAL, "mr_export: NULL argument");
+	if (mr->s != c->s)
+		return tp__error(TCPX_P2P_EINVAL, "mr_export: mr of another session");
+	if (!access || (access & ~(unsigned)(TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ)))
+		return tp__error(TCPX_P2P_EINVAL, "mr_export: access 0x%x", access);
+	if (offset > mr->len || len > mr->len - offset)
+		return tp__error(TCPX_P2P_EINVAL, "mr_export: [%zu, +%zu) outside the %zu-byte "
+				 "region", offset, len, mr->len);
+	if (getrandom(&key, sizeof(key), 0) != sizeof(key))
+		return tp__error(TCPX_P2P_ENET, "mr_export: no random bytes");
+	pthread_mutex_lock(&c->lock);
+	r = c->rma;
+	if (c->err) {
+		rc = tp__error(c->err, "mr_export: the connection failed earlier: %s", c->why);
+	} else if (r->nexp == r->cap) {
+		uint32_t cap = r->cap ? 2 * r->cap : 8;
+
+		e = realloc(r->exp, cap * sizeof(*e));
+		if (e) {
+			r->exp = e;
+			r->cap = cap;
+		} else {
+			rc = tp__error(TCPX_P2P_ENOMEM, "mr_export: out of memory");
+		}
+	}
+	if (!rc) {
+		r->exp[r->nexp] = (struct tp_export){ mr->id, offset, len, key, access, mr->type };
+		memset(out, 0, sizeof(*out));
+		d = out->bytes;
+		tp_put32(d, TP_RDESC_MAGIC);
+		d[4] = TP_RDESC_VERSION;
+		d[5] = (unsigned char)mr->type;
+		d[6] = (unsigned char)access;
+		tp_put32(d + 8, r->nexp);
+		tp_put32(d + 12, key);
+		tp_put64(d + 16, len);
+		r->nexp++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int tcpx_p2p_rmr_import(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc, tcpx_p2p_rmr **out)
+{
+	const unsigned char *d;
+	struct tcpx_p2p_rmr *m;
+
+	if (!c || !desc || !out)
+		return tp__error(TCPX_P2P_EINVAL, "rmr_import: NULL argument");
+	d = desc->bytes;
+	if (tp_get32(d) != TP_RDESC_MAGIC || d[4] != TP_RDESC_VERSION ||
+	    (d[5] != TCPX_P2P_MEM_HOST && d[5] != TCPX_P2P_MEM_CUDA) || !d[6] ||
+	    (d[6] & ~(TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ)))
+		return tp__error(TCPX_P2P_EPROTO, "rmr_import: not a region descriptor of this "
+				 "version");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return tp__error(TCPX_P2P_ENOMEM, "rmr_import: out of memory");
+	m->c = c;
+	m->type = d[5];
+	m->access = d[6];
+	m->idx = tp_get32(d + 8);
+	m->key = tp_get32(d + 12);
+	m->len = (size_t)tp_get64(d + 16);
+	*out = m;
+	return 0;
+}
+
+int tcpx_p2p_rmr_query(const tcpx_p2p_rmr *r, size_t *len, int *mem_type, unsigned *access)
+{
+	if (!r)
+		return tp__error(TCPX_P2P_EINVAL, "rmr_query: NULL rmr");
+	if (len)
+		*len = r->len;
+	if (mem_type)
+		*mem_type = r->type;
+	if (access)
+		*access = r->access;
+	return 0;
+}
+
+int tcpx_p2p_rmr_release(tcpx_p2p_rmr *r)
+{
+	free(r);
+	return 0;
+}
+
+/* Local and remote segments of a write or read, checked on this side. */
+static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local, size_t nlocal,
+		     const tcpx_p2p_rseg *remote, size_t nremote,
+		     const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out)
+{
+	const char *what = op == TP_OP_WRITE ? "write" : "read";
+	unsigned need = op == TP_OP_WRITE ? TCPX_P2P_ACCESS_WRITE : TCPX_P2P_ACCESS_READ;
+	struct tcpx_p2p_xfer *x;
+	struct tp_wseg *w = NULL;
+	size_t i, rtotal = 0;
+	int rc;
+
+	if (!c || !out || (nremote && !remote))
+		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
+	rc = tp__params_check(params, op == TP_OP_WRITE, what);
+	if (rc)
+		return rc;
+	if (nremote > UINT32_MAX)
+		return tp__error(TCPX_P2P_EINVAL, "%s: %zu remote segments", what, nremote);
+	if (nremote && !(w = malloc(nremote * sizeof(*w))))
+		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
+	for (i = 0; i < nremote; i++) {
+		const tcpx_p2p_rseg *g = &remote[i];
+
+		rc = !g->rmr ? tp__error(TCPX_P2P_EINVAL, "%s: remote segment %zu has no rmr",
+					 what, i)
+		   : g->rmr->c != c ? tp__error(TCPX_P2P_EINVAL, "%s: remote segment %zu: rmr "
+					       "imported on another connection", what, i)
+		   : !(g->rmr->access & need) ? tp__error(TCPX_P2P_EINVAL, "%s: remote segment "
+						       "%zu: the export does not allow it", what, i)
+		   : g->offset > g->rmr->len || g->len > g->rmr->len - g->offset
+			? tp__error(TCPX_P2P_EINVAL, "%s: remote segment %zu [%zu, +%zu) outside "
+				    "its %zu-byte export", what, i, g->offset, g->len, g->rmr->len)
+			: 0;
+		if (rc) {
+			free(w);
+			return rc;
+		}
+		w[i] = (struct tp_wseg){ g->rmr->idx, g->rmr->key, g->offset, g->len };
+		rtotal += g->len;
+	}
+	x = tp__xfer_new(op, op == TP_OP_WRITE ? TP_SEND : TP_RECV);
+	if (!x) {
+		free(w);
+		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
+	}
+	rc = tp__segs_build(c, x, local, nlocal, what);
+	if (!rc && rtotal != x->len)
+		rc = tp__error(TCPX_P2P_EINVAL, "%s: local segments hold %zu bytes, remote %zu",
+			       what, x->len, rtotal);
+	if (rc) {
+		free(w);
+		tp__xfer_free(x);
+		return rc;
+	}
+	x->need_ack = true;
+	rc = tp__xfer_post(c, x, params ? params->notif : NULL, params ? params->notif_len : 0, w,
+			   nremote, out);
+	free(w);
+	return rc;
+}
+
+int tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
+		   const tcpx_p2p_rseg *remote, size_t nremote,
+		   const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out)
+{
+	return one_sided(c, TP_OP_WRITE, local, nlocal, remote, nremote, params, out);
+}
+
+int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
+		  const tcpx_p2p_rseg *remote, size_t nremote,
+		  const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out)
+{
+	return one_sided(c, TP_OP_READ, local, nlocal, remote, nremote, params, out);
+}
+
+int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
+{
+	struct tp_progress st;
+	unsigned char *m;
+	int rc = 0;
+
+	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_MAX)
+		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
+				 TCPX_P2P_NOTIF_MAX);
+	pthread_mutex_lock(&c->lock);
+	if (c->err) {
+		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
+	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
+		rc = TCPX_P2P_ENOMEM;
+	} else {
+		tp_put32(m, (uint32_t)len);
+		memcpy(m + 4, msg, len);
+		tp__progress(c, &st);
+	}
+	pthread_mutex_unlock(&c->lock);
+	tp__engine_kick(c->s);
+	return rc;
+}
+
+int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+{
+	struct tp_notif_node *d;
+	struct tp_progress st;
+	int k = 0;
+
+	if (!s || !n || max < 0 || (max && !out))
+		return tp__error(TCPX_P2P_EINVAL, "notif_poll: NULL argument or max %d", max);
+	if (!tp__engine_threaded(s))
+		tp__engine_pass(s, NULL, &st);
+	pthread_mutex_lock(&s->notif_lock);
+	while (k < max && (d = s->notifs)) {
+		s->notifs = d->next;
+		if (!s->notifs)
+			s->notifs_tail = NULL;
+		out[k].conn = d->c;
+		out[k].len = d->len;
+		memcpy(out[k].msg, d->msg, d->len);
+		free(d);
+		k++;
+	}
+	pthread_mutex_unlock(&s->notif_lock);
+	*n = k;
+	return 0;
+}

@@ -1,0 +1,294 @@
+/* Segment lists: a transfer's bytes are its segments packed back to back
+ * (the stream); chunks cut the stream, not the segments.  A chunk inside
+ * one segment goes straight between the plugin and that segment; one that
+ * spans several goes through a staging slot of its comm: gathered into it
+ * before a send, scattered out of it (or out of the plugin's bounce pages)
+ * after a receive. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "util/error.h"
+
+int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_p2p_seg *segs,
+		   size_t n, const char *what)
+{
+	size_t i, total = 0;
+	struct tp_vseg *v;
+
+	if (n && !segs)
+		return tp__error(TCPX_P2P_EINVAL, "%s: NULL segments", what);
+	if (n > SIZE_MAX / sizeof(*v))
+		return tp__error(TCPX_P2P_EINVAL, "%s: %zu segments", what, n);
+	x->mtype = 0;
+	for (i = 0; i < n; i++) {
+		const tcpx_p2p_seg *g = &segs[i];
+
+		if (!g->mr)
+			return tp__error(TCPX_P2P_EINVAL, "%s: segment %zu has no mr", what, i);
+		if (g->mr->s != c->s)
+			return tp__error(TCPX_P2P_EINVAL, "%s: segment %zu: mr of another session",
+					 what, i);
+		if (g->offset > g->mr->len || g->len > g->mr->len - g->offset)
+			return tp__error(TCPX_P2P_EINVAL, "%s: segment %zu [%zu, +%zu) outside its "
+					 "%zu-byte region", what, i, g->offset, g->len, g->mr->len);
+		if (x->mtype && g->mr->type != x->mtype)
+			return tp__error(TCPX_P2P_EINVAL, "%s: segment %zu: host and CUDA memory in "
+					 "one transfer", what, i);
+		x->mtype = g->mr->type;
+		if (g->len > SIZE_MAX - total)
+			return tp__error(TCPX_P2P_EINVAL, "%s: segment lengths overflow", what);
+		total += g->len;
+	}
+	v = n == 1 ? &x->seg1 : n ? malloc(n * sizeof(*v)) : NULL;
+	if (n > 1 && !v)
+		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory for %zu segments", what, n);
+	for (i = 0, total = 0; i < n; i++) {
+		v[i] = (struct tp_vseg){ segs[i].mr, segs[i].offset, segs[i].len, total };
+		total += segs[i].len;
+	}
+	x->seg = v;
+	x->nseg = n;
+	x->len = total;
+	return 0;
+}
+
+void tp__segs_free(struct tcpx_p2p_xfer *x)
+{
+	if (x->seg != &x->seg1)
+		free(x->seg);
+	x->seg = NULL;
+	x->nseg = 0;
+}
+
+void tp__segs_get(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < x->nseg; i++)
+		x->seg[i].mr->inflight++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void tp__segs_put(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < x->nseg; i++)
+		x->seg[i].mr->inflight--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The first segment that ends after stream offset o. */
+static size_t seg_find(const struct tcpx_p2p_xfer *x, size_t o)
+{
+	size_t lo = 0, hi = x->nseg;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (x->seg[mid].start + x->seg[mid].len > o)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static char *seg_ptr(const struct tp_vseg *g, size_t o)
+{
+	return g->mr->ptr + g->off + (o - g->start);
+}
+
+char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct tcpx_p2p_mr **mr)
+{
+	size_t i;
+
+	if (!x->nseg)
+		return NULL;
+	if (!n) { /* an empty transfer still posts a request: any registered address */
+		*mr = x->seg[0].mr;
+		return seg_ptr(&x->seg[0], x->seg[0].start);
+	}
+	i = seg_find(x, o);
+	if (i == x->nseg || o + n > x->seg[i].start + x->seg[i].len)
+		return NULL;
+	*mr = x->seg[i].mr;
+	return seg_ptr(&x->seg[i], o);
+}
+
+/* One copy: at once on the host, or appended to the slot's device list in
+ * pieces of at most TP_COPY_MAX_ENTRY. */
+static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, bool host,
+		  const char *src, char *dst, size_t len)
+{
+	if (host) {
+		memcpy(dst, src, len);
+		return 0;
+	}
+	while (len) {
+		size_t piece = len < TP_COPY_MAX_ENTRY ? len : TP_COPY_MAX_ENTRY;
+
+		if (*n == sl->cp_cap) {
+			uint32_t cap = sl->cp_cap ? 2 * sl->cp_cap : 1024;
+			struct tp_copy *v = NULL;
+			int rc = s->cfg.gpu >= 0 ? tp__dev_host_alloc((void **)&v, cap * sizeof(*v))
+						 : TCPX_P2P_ENOMEM;
+
+			if (rc)
+				return tp__error(rc, "vectored transfer: no pinned memory for %u copies",
+						 cap);
+			memcpy(v, sl->cp, *n * sizeof(*v));
+			tp__dev_host_free(sl->cp);
+			sl->cp = v;
+			sl->cp_cap = cap;
+		}
+		sl->cp[(*n)++] = (struct tp_copy){ src, dst, piece };
+		src += piece;
+		dst += piece;
+		len -= piece;
+	}
+	return 0;
+}
+
+/* Copies between the chunk [o, o + len) of the stream and a flat buffer:
+ * gather (segments -> flat) or scatter (flat -> segments). */
+int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, struct tp_slot *sl,
+		   bool gather, char *flat, bool host, uint32_t *n)
+{
+	size_t o = sl->soff, end = sl->soff + sl->len, i = seg_find(x, o);
+	int rc = 0;
+
+	*n = 0;
+	for (; !rc && o < end && i < x->nseg; i++) {
+		const struct tp_vseg *g = &x->seg[i];
+		size_t stop = g->start + g->len < end ? g->start + g->len : end;
+
+		if (stop <= o)
+			continue;
+		if (gather)
+			rc = cp_add(s, sl, n, host, seg_ptr(g, o), flat + (o - sl->soff), stop - o);
+		else
+			rc = cp_add(s, sl, n, host, flat + (o - sl->soff), seg_ptr(g, o), stop - o);
+		o = stop;
+	}
+	return rc;
+}
+
+/* Copies of a received chunk's bounce records into the segments; records
+ * come in any order and may straddle segments. */
+int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x,
+			struct tp_slot *sl, const tp_unpack_rec *r, uint64_t cnt,
+			const char *bounce, bool host, uint32_t *n)
+{
+	uint64_t k;
+	int rc = 0;
+
+	*n = 0;
+	if (cnt > TP_UNPACK_MAX_PAGES)
+		return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
+				 (unsigned long long)cnt);
+	for (k = 0; k < cnt && !rc; k++) {
+		size_t o, end;
+		const char *src = bounce + r[k].src_off;
+		size_t i;
+
+		if (r[k].len > TP_UNPACK_PAGE_SIZE || r[k].dst_off > sl->len ||
+		    r[k].len > sl->len - r[k].dst_off)
+			return tp__error(TCPX_P2P_EPLUGIN, "unpack: record %llu (dst %llu, len %u) "
+					 "outside the %u-byte chunk", (unsigned long long)k,
+					 (unsigned long long)r[k].dst_off, r[k].len, sl->len);
+		o = sl->soff + r[k].dst_off;
+		end = o + r[k].len;
+		for (i = seg_find(x, o); !rc && o < end && i < x->nseg; i++) {
+			const struct tp_vseg *g = &x->seg[i];
+			size_t stop = g->start + g->len < end ? g->start + g->len : end;
+
+			if (stop <= o)
+				continue;
+			rc = cp_add(s, sl, n, host, src, seg_ptr(g, o), stop - o);
+			src += stop - o;
+			o = stop;
+		}
+	}
+	return rc;
+}
+
+/* ---- staging ------------------------------------------------------------- */
+
+static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev)
+{
+	size_t slot = (s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
+	size_t bytes = slot * TP_STAGE_SLOTS;
+	void *p = NULL;
+	int rc;
+
+	if (dev) {
+		rc = tp__session_use_gpu(s);
+		if (!rc)
+			rc = tp__dev_malloc(&p, bytes);
+	} else {
+		p = aligned_alloc(4096, bytes);
+		rc = p ? 0 : tp__error(TCPX_P2P_ENOMEM, "staging: out of memory (%zu bytes)", bytes);
+	}
+	if (rc)
+		return rc;
+	rc = tcpx_p2p_mr_register(s, p, bytes, dev ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST,
+				  &st->mr);
+	if (rc) {
+		if (dev)
+			tp__dev_free(p);
+		else
+			free(p);
+		return rc;
+	}
+	st->base = p;
+	st->slot_bytes = slot;
+	return 0;
+}
+
+int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, char **slot,
+		   struct tcpx_p2p_mr **mr)
+{
+	struct tp_stage *st = &cm->stage[mtype == TCPX_P2P_MEM_CUDA];
+	int rc;
+
+	if (!st->mr) {
+		rc = stage_alloc(s, st, mtype == TCPX_P2P_MEM_CUDA);
+		if (rc)
+			return rc;
+	}
+	if (st->head - st->tail == TP_STAGE_SLOTS)
+		return 1;
+	*slot = st->base + (st->head++ % TP_STAGE_SLOTS) * st->slot_bytes;
+	*mr = st->mr;
+	return 0;
+}
+
+void tp__stage_give(struct tp_comm *cm, const char *slot)
+{
+	for (int k = 0; k < 2; k++) {
+		struct tp_stage *st = &cm->stage[k];
+
+		if (st->mr && slot >= st->base && slot < st->base + TP_STAGE_SLOTS * st->slot_bytes)
+			st->tail++;
+	}
+}
+
+void tp__stage_free(struct tp_comm *cm)
+{
+	for (int k = 0; k < 2; k++) {
+		struct tp_stage *st = &cm->stage[k];
+
+		if (!st->mr)
+			continue;
+		tcpx_p2p_mr_deregister(st->mr);
+		if (k)
+			tp__dev_free(st->base);
+		else
+			free(st->base);
+		st->mr = NULL;
+	}
+	for (unsigned i = 0; i < TP_WINDOW_SLOTS; i++) {
+		tp__dev_host_free(cm->slot[i].cp);
+		cm->slot[i].cp = NULL;
+	}
+}
