@@ -132,7 +132,7 @@ struct tp_slot {
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
  * ring of slots, taken at post and given back at retire, per memory type. */
-#define TP_STAGE_SLOTS 4u
+#define TP_STAGE_SLOTS 8u
 struct tp_stage {
 	struct tcpx_p2p_mr *mr; /* internal region over base; NULL until first use */
 	char *base;

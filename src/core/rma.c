@@ -431,6 +431,7 @@ static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
 				 "(%llu bytes)", (unsigned long long)in->id,
 				 (unsigned long long)in->len);
 	tp__xlist_remove(&c->answers, x);
+	x->need_ack = false; /* the response was the answer */
 	queue_item(c, x);
 	return 0;
 }
