@@ -14,6 +14,21 @@ enum perf_mode { PERF_SERVER, PERF_CLIENT, PERF_LOOPBACK, PERF_AUTO };
 
 #define PERF_MAX_CONNS 64
 #define PERF_MAX_PAIRS 64
+#define PERF_KV_MAX_SIZES 16
+
+/* tcpx_perf kv: the KV-cache mover (perf_kv.c).  The pool of each peer is
+ * layers x 2 (K, V) x pool_blocks / (2 layers) blocks; a batch moves
+ * `blocks` blocks, blocks / (2 layers) block ids in every layer's K and V. */
+struct perf_kv_opts {
+	int on;                              /* "tcpx_perf kv ..." */
+	int layers;                          /* --layers */
+	size_t block[PERF_KV_MAX_SIZES];     /* --block-size list, one table row each */
+	int nblock;
+	int blocks;                          /* --blocks: per batch */
+	int pool_blocks;                     /* --pool-blocks (0: 4 x blocks) */
+	int read;                            /* --op read */
+	uint64_t seed;                       /* --seed */
+};
 
 struct perf_opts {
 	enum perf_mode mode;
@@ -36,6 +51,8 @@ struct perf_opts {
 	int npairs;                       /* 1 unless multi */
 	int pair_gpu[PERF_MAX_PAIRS];     /* --gpus; -1 with --pairs (host memory) */
 	const uint16_t *pair_ports;       /* loopback: the server pairs' ports */
+	int sized;                        /* a sweep size flag was given */
+	struct perf_kv_opts kv;
 };
 
 /* Parse argv (and TCPX_P2P_PERF_* / launcher environment).
@@ -52,6 +69,12 @@ typedef void perf_listening_fn(void *arg, int pair, uint16_t port);
  * (verification). */
 int perf_run(const struct perf_opts *o, int role, int report, perf_listening_fn *listening,
 	     void *arg);
+
+/* The kv mode's peer: role 0 = target (exports its pool, is written to or
+ * read from), 1 = initiator (posts the batches; reports).  Returns as
+ * perf_run. */
+int perf_kv_run(const struct perf_opts *o, int role, int report, perf_listening_fn *listening,
+		void *arg);
 
 /* What one peer's run reports besides the rows. */
 struct perf_peer_info {

@@ -11,7 +11,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: tcpx_perf server|client|loopback|auto [options]\n"
+"usage: tcpx_perf [kv] server|client|loopback|auto [options]\n"
 "  roles: server listens and receives, client dials and sends (bidir: both do\n"
 "  both); loopback runs both in this process; auto takes rank 0 = server,\n"
 "  1 = client from OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK.\n"
@@ -41,6 +41,15 @@ BENCH_SWEEP_USAGE
 "      --numa auto|off|N  run each peer on its GPU's NUMA node (auto, default) or node N\n"
 "      --dump-config      print the configuration and exit\n"
 "  -q, --quiet            no progress lines\n"
+"kv mode (tcpx_perf kv ROLE): the server exports a KV-cache pool, the client writes\n"
+"  (or reads) batches of scattered blocks into it with one one-sided call each;\n"
+"  -n/-w, --mem, --gpu, --verify, --json, --chunk, --channels, --window apply:\n"
+"      --layers L         layers, each with a K and a V block array (default 4)\n"
+"      --block-size LIST  block bytes, one row each (e.g. 16K,64K,128K; default 64K)\n"
+"      --blocks B         blocks per batch, a multiple of 2 x layers (default 1024)\n"
+"      --pool-blocks P    blocks in each peer's pool (default 4 x blocks)\n"
+"      --op write|read    one-sided WRITE with a notification (default), or READ\n"
+"      --seed N           block ids of batch i come from (seed, size, i) (default 1)\n"
 "GB/s means 10^9 bytes per second of completed payload.\n");
 }
 
@@ -63,12 +72,63 @@ static int launcher_rank(void)
 }
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
-       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS };
+       O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS, O_LAYERS, O_BLOCK_SIZE,
+       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_SEED };
 
 static int bad(const char *opt, const char *val)
 {
 	fprintf(stderr, "tcpx_perf: bad value for %s: '%s'\n", opt, val);
 	return -1;
+}
+
+/* "16K,64K,128K": block sizes, each a non-zero multiple of 8 bytes. */
+static int parse_size_list(const char *arg, size_t *size, int *n)
+{
+	char item[32];
+	const char *s = arg, *comma;
+	size_t len;
+
+	for (*n = 0;; s = comma + 1) {
+		comma = strchr(s, ',');
+		len = comma ? (size_t)(comma - s) : strlen(s);
+		if (len == 0 || len >= sizeof(item) || *n == PERF_KV_MAX_SIZES)
+			return -1;
+		memcpy(item, s, len);
+		item[len] = 0;
+		if (bench_parse_size(item, &size[*n]) || size[*n] == 0 || size[*n] % 8)
+			return -1;
+		(*n)++;
+		if (!comma)
+			return 0;
+	}
+}
+
+/* The kv mode's own flags; 1 when c is not one of them. */
+static int parse_kv_flag(struct perf_kv_opts *kv, int c, const char *arg)
+{
+	char *end;
+
+	switch (c) {
+	case O_LAYERS:
+		return bench_parse_int(arg, 1, 1024, &kv->layers) ? bad("--layers", arg) : 0;
+	case O_BLOCK_SIZE:
+		return parse_size_list(arg, kv->block, &kv->nblock) ? bad("--block-size", arg) : 0;
+	case O_BLOCKS:
+		return bench_parse_int(arg, 1, 1 << 20, &kv->blocks) ? bad("--blocks", arg) : 0;
+	case O_POOL_BLOCKS:
+		return bench_parse_int(arg, 1, 1 << 24, &kv->pool_blocks) ?
+			       bad("--pool-blocks", arg) : 0;
+	case O_OP:
+		if (strcmp(arg, "write") && strcmp(arg, "read"))
+			return bad("--op", arg);
+		kv->read = !strcmp(arg, "read");
+		return 0;
+	case O_SEED:
+		kv->seed = strtoull(arg, &end, 0);
+		return *arg == '-' || *arg == 0 || *end ? bad("--seed", arg) : 0;
+	default:
+		return 1;
+	}
 }
 
 /* "0-7", "0,1,2,3", "0,0,2-3": entries in order, repeats allowed. */
@@ -105,9 +165,19 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 {
 	int v;
 
+	if (c == 's' || c == 'b' || c == 'e' || c == 'f')
+		o->sized = 1;
 	v = bench_sweep_flag(&o->sweep, c, arg, "tcpx_perf");
 	if (v)
 		return v < 0 ? -1 : 0;
+	if (c >= O_LAYERS && c <= O_SEED) {
+		if (!o->kv.on) {
+			fprintf(stderr, "tcpx_perf: --layers, --block-size, --blocks, --pool-blocks, "
+				"--op and --seed are flags of the kv mode (tcpx_perf kv ...)\n");
+			return -1;
+		}
+		return parse_kv_flag(&o->kv, c, arg) ? -1 : 0;
+	}
 	switch (c) {
 	case 'H': o->host = arg; break;
 	case O_BIND: o->bind = arg; break;
@@ -239,6 +309,37 @@ static int check_multi(struct perf_opts *o, int gpu_given)
 	return 0;
 }
 
+/* The kv mode: one session and one conn per peer, one direction; a batch
+ * covers every layer's K and V alike, and the pool holds at least one. */
+static int check_kv(struct perf_opts *o)
+{
+	struct perf_kv_opts *kv = &o->kv;
+	const char *why = NULL;
+
+	if (!kv->on)
+		return 0;
+	if (kv->pool_blocks == 0)
+		kv->pool_blocks = 4 * kv->blocks;
+	if (o->multi)
+		why = "kv runs one session per peer: no --pairs or --gpus";
+	else if (o->conns != 1)
+		why = "kv uses one connection (--conns, TCPX_P2P_PERF_CONNS)";
+	else if (o->bidir)
+		why = "kv moves one way: no --bidir";
+	else if (o->sized)
+		why = "kv sizes come from --block-size and --blocks, not -s/-b/-e/-f";
+	else if (kv->blocks % (2 * kv->layers))
+		why = "--blocks must be a multiple of 2 x --layers (a batch covers every layer's K "
+		      "and V)";
+	else if (kv->pool_blocks % (2 * kv->layers) || kv->pool_blocks < kv->blocks)
+		why = "--pool-blocks must be a multiple of 2 x --layers and at least --blocks";
+	if (why) {
+		fprintf(stderr, "tcpx_perf: %s\n", why);
+		return -1;
+	}
+	return 0;
+}
+
 int perf_parse(int argc, char **argv, struct perf_opts *o)
 {
 	static const struct option longs[] = {
@@ -250,6 +351,9 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "dump-config", 0, NULL, O_DUMP },
 		{ "numa", 1, NULL, O_NUMA }, { "gpus", 1, NULL, O_GPUS }, { "pairs", 1, NULL, O_PAIRS },
+		{ "layers", 1, NULL, O_LAYERS }, { "block-size", 1, NULL, O_BLOCK_SIZE },
+		{ "blocks", 1, NULL, O_BLOCKS }, { "pool-blocks", 1, NULL, O_POOL_BLOCKS },
+		{ "op", 1, NULL, O_OP }, { "seed", 1, NULL, O_SEED },
 		{ "quiet", 0, NULL, 'q' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	const char *v;
@@ -263,6 +367,17 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	o->numa = BENCH_NUMA_AUTO;
 	o->gpu[0] = 0;
 	o->gpu[1] = -1;
+	o->kv.layers = 4;
+	o->kv.block[0] = 64 << 10;
+	o->kv.nblock = 1;
+	o->kv.blocks = 1024;
+	o->kv.seed = 1;
+	/* "tcpx_perf kv ROLE ...": the rest parses as usual, argv[0] aside. */
+	if (argc > 1 && !strcmp(argv[1], "kv")) {
+		o->kv.on = 1;
+		argc--;
+		argv++;
+	}
 	o->host = getenv("TCPX_P2P_PEER");
 	if (tcpx_p2p_config_init(&o->cfg))
 		fprintf(stderr, "tcpx_perf: %s\n", tcpx_p2p_last_error());
@@ -288,7 +403,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 			return -1;
 		}
 	}
-	if (check_multi(o, gpu_given))
+	if (check_multi(o, gpu_given) || check_kv(o))
 		return -1;
 	if (o->dump_config)
 		return 0;

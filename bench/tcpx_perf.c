@@ -34,7 +34,9 @@ static void *server_thread(void *arg)
 	struct loopback *lb = arg;
 	int rc;
 
-	if (lb->o->multi)
+	if (lb->o->kv.on)
+		rc = perf_kv_run(lb->o, 0, 0, on_listening, lb);
+	else if (lb->o->multi)
 		rc = perf_run_pairs(lb->o, 0, 1, on_listening, lb);
 	else
 		rc = perf_run(lb->o, 0, 1, on_listening, lb);
@@ -46,7 +48,8 @@ static void *server_thread(void *arg)
 	return NULL;
 }
 
-/* Both peers in this process: the server (receiver) reports.  In
+/* Both peers in this process: the server (receiver) reports, in the kv
+ * mode the client (the initiator, which times the batches).  In
  * multi-session mode the server's pairs listen on ports of their own and
  * the client's pair k dials pair k's. */
 static int run_loopback(const struct perf_opts *o)
@@ -72,6 +75,8 @@ static int run_loopback(const struct perf_opts *o)
 	client.pair_ports = lb.port;
 	if (!ready)
 		rc = -1;
+	else if (o->kv.on)
+		rc = perf_kv_run(&client, 1, 1, NULL, NULL);
 	else if (o->multi)
 		rc = perf_run_pairs(&client, 1, 0, NULL, NULL);
 	else
@@ -100,10 +105,20 @@ int main(int argc, char **argv)
 		rc = run_loopback(&o);
 		break;
 	case PERF_SERVER:
-		rc = o.multi ? perf_run_pairs(&o, 0, 1, NULL, NULL) : perf_run(&o, 0, 1, NULL, NULL);
+		if (o.kv.on)
+			rc = perf_kv_run(&o, 0, 1, NULL, NULL);
+		else if (o.multi)
+			rc = perf_run_pairs(&o, 0, 1, NULL, NULL);
+		else
+			rc = perf_run(&o, 0, 1, NULL, NULL);
 		break;
 	default:
-		rc = o.multi ? perf_run_pairs(&o, 1, 1, NULL, NULL) : perf_run(&o, 1, 1, NULL, NULL);
+		if (o.kv.on)
+			rc = perf_kv_run(&o, 1, 1, NULL, NULL);
+		else if (o.multi)
+			rc = perf_run_pairs(&o, 1, 1, NULL, NULL);
+		else
+			rc = perf_run(&o, 1, 1, NULL, NULL);
 		break;
 	}
 	return rc ? 1 : 0;

@@ -313,6 +313,48 @@ def case_bad_flag(c):
     run([c.perf, "auto", "-H", "127.0.0.1"], expect=2)
 
 
+def kv_run(c, op):
+    """tcpx_perf kv loopback --op OP over two block sizes, verified: one record per
+    block size, its numbers consistent."""
+    out = c.path("kv-%s.json" % op)
+    run([c.perf, "kv", "loopback", "--op", op, "--layers", "2", "--block-size", "16K,64K",
+         "--blocks", "32", "--pool-blocks", "128", "-n", "3", "-w", "1", "--verify",
+         "--timeout", "10000", "--json", out], env=clean_env(TCPX_P2P_CHUNK_BYTES=256 << 10))
+    recs = load_json(out)
+    check([r.get("block_size") for r in recs] == [16384, 65536],
+          "%s: block sizes %s" % (op, [r.get("block_size") for r in recs]))
+    for r in recs:
+        check(r["bench"] == "kv" and r["op"] == op and r["blocks"] == 32, "record %s" % r)
+        check(r["size"] == 32 * r["block_size"] and r["iters"] == 3, "record %s" % r)
+        check(r["gbps"] > 0 and abs(r["gbps"] - r["size"] / (r["time_us"] * 1e3))
+              <= 1e-3 * r["gbps"] + 1e-4, "GB/s is not size/time: %s" % r)
+        check(r["requests_per_batch"] == -(-r["size"] // (256 << 10)),
+              "requests/batch %s for %d bytes" % (r["requests_per_batch"], r["size"]))
+        check(r["contig"]["gbps"] > 0 and abs(r["kv_over_contig"] - r["gbps"] /
+              r["contig"]["gbps"]) <= 1e-3 * r["kv_over_contig"] + 1e-4,
+              "kv/contig ratio: %s" % r)
+        check(r["config"]["layers"] == 2 and r["config"]["pool_blocks"] == 128 and
+              r["config"]["verify"] is True, "config %s" % r["config"])
+
+
+def case_kv(c):
+    kv_run(c, "write")
+
+
+def case_kv_read(c):
+    kv_run(c, "read")
+
+
+def case_kv_bad_flag(c):
+    for args in (["kv", "loopback", "--blocks", "7"], ["kv", "loopback", "--layers", "0"],
+                 ["kv", "loopback", "--block-size", "16K,12"], ["kv", "loopback", "--op", "copy"],
+                 ["kv", "loopback", "--pool-blocks", "16", "--blocks", "32"],
+                 ["kv", "loopback", "--pairs", "2"], ["kv", "loopback", "-s", "1M"],
+                 ["kv", "loopback", "--bidir"], ["loopback", "--layers", "2"]):
+        p = run([c.perf] + args, expect=2)
+        check(p.stderr.strip(), "%s: no message on stderr" % args)
+
+
 def has_gpu():
     try:
         p = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
