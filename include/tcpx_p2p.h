@@ -383,9 +383,11 @@ TCPX_P2P_API int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t of
 /* A peer's exported region, imported on the connection to that peer. */
 typedef struct tcpx_p2p_rmr tcpx_p2p_rmr;
 
-/* Import a descriptor the peer of c exported to this side.
- * RETURN VALUE: 0; EPROTO (not a descriptor, or exported to another
- * connection); EINVAL (NULL argument); ENOMEM. */
+/* Import a descriptor the peer of c exported to this side.  Only its form
+ * is checked here; the exporter checks every transfer against its exports
+ * to this connection (a descriptor exported on another one is refused
+ * there, EINVAL).  RETURN VALUE: 0; EPROTO (not a region descriptor of this
+ * version); EINVAL (NULL argument); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_rmr_import(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc,
 				     tcpx_p2p_rmr **out);
 /* Length, memory type and access of an imported region (any may be NULL). */

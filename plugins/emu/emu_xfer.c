@@ -18,6 +18,7 @@
  * would exit(1), and the rest of its bytes are drained so the comm lives.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -39,11 +40,18 @@ static void min_u64(uint64_t *a, uint64_t b)
 		*a = b;
 }
 
-/* Marks the comm dead and wakes everyone; pending requests fail at test. */
-static void comm_break(struct emu_comm *c, int sock, const char *what, int err)
+/* Marks the comm dead and wakes everyone; pending requests fail at test.
+ * A peer that closed between two messages (a receive posted ahead for a
+ * message that never came: the library's control channel) is a normal
+ * end: logged at INFO. */
+static void comm_break(struct emu_comm *c, int sock, const char *what, int err, bool idle)
 {
 	pthread_mutex_lock(&c->lock);
-	if (!c->broken && !c->closing)
+	if (!c->broken && !c->closing && idle)
+		EMU_INFO("%s comm socket %d: the peer closed between messages (%s); failing "
+			 "pending requests", c->kind == EMU_SEND ? "send" : "recv", sock,
+			 strerror(err));
+	else if (!c->broken && !c->closing)
 		EMU_WARN("%s comm socket %d: %s: %s; failing pending requests",
 			 c->kind == EMU_SEND ? "send" : "recv", sock, what, strerror(err));
 	if (!c->broken)
@@ -141,7 +149,7 @@ void *tp__emu_send_thread(void *arg)
 			break;
 		p = (struct part){ r->seq, r->data, r->size, r->tag, r->cuda };
 		if (send_slices(t, t->idx, &p)) {
-			comm_break(c, t->idx, "send", errno);
+			comm_break(c, t->idx, "send", errno, false);
 			return NULL;
 		}
 		part_done(c, r);
@@ -385,14 +393,16 @@ static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
 	return 0;
 }
 
-static int recv_socket(struct emu_thread *t, int s, struct emu_req *r)
+static int recv_socket(struct emu_thread *t, int s, struct emu_req *r, bool *idle)
 {
 	struct emu_comm *c = t->comm;
 	struct emu_hdr h;
 	int ret;
 
+	*idle = true;
 	if (tp__emu_recv_full(c->fds[s], &h, sizeof(h)))
 		return -1;
+	*idle = false;
 	if (h.magic != EMU_MAGIC || h.seq != r->seq) {
 		errno = EPROTO;
 		return -1;
@@ -416,12 +426,14 @@ void *tp__emu_recv_thread(void *arg)
 
 		if (!r)
 			break;
-		if (recv_socket(t, t->idx, r)) {
-			comm_break(c, t->idx, "receive", errno);
+		bool idle;
+
+		if (recv_socket(t, t->idx, r, &idle)) {
+			comm_break(c, t->idx, "receive", errno, idle);
 			goto drain;
 		}
 		if (stream_drain(t)) {
-			comm_break(c, t->idx, "receive", errno);
+			comm_break(c, t->idx, "receive", errno, false);
 			goto drain;
 		}
 		part_done(c, r);

@@ -126,8 +126,9 @@ struct tp_slot {
 	struct tcpx_p2p_mr *mr; /* the region buf lies in */
 	uint64_t seq;       /* the chunk's number in its stream */
 	char *stage;        /* staging slot of a multi or discard chunk */
-	struct tp_copy *cp; /* pinned copy list of a device scatter or gather */
+	struct tp_copy *cp; /* copy list of a device scatter or gather */
 	uint32_t cp_cap;
+	bool cp_pinned;     /* cp is pinned (a kernel may read it), else malloc'd */
 };
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO

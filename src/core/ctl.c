@@ -125,10 +125,11 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	if (rc)
 		return rc;
 	/* A device bounce (TCPX) receives only into device memory: post into a
-	 * device landing buffer the plugin never writes, and copy the records
-	 * from the bounce pages into pinned frames the host parses. */
-	t->land_dev = t->rx.meta && t->rx.bounce_on_device;
-	t->rx_pinned = t->land_dev;
+	 * device landing buffer the plugin never writes (a host buffer on a
+	 * session without a GPU), and copy the records from the bounce pages
+	 * into pinned frames the host parses. */
+	t->rx_pinned = t->rx.meta && t->rx.bounce_on_device;
+	t->land_dev = t->rx_pinned && s->cfg.gpu >= 0;
 	t->txbuf = aligned_alloc(4096, bytes);
 	if (!t->txbuf)
 		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
@@ -260,7 +261,7 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 		    r[i].len > TP_CTL_FRAME - r[i].dst_off)
 			return tp__error(TCPX_P2P_EPLUGIN, "control channel: record %llu outside "
 					 "the frame", (unsigned long long)i);
-		if (!t->land_dev) {
+		if (!t->rx_pinned) { /* a host bounce */
 			memcpy(frame + r[i].dst_off, t->rx.bounce + r[i].src_off, r[i].len);
 			continue;
 		}

@@ -105,7 +105,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 
 			rc = tp__vec_copies(s, x, sl, true, ptr, host, &ncp);
 			if (!rc && ncp)
-				rc = tp__unpack_copies(s, sl->cp, ncp, true, &sl->launch);
+				rc = tp__unpack_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
 				return rc;
@@ -269,7 +269,7 @@ static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_s
 	if (rc || host || !n)
 		return rc;
 	sl->unpack = TP_UNPACK_DEVICE;
-	return tp__unpack_copies(s, sl->cp, n, dev_src && dev_dst, &sl->launch);
+	return tp__unpack_copies(s, sl->cp, n, dev_src && dev_dst && sl->cp_pinned, &sl->launch);
 }
 
 /* Start the unpack of every tested receive; device unpacks of all channels

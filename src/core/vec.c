@@ -115,6 +115,16 @@ char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct t
 	return seg_ptr(&x->seg[i], o);
 }
 
+static void cp_free(struct tp_slot *sl)
+{
+	if (sl->cp_pinned)
+		tp__dev_host_free(sl->cp);
+	else
+		free(sl->cp);
+	sl->cp = NULL;
+	sl->cp_cap = 0;
+}
+
 /* One copy: at once on the host, or appended to the slot's device list in
  * pieces of at most TP_COPY_MAX_ENTRY. */
 static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, bool host,
@@ -130,16 +140,19 @@ static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, b
 		if (*n == sl->cp_cap) {
 			uint32_t cap = sl->cp_cap ? 2 * sl->cp_cap : 1024;
 			struct tp_copy *v = NULL;
-			int rc = s->cfg.gpu >= 0 ? tp__dev_host_alloc((void **)&v, cap * sizeof(*v))
-						 : TCPX_P2P_ENOMEM;
+			/* Pinned, so that the copy kernel can read it in place; a
+			 * session without CUDA copies with cudaMemcpyAsync, which
+			 * reads the list on the host. */
+			bool pinned = !tp__dev_host_alloc((void **)&v, cap * sizeof(*v));
 
-			if (rc)
-				return tp__error(rc, "vectored transfer: no pinned memory for %u copies",
-						 cap);
+			if (!pinned && !(v = malloc(cap * sizeof(*v))))
+				return tp__error(TCPX_P2P_ENOMEM, "vectored transfer: no memory for "
+						 "%u copies", cap);
 			memcpy(v, sl->cp, *n * sizeof(*v));
-			tp__dev_host_free(sl->cp);
+			cp_free(sl);
 			sl->cp = v;
 			sl->cp_cap = cap;
+			sl->cp_pinned = pinned;
 		}
 		sl->cp[(*n)++] = (struct tp_copy){ src, dst, piece };
 		src += piece;
@@ -287,8 +300,6 @@ void tp__stage_free(struct tp_comm *cm)
 			free(st->base);
 		st->mr = NULL;
 	}
-	for (unsigned i = 0; i < TP_WINDOW_SLOTS; i++) {
-		tp__dev_host_free(cm->slot[i].cp);
-		cm->slot[i].cp = NULL;
-	}
+	for (unsigned i = 0; i < TP_WINDOW_SLOTS; i++)
+		cp_free(&cm->slot[i]);
 }
