@@ -66,6 +66,9 @@ int bench_buf_alloc(struct bench_buf *b, size_t len, int cuda, int gpu, char *er
 			snprintf(err, n, "out of host memory for %zu bytes", len);
 			return -1;
 		}
+		/* Fault every page in now: a timed transfer that lands on pages
+		 * nobody touched yet would also time the kernel zeroing them. */
+		memset(b->ptr, 0, len);
 		return 0;
 	}
 #ifdef TP_BENCH_HAVE_CUDA

@@ -283,6 +283,10 @@ static void run(const struct layout *l, const struct dir *d, enum variant var)
 		CKC(cudaMemset(dst, POISON, l->dst_bytes));
 	else
 		memset(dst, POISON, l->dst_bytes);
+	/* cudaMemset runs on the legacy stream, which a non-blocking stream
+	 * does not wait for: without this the copies may land first and the
+	 * poison after them (seen once in five runs on an H100). */
+	CKC(cudaDeviceSynchronize());
 	for (uint32_t i = 0; i < n; i++)
 		list[i] = (struct tp_copy){ .src = src + l->e[i].src_off,
 					    .dst = dst + l->e[i].dst_off,
