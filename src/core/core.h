@@ -302,6 +302,8 @@ void tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+/* Drop the session's delivered notifications that came on c. */
+void tp__rma_drop_notifs(struct tcpx_p2p_conn *c);
 /* The conn failed: drop what waits inbound. */
 void tp__rma_fail(struct tcpx_p2p_conn *c);
 

@@ -9,22 +9,6 @@
 #include "util/error.h"
 #include "util/log.h"
 
-struct tp_ctl {
-	struct tp_comm tx, rx;
-	char *txbuf;                /* TP_CTL_SLOTS host frames, registered on tx */
-	char *rxbuf;                /* TP_CTL_SLOTS host frames the parser reads */
-	char *land;                 /* what rx receives are posted into */
-	bool rx_pinned, land_dev;
-	struct tcpx_p2p_mr *txmr, *landmr;
-	/* Outgoing stream: bytes [out_off, out_len) not yet framed. */
-	unsigned char *out;
-	size_t out_off, out_len, out_cap;
-	/* Incoming stream: bytes [in_off, in_len) not yet parsed. */
-	unsigned char *in;
-	size_t in_off, in_len, in_cap;
-	struct tp_copy cp[TP_UNPACK_MAX_PAGES]; /* device bounce -> frame copies */
-};
-
 static int grow(unsigned char **buf, size_t *cap, size_t need)
 {
 	size_t n = *cap ? *cap : 4096;
@@ -302,6 +286,21 @@ static int parse(struct tcpx_p2p_conn *c)
 	return 0;
 }
 
+int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n)
+{
+	struct tp_ctl *t = c->ctl;
+	int rc;
+
+	if (!n) /* an empty frame (a peer may send one) */
+		return 0;
+	rc = grow(&t->in, &t->in_cap, t->in_len + n);
+	if (rc)
+		return rc;
+	memcpy(t->in + t->in_len, bytes, n);
+	t->in_len += n;
+	return parse(c);
+}
+
 /* Frames whose bytes are in host memory: append to the stream, hand the
  * receive back, parse.  FIFO, like every irecvConsumed. */
 static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
@@ -326,19 +325,14 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 		if (tp_get32(f) != TP_CTL_FRAME_MAGIC || n > TP_CTL_FRAME - TP_CTL_FRAME_HDR)
 			return tp__error(TCPX_P2P_EPROTO, "control channel: malformed frame "
 					 "(magic 0x%08x, %u bytes)", tp_get32(f), n);
-		rc = grow(&t->in, &t->in_cap, t->in_len + n);
+		rc = tp__ctl_feed(c, f + TP_CTL_FRAME_HDR, n);
 		if (rc)
 			return rc;
-		memcpy(t->in + t->in_len, f + TP_CTL_FRAME_HDR, n);
-		t->in_len += n;
 		rc = c->s->net->ops->irecv_consumed(c->s->net, cm->comm, sl->request);
 		if (rc)
 			return rc;
 		cm->win.retired++;
 		*moved = true;
-		rc = parse(c);
-		if (rc)
-			return rc;
 	}
 	return 0;
 }

@@ -79,6 +79,24 @@ static inline uint64_t tp_get64(const unsigned char *p)
 	return v;
 }
 
+/* The control channel's state (ctl.c; here so that the fuzz target can
+ * build one without a plugin). */
+struct tp_ctl {
+	struct tp_comm tx, rx;
+	char *txbuf;                /* TP_CTL_SLOTS host frames, registered on tx */
+	char *rxbuf;                /* TP_CTL_SLOTS host frames the parser reads */
+	char *land;                 /* what rx receives are posted into */
+	bool rx_pinned, land_dev;
+	struct tcpx_p2p_mr *txmr, *landmr;
+	/* Outgoing stream: bytes [out_off, out_len) not yet framed. */
+	unsigned char *out;
+	size_t out_off, out_len, out_cap;
+	/* Incoming stream: bytes [in_off, in_len) not yet parsed. */
+	unsigned char *in;
+	size_t in_off, in_len, in_cap;
+	struct tp_copy cp[TP_UNPACK_MAX_PAGES]; /* device bounce -> frame copies */
+};
+
 /* Set up the control channel on its two comms (the conn's last channel). */
 int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 		   const ncclNetDeviceHandle_v7_t *devh);
@@ -97,6 +115,10 @@ unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_
  * that fails the conn.  *pending: a test still owes a hand-over, or bytes
  * wait to go out. */
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
+
+/* Append received stream bytes and hand every complete message to
+ * tp__rma_on_msg (0, or the error that fails the conn). */
+int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
 
 /* rma.c: one message from the peer (type and body checked for size only). */
 int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *body,

@@ -132,17 +132,11 @@ void tp__rma_fail(struct tcpx_p2p_conn *c)
 	r->notes_tail = NULL;
 }
 
-void tp__rma_destroy(struct tcpx_p2p_conn *c)
+void tp__rma_drop_notifs(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s = c->s;
 	struct tp_notif_node **pp, *n;
 
-	tp__rma_fail(c);
-	if (c->rma)
-		free(c->rma->exp);
-	free(c->rma);
-	c->rma = NULL;
-	/* Delivered notifications name this conn: drop them with it. */
 	pthread_mutex_lock(&s->notif_lock);
 	for (pp = &s->notifs; (n = *pp);) {
 		if (n->c == c) {
@@ -156,6 +150,17 @@ void tp__rma_destroy(struct tcpx_p2p_conn *c)
 	for (n = s->notifs; n; n = n->next)
 		s->notifs_tail = n;
 	pthread_mutex_unlock(&s->notif_lock);
+}
+
+void tp__rma_destroy(struct tcpx_p2p_conn *c)
+{
+	tp__rma_fail(c);
+	if (c->rma)
+		free(c->rma->exp);
+	free(c->rma);
+	c->rma = NULL;
+	/* Delivered notifications name this conn: drop them with it. */
+	tp__rma_drop_notifs(c);
 }
 
 bool tp__rma_busy(const struct tcpx_p2p_conn *c)

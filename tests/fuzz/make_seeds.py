@@ -32,6 +32,22 @@ def auth(step):
     return struct.pack("<BB6xQ", 1, step, 77) + bytes(range(32)) + b"\0" * 32
 
 
+
+# Control channel messages (src/core/ctl.h), little-endian; "AAAA" stands
+# for the export's key in fuzz_ctl.
+def ctl(mtype, body):
+    return struct.pack("<BBHI", mtype, 0, 0, len(body)) + body
+
+
+def wseg(idx, key, off, n):
+    return struct.pack("<I", idx) + key + struct.pack("<QQ", off, n)
+
+
+def ctl_write(mid, segs, notif=b"", mtype=2):
+    total = sum(struct.unpack("<Q", g[16:24])[0] for g in segs)
+    return ctl(mtype, struct.pack("<QQII", mid, total, len(segs), len(notif)) + b"".join(segs) + notif)
+
+
 SEEDS = {
     "frame": {
         "hello": frame(HELLO, blob()),
@@ -48,6 +64,19 @@ SEEDS = {
         "crafted": b"\x00" + blob(1, handle=emu_handle(stage=1, slot=5, key=0x4141414141414141)),
         "tcpx": b"\x04" + blob(1, plugin=b"GPUDirectTCPX_v7", handle=b"\0" * 80 + b"A" * 8 + b"\0" * 40),
         "mac": b"\x10" + blob(1) + b"\0" * 32,
+    },
+    "ctl": {
+        "send_match": b"\x05" + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(1, struct.pack("<QQ", 8, 4096)),
+        "send_mismatch": b"\x00" + ctl(1, struct.pack("<QQ", 7, 99)),
+        "write_ok": b"\x09" + ctl_write(3, [wseg(0, b"AAAA", 0, 100), wseg(0, b"AAAA", 4096, 1)], b"done"),
+        "write_refused": b"\x00" + ctl_write(3, [wseg(0, b"BBBB", 0, 100)]) + ctl_write(4, [wseg(5, b"AAAA", 0, 1)]),
+        "write_range": b"\x00" + ctl_write(3, [wseg(0, b"AAAA", 65535, 2)]),
+        "read_req": b"\x00" + ctl_write(9, [wseg(0, b"AAAA", 0, 4096)], mtype=3),
+        "read_resp": b"\x00" + ctl(4, struct.pack("<QQ", 1, 100)),
+        "ack": b"\x00" + ctl(5, struct.pack("<QiIQ", 1, 0, 0, 0)) + ctl(5, struct.pack("<QiIQ", 1, -10, 0, 5)),
+        "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
+        "huge": b"\x00" + struct.pack("<BBHI", 2, 0, 0, 0xFFFFFFFF),
+        "unknown": b"\x00" + ctl(77, b"zz"),
     },
     "handshake": {
         "hello": b"\x00" + frame(HELLO, blob(1)),

@@ -1,0 +1,136 @@
+/* libFuzzer target: the control channel's incoming stream (src/core/ctl.c
+ * framing of messages, src/core/rma.c decoding and the in-queue that acts
+ * on them) on a connection built without a plugin.  The connection has one
+ * export (index 0, key TP_FUZZ_KEY, 64 KiB of host memory, read and write),
+ * two receives waiting for a sender (100 and 4096 bytes) and a write
+ * waiting for its answer (id 1), so that matched, mismatched, refused and
+ * accepted items are all reachable: the bytes "AAAA" of an input stand for
+ * the export's random key.  The first input byte says where the stream is
+ * cut in two (messages spanning deliveries). */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "core/ctl.h"
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct tcpx_p2p_session s;
+static struct tcpx_p2p_conn c;
+static struct tcpx_p2p_mr mr;
+static struct tp_comm comms[4];
+static struct tp_ctl ctl;
+static char pool[64 << 10];
+static unsigned char key[4]; /* the export's key as it travels */
+
+static void setup(void)
+{
+	tcpx_p2p_rdesc d;
+
+	s.cfg.chunk_bytes = 64 << 10;
+	s.cfg.num_channels = 2;
+	pthread_mutex_init(&s.lock, NULL);
+	pthread_mutex_init(&s.notif_lock, NULL);
+	mr = (struct tcpx_p2p_mr){ .s = &s, .id = 1, .ptr = pool, .len = sizeof(pool),
+				   .type = TCPX_P2P_MEM_HOST };
+	s.mrs = &mr;
+	c.s = &s;
+	c.nchan = 2;
+	c.send = &comms[0];
+	c.recv = &comms[2];
+	c.ctl = &ctl;
+	pthread_mutex_init(&c.lock, NULL);
+	if (tp__rma_create(&c) || tcpx_p2p_mr_export(&c, &mr, 0, sizeof(pool),
+						     TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, &d))
+		abort();
+	memcpy(key, d.bytes + 12, sizeof(key)); /* rma.c: u32 key at byte 12, little-endian */
+}
+
+static struct tcpx_p2p_xfer *user_xfer(enum tp_op op, enum tp_dir dir, size_t len)
+{
+	struct tcpx_p2p_xfer *x = tp__xfer_new(op, dir);
+	tcpx_p2p_seg g = { &mr, 0, len };
+
+	if (!x || tp__segs_build(&c, x, &g, 1, "fuzz"))
+		abort();
+	x->c = &c;
+	return x;
+}
+
+static void drop_list(struct tcpx_p2p_xfer *keep[3])
+{
+	for (int d = 0; d < 2; d++) {
+		struct tcpx_p2p_xfer *x, *next;
+
+		for (x = c.dir[d].head; x; x = next) {
+			next = x->next;
+			if (x != keep[0] && x != keep[1] && x != keep[2])
+				tp__xfer_free(x);
+		}
+		c.dir[d].head = c.dir[d].tail = NULL;
+		c.dir[d].next_seq = 0;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bool ready;
+	struct tcpx_p2p_xfer *mine[3];
+	unsigned char *in;
+	size_t cut;
+	bool moved;
+	int rc;
+
+	if (!ready) {
+		setup();
+		ready = true;
+	}
+	if (size < 1)
+		return 0;
+	cut = data[0] % size;
+	in = malloc(size);
+	if (!in)
+		return 0;
+	memcpy(in, data + 1, size - 1);
+	for (size_t i = 0; i + 4 <= size - 1; i++)
+		if (!memcmp(in + i, "AAAA", 4))
+			memcpy(in + i, key, 4);
+	mine[0] = user_xfer(TP_OP_RECV, TP_RECV, 100);
+	mine[1] = user_xfer(TP_OP_RECV, TP_RECV, 4096);
+	mine[2] = user_xfer(TP_OP_WRITE, TP_SEND, 100);
+	mine[2]->id = 1;
+	mine[2]->need_ack = true;
+	tp__xlist_push(&c.unmatched, mine[0]);
+	tp__xlist_push(&c.unmatched, mine[1]);
+	tp__xlist_push(&c.answers, mine[2]);
+	size--;
+
+	rc = tp__ctl_feed(&c, in, cut);
+	if (!rc)
+		rc = tp__ctl_feed(&c, in + cut, size - cut);
+	free(in);
+	for (int i = 0; !rc && i < 2; i++)
+		rc = tp__rma_progress(&c, &moved);
+
+	/* Tear down what this input built; the connection is reused. */
+	drop_list(mine);
+	while (c.unmatched.head)
+		tp__xlist_remove(&c.unmatched, c.unmatched.head);
+	while (c.answers.head)
+		tp__xlist_remove(&c.answers, c.answers.head);
+	for (int i = 0; i < 3; i++)
+		tp__xfer_free(mine[i]);
+	tp__rma_fail(&c);
+	tp__rma_drop_notifs(&c);
+	mr.inflight = 0;
+	memset(comms, 0, sizeof(comms));
+	ctl.in_off = ctl.in_len = 0;
+	ctl.out_off = ctl.out_len = 0;
+	c.completed = 0;
+	c.err = 0;
+	return 0;
+}
