@@ -138,7 +138,10 @@ static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, b
 		size_t piece = len < TP_COPY_MAX_ENTRY ? len : TP_COPY_MAX_ENTRY;
 
 		if (*n == sl->cp_cap) {
-			uint32_t cap = sl->cp_cap ? 2 * sl->cp_cap : 1024;
+			/* Room at first for every record of a chunk (2048) and as
+			 * many segment boundaries: growing frees pinned memory,
+			 * which waits for the whole device. */
+			uint32_t cap = sl->cp_cap ? 2 * sl->cp_cap : 4096;
 			struct tp_copy *v = NULL;
 			/* Pinned, so that the copy kernel can read it in place; a
 			 * session without CUDA copies with cudaMemcpyAsync, which
