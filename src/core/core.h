@@ -251,6 +251,7 @@ struct tp_progress {
 	bool pending; /* a test could still hand requests over, or an unpack runs:
 		       * the caller should come back at once, not sleep */
 	bool busy;    /* transfers are pending at all */
+	bool conns;   /* engine pass: the session has connections (peers may announce work) */
 };
 int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st);
 /* Give x its chunk numbers in its direction's stream. */

@@ -68,10 +68,17 @@ static struct timespec abs_time(int64_t ns)
 	return ts;
 }
 
+/* The back-off's sleep now: 1/TP_SLEEP_SHARE of the idle time so far. */
+static int64_t idle_sleep_ns(const struct tp_backoff *b)
+{
+	int64_t ns = (tp__now_ns() - b->idle_since) / TP_SLEEP_SHARE;
+
+	return ns < TP_SLEEP_MIN_NS ? TP_SLEEP_MIN_NS : ns > TP_SLEEP_MAX_NS ? TP_SLEEP_MAX_NS : ns;
+}
+
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st)
 {
 	struct timespec ts;
-	int64_t ns;
 
 	if (st->moved || st->pending) {
 		b->idle = 0;
@@ -85,12 +92,7 @@ void tp__backoff(struct tp_backoff *b, const struct tp_progress *st)
 		sched_yield();
 		return;
 	}
-	ns = (tp__now_ns() - b->idle_since) / TP_SLEEP_SHARE;
-	if (ns < TP_SLEEP_MIN_NS)
-		ns = TP_SLEEP_MIN_NS;
-	if (ns > TP_SLEEP_MAX_NS)
-		ns = TP_SLEEP_MAX_NS;
-	ts = abs_time(ns);
+	ts = abs_time(idle_sleep_ns(b));
 	nanosleep(&ts, NULL);
 }
 
@@ -117,6 +119,7 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 
 	*st = (struct tp_progress){ 0 };
 	pthread_rwlock_rdlock(&e->list_lock);
+	st->conns = e->nconns != 0;
 	/* Start each pass one conn further along, so that no conn always
 	 * goes last when passes are cut short by contention. */
 	skip = __atomic_fetch_add(&e->rr, 1, __ATOMIC_RELAXED);
@@ -192,14 +195,18 @@ void tp__engine_kick(struct tcpx_p2p_session *s)
 	pthread_mutex_unlock(&e->work_lock);
 }
 
-/* Progress until stopped; sleep on the work condition while no transfer is
- * pending anywhere in the session. */
+/* Progress until stopped.  While no transfer is pending anywhere in the
+ * session, sleep on the work condition (a post wakes it): for ever when
+ * the session has no connection, else for the back-off's time, since a
+ * peer may announce a write, a read or a send on a control channel at any
+ * moment and TCPX moves those bytes only inside test(). */
 static void *progress_main(void *arg)
 {
 	struct tcpx_p2p_session *s = arg;
 	struct tp_engine *e = s->engine;
 	struct tp_backoff b = { 0 };
 	struct tp_progress st;
+	struct timespec until;
 	uint64_t kicks = 0;
 
 	if (tp__session_use_gpu(s))
@@ -214,14 +221,22 @@ static void *progress_main(void *arg)
 		kicks = e->kicks;
 		pthread_mutex_unlock(&e->work_lock);
 		tp__engine_pass(s, NULL, &st);
-		if (st.busy) {
+		if (st.busy || st.pending) {
 			tp__backoff(&b, &st);
 			continue;
 		}
-		b.idle = 0;
+		if (st.moved || b.idle == 0) {
+			b.idle = 1;
+			b.idle_since = tp__now_ns();
+		}
+		until = abs_time(tp__now_ns() + idle_sleep_ns(&b));
 		pthread_mutex_lock(&e->work_lock);
-		while (!e->stop && e->kicks == kicks)
-			pthread_cond_wait(&e->work_cv, &e->work_lock);
+		while (!e->stop && e->kicks == kicks) {
+			if (!st.conns)
+				pthread_cond_wait(&e->work_cv, &e->work_lock);
+			else if (pthread_cond_timedwait(&e->work_cv, &e->work_lock, &until))
+				break;
+		}
 		pthread_mutex_unlock(&e->work_lock);
 	}
 	return NULL;
@@ -257,9 +272,9 @@ int tp__engine_create(struct tcpx_p2p_session *s)
 	pthread_condattr_init(&cattr);
 	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
 	pthread_cond_init(&e->done_cv, &cattr);
-	pthread_condattr_destroy(&cattr);
 	pthread_mutex_init(&e->work_lock, NULL);
-	pthread_cond_init(&e->work_cv, NULL);
+	pthread_cond_init(&e->work_cv, &cattr);
+	pthread_condattr_destroy(&cattr);
 	s->engine = e;
 	if (!s->cfg.progress_thread)
 		return 0;
@@ -303,6 +318,8 @@ void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	e->conns = c;
 	e->nconns++;
 	pthread_rwlock_unlock(&e->list_lock);
+	/* A thread asleep for want of connections now has one to watch. */
+	tp__engine_kick(s);
 }
 
 void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)

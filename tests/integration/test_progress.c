@@ -284,6 +284,67 @@ static void test_post_and_return(void **state)
 	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
 }
 
+/* A one-sided target whose application makes no call at all: its progress
+ * thread (idle otherwise: nothing posted on its side) must notice the
+ * peer's write and read on the control channel and serve them; the
+ * notification is then already there for a poll that only looks. */
+static void test_thread_serves_one_sided(void **state)
+{
+	tcpx_p2p_session *s[2] = { open_session(0), open_session(1) };
+	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm), .notif = "landed",
+				     .notif_len = 7 };
+	size_t len = 4u << 20;
+	struct buf src, dst, back;
+	tcpx_p2p_conn *c[2];
+	tcpx_p2p_rdesc desc;
+	tcpx_p2p_rmr *rmr;
+	tcpx_p2p_notif nf;
+	tcpx_p2p_xfer *x;
+	int n;
+
+	assert_int_equal(tp_link(s[0], s[1], &c[0], &c[1]), 0);
+	buf_open(&src, s[0], len);
+	buf_open(&back, s[0], len);
+	buf_open(&dst, s[1], 2 * len);
+	tp_fill(src.p, len, 31);
+	assert_int_equal(tcpx_p2p_mr_export(c[1], dst.mr, len, len,
+					    TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, &desc), 0);
+	/* Let the target's thread settle into its idle sleep first. */
+	sleep_ms(300);
+	assert_int_equal(tcpx_p2p_rmr_import(c[0], &desc, &rmr), 0);
+	{
+		tcpx_p2p_seg l = { src.mr, 0, len };
+		tcpx_p2p_rseg r = { rmr, 0, len };
+
+		assert_int_equal(tcpx_p2p_write(c[0], &l, 1, &r, 1, &prm, &x), 0);
+		assert_int_equal(tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS), 0);
+		assert_int_equal(tcpx_p2p_xfer_release(x), 0);
+	}
+	assert_int_equal(tp_check(dst.p + len, len, 31), (size_t)-1);
+	assert_int_equal(tcpx_p2p_notif_poll(s[1], &nf, 1, &n), 0);
+	assert_int_equal(n, 1);
+	assert_ptr_equal(nf.conn, c[1]);
+	assert_int_equal(nf.len, 7);
+	assert_string_equal((const char *)nf.msg, "landed");
+	{
+		tcpx_p2p_seg l = { back.mr, 0, len };
+		tcpx_p2p_rseg r = { rmr, 0, len };
+
+		assert_int_equal(tcpx_p2p_read(c[0], &l, 1, &r, 1, NULL, &x), 0);
+		assert_int_equal(tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS), 0);
+		assert_int_equal(tcpx_p2p_xfer_release(x), 0);
+	}
+	assert_int_equal(tp_check(back.p, len, 31), (size_t)-1);
+	assert_int_equal(tcpx_p2p_rmr_release(rmr), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c[0]), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c[1]), 0);
+	buf_close(&src);
+	buf_close(&back);
+	buf_close(&dst);
+	assert_int_equal(tcpx_p2p_session_destroy(s[0]), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
+}
+
 /* wait and wait_any with timeout 0 are polls, and a poll must drive:
  * both sides in this one thread, nothing but zero-timeout waits. */
 static void test_poll_with_zero_timeout(void **state)
@@ -424,6 +485,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_post_and_return),
 		cmocka_unit_test(test_threads_progress_thread),
 		cmocka_unit_test(test_waiter_sleeps_thread),
+		cmocka_unit_test(test_thread_serves_one_sided),
 	};
 
 	if (!strcmp(group, "engine"))
