@@ -269,11 +269,14 @@ TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
 
 /* ---- transfers ------------------------------------------------------------ */
 
-/* Post a send (recv) of len bytes at mr+offset.  The transfer is split into
- * chunks of chunk_bytes spread over the channels; it completes when every
- * chunk is on the wire (sends) or in the user's buffer (receives).
- * len may be 0.  RETURN VALUE: 0; EINVAL (range outside mr, NULL out);
- * the error that failed the connection earlier (ECLOSED, EPLUGIN, ...); ENOMEM. */
+/* Post a send (recv) of len bytes at mr+offset: tcpx_p2p_sendv (recvv) of
+ * one segment.  The transfer is split into chunks of chunk_bytes spread
+ * over the channels; a send completes when every chunk is on the wire and
+ * the receiver matched it, a receive when every chunk is in the user's
+ * buffer.  len may be 0.  A pair of different lengths fails on both sides
+ * with EPROTO (the transfer's result, not the post's).
+ * RETURN VALUE: 0; EINVAL (range outside mr, NULL out); the error that
+ * failed the connection earlier (ECLOSED, EPLUGIN, ...); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 			       tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
