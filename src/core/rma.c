@@ -825,6 +825,7 @@ int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
 int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 {
 	struct tp_progress st;
+	uint64_t before = 0;
 	unsigned char *m;
 	int rc = 0;
 
@@ -839,9 +840,12 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	} else {
 		tp_put32(m, (uint32_t)len);
 		memcpy(m + 4, msg, len);
+		before = c->completed;
 		tp__progress(c, &st);
+		before = c->completed - before;
 	}
 	pthread_mutex_unlock(&c->lock);
+	tp__engine_notify(c->s, before);
 	tp__engine_kick(c->s);
 	return rc;
 }
