@@ -411,9 +411,12 @@ typedef struct tcpx_p2p_rseg {
  * test/wait/progress calls or its progress thread) receives them; the
  * peer's application posts nothing.  The transfer completes when the
  * target reported every byte in place (and delivered params->notif after
- * them).  The rmrs must belong to c.  Transfers on a connection land in
- * posting order, one-sided and two-sided alike: a WRITE posted after a
- * send waits until the peer posted the matching receive.
+ * them).  The rmrs must belong to c.  Transfers on a connection are taken
+ * in posting order, one-sided and two-sided alike (a WRITE posted after a
+ * send waits until the peer posted the matching receive; a READ sees every
+ * WRITE posted before it), but the bytes of two transfers in flight at once
+ * may land in either order: wait for the first (or its notification)
+ * before writing the same remote bytes again.
  * RETURN VALUE: 0; EINVAL (arguments, totals, a remote segment outside its
  * rmr or lacking the access); the connection's error; ENOMEM.  The target's
  * refusal (a segment it does not export, a deregistered region) fails the
