@@ -401,9 +401,9 @@ static int discard(struct tcpx_p2p_conn *c, uint64_t len)
 	return 0;
 }
 
+/* x->c is already set: callers read it without the conn lock. */
 static void queue_item(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	x->c = c;
 	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
 	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	tp__xfer_enqueue(c, x);
@@ -506,6 +506,7 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	x->c = c;
 	x->id = in->id;
 	why = resolve(c, in, TCPX_P2P_ACCESS_WRITE, x);
 	if (why) {
