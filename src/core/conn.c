@@ -271,6 +271,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	/* Unpacks queued for this conn read its bounce buffers: let them end
 	 * before the comms (and the buffers) go. */
 	tp__unpack_drain(s);
+	tp__hcopy_drain(s);
 	tp__session_use_gpu(s);
 	for (i = 0; i < c->nchan; i++) {
 		tp__mr_drop_comm(s, c->send[i].comm);

@@ -14,6 +14,15 @@
 
 struct tp_unpacker;
 struct tp_engine;
+struct tp_hcopy;
+
+/* A list of host copies run by the session's copy threads (hostcopy.c). */
+struct tp_hjob {
+	const struct tp_copy *list;
+	uint32_t n;
+	bool done;          /* set by the worker (release), polled by passes */
+	struct tp_hjob *next;
+};
 
 struct tcpx_p2p_session {
 	tcpx_p2p_config cfg;
@@ -26,6 +35,7 @@ struct tcpx_p2p_session {
 	char nics_spec[256];          /* cfg.nics points here when set */
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
+	struct tp_hcopy *hcopy;       /* host copy threads; NULL until needed */
 	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
@@ -110,6 +120,7 @@ enum tp_unpack_kind {
 	TP_UNPACK_NONE,   /* the plugin wrote the user's buffer */
 	TP_UNPACK_MEMCPY, /* host bounce -> host buffer, memcpy per record */
 	TP_UNPACK_DEVICE, /* through the session's CUDA stream (kernel/d2d/host) */
+	TP_UNPACK_HCOPY,  /* a scatter on the session's host copy threads */
 };
 
 struct tp_slot {
@@ -129,6 +140,8 @@ struct tp_slot {
 	struct tp_copy *cp; /* copy list of a device scatter or gather */
 	uint32_t cp_cap;
 	bool cp_pinned;     /* cp is pinned (a kernel may read it), else malloc'd */
+	struct tp_hjob hjob; /* a host gather or scatter of this chunk */
+	bool hjob_wait;     /* a send waits for its gather on the copy threads */
 };
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
@@ -282,16 +295,32 @@ void tp__segs_get(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
 void tp__segs_put(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
 /* The address of stream range [o, o + n) when it lies in one segment. */
 char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct tcpx_p2p_mr **mr);
+/* The copies of a multi-segment chunk: gather (segments -> flat) or
+ * scatter (flat -> segments), or a scatter of the bounce records; done at
+ * once when now is set, else listed in sl->cp (*n entries). */
 int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, struct tp_slot *sl,
-		   bool gather, char *flat, bool host, uint32_t *n);
+		   bool gather, char *flat, bool now, uint32_t *n);
 int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x,
 			struct tp_slot *sl, const tp_unpack_rec *r, uint64_t cnt,
-			const char *bounce, bool host, uint32_t *n);
+			const char *bounce, bool now, uint32_t *n);
 /* A staging slot of the memory type (1: none free now). */
 int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, char **slot,
 		   struct tcpx_p2p_mr **mr);
 void tp__stage_give(struct tp_comm *cm, const char *slot);
 void tp__stage_free(struct tp_comm *cm);
+
+/* hostcopy.c: host gathers and scatters on a few threads per session. */
+/* Chunks up to this size are copied in the pass itself: handing them to a
+ * thread costs more than the copy. */
+#define TP_HCOPY_INLINE (256u << 10)
+/* Whether a chunk of this size goes to the copy threads (else: copied in
+ * the pass), from its size and the CPUs there are. */
+bool tp__hcopy_worth(size_t chunk_len);
+int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hjob *j);
+bool tp__hcopy_done(const struct tp_hjob *j);
+/* Wait until every submitted job finished (conn teardown). */
+void tp__hcopy_drain(struct tcpx_p2p_session *s);
+void tp__hcopy_destroy(struct tp_hcopy *h);
 
 /* rma.c: inbound items, exports, notifications. */
 int tp__rma_create(struct tcpx_p2p_conn *c);

@@ -88,6 +88,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	sl->soff = off;
 	sl->len = (uint32_t)n;
 	sl->launch = 0;
+	sl->hjob_wait = false;
 	sl->stage = NULL;
 	sl->request = NULL;
 	sl->dst_dev = x->mtype == TCPX_P2P_MEM_CUDA;
@@ -103,9 +104,15 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 		if (cm->dir == TP_SEND) {
 			bool host = x->mtype != TCPX_P2P_MEM_CUDA;
 
-			rc = tp__vec_copies(s, x, sl, true, ptr, host, &ncp);
-			if (!rc && ncp)
+			rc = tp__vec_copies(s, x, sl, true, ptr, host && !tp__hcopy_worth(n), &ncp);
+			if (!rc && ncp && host) {
+				sl->hjob.list = sl->cp;
+				sl->hjob.n = ncp;
+				rc = tp__hcopy_submit(s, &sl->hjob);
+				sl->hjob_wait = !rc;
+			} else if (!rc && ncp) {
 				rc = tp__unpack_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
+			}
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
 				return rc;
@@ -146,6 +153,11 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 
 	while (cm->issued != cm->win.posted) {
 		sl = &cm->slot[tp_window_slot(cm->issued)];
+		if (sl->hjob_wait) {
+			if (!tp__hcopy_done(&sl->hjob))
+				return 0;
+			sl->hjob_wait = false;
+		}
 		if (sl->launch) {
 			rc = tp__unpack_done(c->s, sl->launch, &done);
 			if (rc || !done)
@@ -259,15 +271,22 @@ static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_s
 		host = !dev_src && !dev_dst;
 		rc = tp__vec_copies_recs(s, sl->x, sl, cm->meta->mem[mslot],
 					 *(volatile uint64_t *)&cm->meta->cnt[mslot], cm->bounce,
-					 host, &n);
+					 host && !tp__hcopy_worth(sl->len), &n);
 	} else {
 		dev_src = dev_dst; /* the stage is of the transfer's memory type */
 		host = !dev_dst;
-		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage, host, &n);
+		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage,
+				    host && !tp__hcopy_worth(sl->len), &n);
 	}
 	sl->unpack = TP_UNPACK_NONE;
-	if (rc || host || !n)
+	if (rc || !n)
 		return rc;
+	if (host) {
+		sl->unpack = TP_UNPACK_HCOPY;
+		sl->hjob.list = sl->cp;
+		sl->hjob.n = n;
+		return tp__hcopy_submit(s, &sl->hjob);
+	}
 	sl->unpack = TP_UNPACK_DEVICE;
 	return tp__unpack_copies(s, sl->cp, n, dev_src && dev_dst && sl->cp_pinned, &sl->launch);
 }
@@ -322,6 +341,8 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 
 	while (cm->win.retired != cm->win.unpacked) {
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
+		if (sl->unpack == TP_UNPACK_HCOPY && !tp__hcopy_done(&sl->hjob))
+			return 0;
 		if (sl->unpack == TP_UNPACK_DEVICE && !c->s->test_early_consume) {
 			rc = tp__unpack_done(c->s, sl->launch, &done);
 			if (rc)

@@ -276,6 +276,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 				 "session_destroy: conns, listeners, servers or mrs remain");
 	tp__engine_destroy(s);
 	tp__unpacker_destroy(s->unpacker);
+	tp__hcopy_destroy(s->hcopy);
 	tp__net_unload(s->net);
 	pthread_mutex_destroy(&s->notif_lock);
 	pthread_mutex_destroy(&s->lock);

@@ -125,12 +125,13 @@ static void cp_free(struct tp_slot *sl)
 	sl->cp_cap = 0;
 }
 
-/* One copy: at once on the host, or appended to the slot's device list in
- * pieces of at most TP_COPY_MAX_ENTRY. */
-static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, bool host,
+/* One copy: done at once (now: host memory, a small chunk), or appended to
+ * the slot's copy list in pieces of at most TP_COPY_MAX_ENTRY for the copy
+ * kernel, cudaMemcpyAsync or the host copy threads. */
+static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, bool now,
 		  const char *src, char *dst, size_t len)
 {
-	if (host) {
+	if (now) {
 		memcpy(dst, src, len);
 		return 0;
 	}
@@ -168,7 +169,7 @@ static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, b
 /* Copies between the chunk [o, o + len) of the stream and a flat buffer:
  * gather (segments -> flat) or scatter (flat -> segments). */
 int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, struct tp_slot *sl,
-		   bool gather, char *flat, bool host, uint32_t *n)
+		   bool gather, char *flat, bool now, uint32_t *n)
 {
 	size_t o = sl->soff, end = sl->soff + sl->len, i = seg_find(x, o);
 	int rc = 0;
@@ -181,9 +182,9 @@ int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, st
 		if (stop <= o)
 			continue;
 		if (gather)
-			rc = cp_add(s, sl, n, host, seg_ptr(g, o), flat + (o - sl->soff), stop - o);
+			rc = cp_add(s, sl, n, now, seg_ptr(g, o), flat + (o - sl->soff), stop - o);
 		else
-			rc = cp_add(s, sl, n, host, flat + (o - sl->soff), seg_ptr(g, o), stop - o);
+			rc = cp_add(s, sl, n, now, flat + (o - sl->soff), seg_ptr(g, o), stop - o);
 		o = stop;
 	}
 	return rc;
@@ -193,7 +194,7 @@ int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, st
  * come in any order and may straddle segments. */
 int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x,
 			struct tp_slot *sl, const tp_unpack_rec *r, uint64_t cnt,
-			const char *bounce, bool host, uint32_t *n)
+			const char *bounce, bool now, uint32_t *n)
 {
 	uint64_t k;
 	int rc = 0;
@@ -220,7 +221,7 @@ int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *
 
 			if (stop <= o)
 				continue;
-			rc = cp_add(s, sl, n, host, src, seg_ptr(g, o), stop - o);
+			rc = cp_add(s, sl, n, now, src, seg_ptr(g, o), stop - o);
 			src += stop - o;
 			o = stop;
 		}

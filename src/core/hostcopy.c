@@ -1,0 +1,174 @@
+/* Host copies off the progress path.  The gathers and scatters of vectored
+ * transfers in host memory run on a few worker threads per session, the
+ * way device copies run on the session's CUDA stream, so that the thread
+ * driving the plugin keeps testing (TCPX moves bytes only inside test())
+ * while the bytes are copied.  Jobs complete in any order; each carries
+ * its own done flag, which the progress pass polls. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "util/error.h"
+#include "util/log.h"
+
+#define TP_HCOPY_MAX_THREADS 4
+
+struct tp_hcopy {
+	pthread_mutex_t lock;
+	pthread_cond_t work, idle;
+	struct tp_hjob *head, *tail;
+	int running;        /* jobs a worker has taken and not finished */
+	bool stop;
+	int nthreads;
+	pthread_t tid[TP_HCOPY_MAX_THREADS];
+};
+
+static void run_job(struct tp_hjob *j)
+{
+	for (uint32_t i = 0; i < j->n; i++)
+		memcpy(j->list[i].dst, j->list[i].src, j->list[i].len);
+	__atomic_store_n(&j->done, true, __ATOMIC_RELEASE);
+}
+
+static void *worker(void *arg)
+{
+	struct tp_hcopy *h = arg;
+	struct tp_hjob *j;
+
+	pthread_mutex_lock(&h->lock);
+	for (;;) {
+		while (!h->head && !h->stop)
+			pthread_cond_wait(&h->work, &h->lock);
+		if (!h->head)
+			break;
+		j = h->head;
+		h->head = j->next;
+		if (!h->head)
+			h->tail = NULL;
+		h->running++;
+		pthread_mutex_unlock(&h->lock);
+		run_job(j);
+		pthread_mutex_lock(&h->lock);
+		if (!--h->running && !h->head)
+			pthread_cond_broadcast(&h->idle);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+void tp__hcopy_destroy(struct tp_hcopy *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_broadcast(&h->work);
+	pthread_mutex_unlock(&h->lock);
+	for (int i = 0; i < h->nthreads; i++)
+		pthread_join(h->tid[i], NULL);
+	pthread_cond_destroy(&h->work);
+	pthread_cond_destroy(&h->idle);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+/* The CPUs the decisions below count.  TP_TEST_HOOKS builds (the test
+ * scripts') take TCPX_P2P_TEST_CPUS instead, so that a 2-core CI machine
+ * runs the copy threads too. */
+static long ncpu(void)
+{
+	static long n;
+	long v;
+
+	if ((v = __atomic_load_n(&n, __ATOMIC_RELAXED)))
+		return v;
+	v = sysconf(_SC_NPROCESSORS_ONLN);
+#if TP_TEST_HOOKS
+	if (getenv("TCPX_P2P_TEST_CPUS"))
+		v = atol(getenv("TCPX_P2P_TEST_CPUS"));
+#endif
+	v = v > 0 ? v : 1;
+	__atomic_store_n(&n, v, __ATOMIC_RELAXED);
+	return v;
+}
+
+/* Below 8 CPUs the copy threads would only compete with the progress
+ * thread, the plugin's threads and the kernel's TCP copies for the same
+ * cores (dev-2c: kv/contig 0.45-0.6 with one thread, 0.6 without). */
+bool tp__hcopy_worth(size_t chunk_len)
+{
+	return chunk_len > TP_HCOPY_INLINE && ncpu() >= 8;
+}
+
+/* One worker per four CPUs, up to TP_HCOPY_MAX_THREADS. */
+static int create(struct tp_hcopy **out)
+{
+	struct tp_hcopy *h = calloc(1, sizeof(*h));
+	int n = ncpu() >= 8 ? (int)(ncpu() / 4) : 1, rc;
+
+	if (!h)
+		return tp__error(TCPX_P2P_ENOMEM, "host copies: out of memory");
+	if (n > TP_HCOPY_MAX_THREADS)
+		n = TP_HCOPY_MAX_THREADS;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_cond_init(&h->work, NULL);
+	pthread_cond_init(&h->idle, NULL);
+	for (; h->nthreads < n; h->nthreads++) {
+		rc = pthread_create(&h->tid[h->nthreads], NULL, worker, h);
+		if (rc)
+			break;
+	}
+	if (!h->nthreads) {
+		tp__hcopy_destroy(h);
+		return tp__error(TCPX_P2P_ENOMEM, "host copies: cannot start a thread");
+	}
+	TP_DEBUG("hcopy", "%d host copy thread(s)", h->nthreads);
+	*out = h;
+	return 0;
+}
+
+int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hjob *j)
+{
+	struct tp_hcopy *h;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->hcopy)
+		rc = create(&s->hcopy);
+	h = s->hcopy;
+	pthread_mutex_unlock(&s->lock);
+	if (rc)
+		return rc;
+	j->done = false;
+	j->next = NULL;
+	pthread_mutex_lock(&h->lock);
+	if (h->tail)
+		h->tail->next = j;
+	else
+		h->head = j;
+	h->tail = j;
+	pthread_cond_signal(&h->work);
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+bool tp__hcopy_done(const struct tp_hjob *j)
+{
+	return __atomic_load_n(&j->done, __ATOMIC_ACQUIRE);
+}
+
+void tp__hcopy_drain(struct tcpx_p2p_session *s)
+{
+	struct tp_hcopy *h;
+
+	pthread_mutex_lock(&s->lock);
+	h = s->hcopy;
+	pthread_mutex_unlock(&s->lock);
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->lock);
+	while (h->head || h->running)
+		pthread_cond_wait(&h->idle, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+}
