@@ -247,7 +247,17 @@ static inline int tp__session_timeout(const struct tcpx_p2p_session *s, int time
 int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len);
 
 /* mr.c */
-int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle);
+/* The plugin handle of mr on cm's comm, registering it on first use. */
+int tp__mr_handle_slow(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle);
+static inline int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
+{
+	/* Ids, not pointers: a new region may reuse a freed one's address. */
+	if (cm->mr_cached == mr->id) {
+		*mhandle = cm->mh_cached;
+		return 0;
+	}
+	return tp__mr_handle_slow(mr, cm, mhandle);
+}
 void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm);
 void tp__mr_put(struct tcpx_p2p_mr *mr);
 

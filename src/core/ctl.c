@@ -337,6 +337,11 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 	return 0;
 }
 
+bool tp__ctl_queued(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->out_off != c->ctl->out_len;
+}
+
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 {
 	struct tp_ctl *t = c->ctl;

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -47,35 +48,43 @@ struct tp_wseg {
 };
 #define TP_WSEG_BYTES 24u
 
-/* Little-endian fields (the stream is the library's own, both ends x86-64
- * today; explicit encoding keeps it a format, not a struct dump). */
+/* Little-endian fields (the stream is the library's own; explicit byte
+ * order keeps it a format, not a struct dump). */
 static inline void tp_put32(unsigned char *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	v = __builtin_bswap32(v);
+#endif
+	memcpy(p, &v, sizeof(v));
 }
 
 static inline void tp_put64(unsigned char *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	memcpy(p, &v, sizeof(v));
 }
 
 static inline uint32_t tp_get32(const unsigned char *p)
 {
-	uint32_t v = 0;
+	uint32_t v;
 
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
+	memcpy(&v, p, sizeof(v));
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	v = __builtin_bswap32(v);
+#endif
 	return v;
 }
 
 static inline uint64_t tp_get64(const unsigned char *p)
 {
-	uint64_t v = 0;
+	uint64_t v;
 
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
+	memcpy(&v, p, sizeof(v));
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
 	return v;
 }
 
@@ -109,6 +118,9 @@ void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir);
  * and return where the body goes (NULL: ENOMEM, recorded).  The conn's
  * lock is held. */
 unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len);
+
+/* Bytes wait in the outgoing stream. */
+bool tp__ctl_queued(const struct tcpx_p2p_conn *c);
 
 /* One pass over the control channel: send what is queued, receive and
  * hand every complete message to tp__rma_on_msg.  Returns 0 or the error

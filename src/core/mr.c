@@ -154,18 +154,13 @@ static bool needs_mhandle(const struct tp_net *net)
 	return !strncmp(net->name, "GPUDirectTCPX", 13) || !strncmp(net->name, "TCPXEmu", 7);
 }
 
-int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
+int tp__mr_handle_slow(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)
 {
 	struct tcpx_p2p_session *s = mr->s;
 	void *mh = NULL;
 	bool found = false;
 	int i, rc = 0;
 
-	/* Ids, not pointers: a new region may reuse a freed one's address. */
-	if (cm->mr_cached == mr->id) {
-		*mhandle = cm->mh_cached;
-		return 0;
-	}
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < mr->nregs; i++) {
 		if (mr->regs[i].comm == cm->comm) {

@@ -295,11 +295,12 @@ static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_s
  * are batched into as few launches as possible. */
 static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 {
-	struct tp_batch b = { .n = 0 };
+	struct tp_batch b; /* only n is read before being set: no 520-byte clear per pass */
 	struct tp_comm *cm;
 	struct tp_slot *sl;
 	int i, rc;
 
+	b.n = 0;
 	for (i = 0; i < c->nchan; i++) {
 		cm = &c->recv[i];
 		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
@@ -408,7 +409,7 @@ int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	if (!rc && *moved)
 		rc = tp__rma_progress(c, moved);
 	/* Announcements and acks queued by this pass go out now, not a pass later. */
-	if (!rc)
+	if (!rc && tp__ctl_queued(c))
 		rc = tp__ctl_progress(c, moved, &st->pending);
 	if (rc)
 		return tp__conn_fail(c, rc);

@@ -104,9 +104,10 @@ char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct t
 
 	if (!x->nseg)
 		return NULL;
-	if (!n) { /* an empty transfer still posts a request: any registered address */
+	if (!n || x->nseg == 1) { /* one segment holds every chunk; an empty transfer
+				   * still posts a request: any registered address */
 		*mr = x->seg[0].mr;
-		return seg_ptr(&x->seg[0], x->seg[0].start);
+		return seg_ptr(&x->seg[0], n ? o : x->seg[0].start);
 	}
 	i = seg_find(x, o);
 	if (i == x->nseg || o + n > x->seg[i].start + x->seg[i].len)

@@ -70,7 +70,11 @@ extern const struct tp_net_ops tp__net_ops_v5, tp__net_ops_v6, tp__net_ops_v7, t
 
 /* Translate a plugin result into a TCPX_P2P_E* code and record the detail
  * ("<plugin> <op>: <what>").  The one place ncclResult_t is interpreted. */
-int tp__net_err(const struct tp_net *net, const char *op, ncclResult_t r);
+int tp__net_fail(const struct tp_net *net, const char *op, ncclResult_t r);
+static inline int tp__net_err(const struct tp_net *net, const char *op, ncclResult_t r)
+{
+	return r == ncclSuccess ? 0 : tp__net_fail(net, op, r);
+}
 
 /* Load a plugin.  explicit_path non-NULL: only that file.  Otherwise the
  * search order of docs/configuration.md: the two TCPX paths, then the

@@ -27,13 +27,11 @@ const char *tp__net_result_name(ncclResult_t r)
 	return tp_nccl_result_names[r];
 }
 
-int tp__net_err(const struct tp_net *net, const char *op, ncclResult_t r)
+int tp__net_fail(const struct tp_net *net, const char *op, ncclResult_t r)
 {
 	int code;
 
 	switch (r) {
-	case ncclSuccess:
-		return 0;
 	case ncclUnhandledCudaError:
 		code = TCPX_P2P_ECUDA;
 		break;
