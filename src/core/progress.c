@@ -255,9 +255,11 @@ static int flush_batch(struct tcpx_p2p_conn *c, struct tp_batch *b)
 	return rc;
 }
 
-/* A received chunk that spans several segments: scatter it from the
- * bounce records or the staging slot, on the host when every byte is in
- * host memory, else as one device copy list. */
+/* A received chunk that spans several segments (or a large one whose host
+ * bounce records go to the copy threads): scatter it from the bounce
+ * records or the staging slot, on the host when every byte is in host
+ * memory (in the pass, or on the copy threads for a large chunk), else as
+ * one device copy list. */
 static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl,
 			unsigned mslot)
 {
@@ -314,6 +316,13 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 					return rc;
 			} else if (!cm->meta) {
 				sl->unpack = TP_UNPACK_NONE;
+			} else if (!cm->bounce_on_device && !sl->dst_dev &&
+				   tp__hcopy_worth(sl->len)) {
+				/* host bounce, host buffer, a large chunk: the
+				 * records' copies go to the copy threads */
+				rc = unpack_multi(c, cm, sl, tp_window_slot(cm->win.unpacked));
+				if (rc)
+					return rc;
 			} else if (!cm->bounce_on_device && !sl->dst_dev) {
 				sl->unpack = TP_UNPACK_MEMCPY;
 				/* the k-th receive of a comm uses meta slot k % 16 */
