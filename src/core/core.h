@@ -16,12 +16,20 @@ struct tp_unpacker;
 struct tp_engine;
 struct tp_hcopy;
 
-/* A list of host copies run by the session's copy threads (hostcopy.c). */
+/* Part of a list of host copies, run by one of the session's copy threads
+ * (hostcopy.c). */
 struct tp_hjob {
 	const struct tp_copy *list;
 	uint32_t n;
 	bool done;          /* set by the worker (release), polled by passes */
 	struct tp_hjob *next;
+};
+
+/* A chunk's host copies, cut into up to one part per copy thread. */
+#define TP_HCOPY_MAX_THREADS 4
+struct tp_hcopies {
+	struct tp_hjob part[TP_HCOPY_MAX_THREADS];
+	int n;
 };
 
 struct tcpx_p2p_session {
@@ -140,7 +148,7 @@ struct tp_slot {
 	struct tp_copy *cp; /* copy list of a device scatter or gather */
 	uint32_t cp_cap;
 	bool cp_pinned;     /* cp is pinned (a kernel may read it), else malloc'd */
-	struct tp_hjob hjob; /* a host gather or scatter of this chunk */
+	struct tp_hcopies hjob; /* a host gather or scatter of this chunk */
 	bool hjob_wait;     /* a send waits for its gather on the copy threads */
 };
 
@@ -326,8 +334,10 @@ void tp__stage_free(struct tp_comm *cm);
 /* Whether a chunk of this size goes to the copy threads (else: copied in
  * the pass), from its size and the CPUs there are. */
 bool tp__hcopy_worth(size_t chunk_len);
-int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hjob *j);
-bool tp__hcopy_done(const struct tp_hjob *j);
+/* Queue list[0..n), cut by bytes into one part per copy thread. */
+int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hcopies *h,
+		     const struct tp_copy *list, uint32_t n);
+bool tp__hcopy_done(const struct tp_hcopies *h);
 /* Wait until every submitted job finished (conn teardown). */
 void tp__hcopy_drain(struct tcpx_p2p_session *s);
 void tp__hcopy_destroy(struct tp_hcopy *h);

@@ -12,8 +12,6 @@
 #include "util/error.h"
 #include "util/log.h"
 
-#define TP_HCOPY_MAX_THREADS 4
-
 struct tp_hcopy {
 	pthread_mutex_t lock;
 	pthread_cond_t work, idle;
@@ -128,9 +126,12 @@ static int create(struct tp_hcopy **out)
 	return 0;
 }
 
-int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hjob *j)
+int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hcopies *hc,
+		     const struct tp_copy *list, uint32_t n)
 {
 	struct tp_hcopy *h;
+	uint64_t total = 0, share, acc = 0;
+	uint32_t i, first = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -140,22 +141,45 @@ int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hjob *j)
 	pthread_mutex_unlock(&s->lock);
 	if (rc)
 		return rc;
-	j->done = false;
-	j->next = NULL;
+	/* One part per thread, cut at entries by bytes: a chunk is copied by
+	 * every thread at once, so the first chunk of a transfer is gathered
+	 * (and the last scattered) in a quarter of the time. */
+	for (i = 0; i < n; i++)
+		total += list[i].len;
+	share = total / (uint64_t)h->nthreads + 1;
+	hc->n = 0;
+	for (i = 0; i < n; i++) {
+		acc += list[i].len;
+		if (acc >= share || i == n - 1) {
+			struct tp_hjob *j = &hc->part[hc->n++];
+
+			j->list = list + first;
+			j->n = i + 1 - first;
+			j->done = false;
+			j->next = NULL;
+			first = i + 1;
+			acc = 0;
+		}
+	}
 	pthread_mutex_lock(&h->lock);
-	if (h->tail)
-		h->tail->next = j;
-	else
-		h->head = j;
-	h->tail = j;
-	pthread_cond_signal(&h->work);
+	for (int k = 0; k < hc->n; k++) {
+		if (h->tail)
+			h->tail->next = &hc->part[k];
+		else
+			h->head = &hc->part[k];
+		h->tail = &hc->part[k];
+	}
+	pthread_cond_broadcast(&h->work);
 	pthread_mutex_unlock(&h->lock);
 	return 0;
 }
 
-bool tp__hcopy_done(const struct tp_hjob *j)
+bool tp__hcopy_done(const struct tp_hcopies *hc)
 {
-	return __atomic_load_n(&j->done, __ATOMIC_ACQUIRE);
+	for (int k = 0; k < hc->n; k++)
+		if (!__atomic_load_n(&hc->part[k].done, __ATOMIC_ACQUIRE))
+			return false;
+	return true;
 }
 
 void tp__hcopy_drain(struct tcpx_p2p_session *s)

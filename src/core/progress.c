@@ -106,9 +106,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 
 			rc = tp__vec_copies(s, x, sl, true, ptr, host && !tp__hcopy_worth(n), &ncp);
 			if (!rc && ncp && host) {
-				sl->hjob.list = sl->cp;
-				sl->hjob.n = ncp;
-				rc = tp__hcopy_submit(s, &sl->hjob);
+				rc = tp__hcopy_submit(s, &sl->hjob, sl->cp, ncp);
 				sl->hjob_wait = !rc;
 			} else if (!rc && ncp) {
 				rc = tp__unpack_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
@@ -285,9 +283,7 @@ static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_s
 		return rc;
 	if (host) {
 		sl->unpack = TP_UNPACK_HCOPY;
-		sl->hjob.list = sl->cp;
-		sl->hjob.n = n;
-		return tp__hcopy_submit(s, &sl->hjob);
+		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	}
 	sl->unpack = TP_UNPACK_DEVICE;
 	return tp__unpack_copies(s, sl->cp, n, dev_src && dev_dst && sl->cp_pinned, &sl->launch);
