@@ -271,7 +271,12 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	/* Unpacks queued for this conn read its bounce buffers: let them end
 	 * before the comms (and the buffers) go. */
 	tp__unpack_drain(s);
-	tp__hcopy_drain(s);
+	for (i = 0; i < c->nchan; i++) {
+		for (unsigned k = 0; k < TP_WINDOW_SLOTS; k++) {
+			tp__hcopy_wait(&c->send[i].slot[k].hjob);
+			tp__hcopy_wait(&c->recv[i].slot[k].hjob);
+		}
+	}
 	tp__session_use_gpu(s);
 	for (i = 0; i < c->nchan; i++) {
 		tp__mr_drop_comm(s, c->send[i].comm);
@@ -289,6 +294,14 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 			s->net->ops->close_recv(s->net, comm);
 	}
 	drop_failed_xfers(c);
+	/* The caller's xfers outlive the conn: test, wait and release then
+	 * see a destroyed conn, not freed memory. */
+	for (struct tcpx_p2p_xfer *x = c->live, *next; x; x = next) {
+		next = x->lnext;
+		x->lprev = x->lnext = NULL;
+		x->c = NULL;
+	}
+	c->live = NULL;
 	for (i = 0; i < c->nchan; i++) {
 		tp__stage_free(&c->send[i]);
 		tp__stage_free(&c->recv[i]);

@@ -72,7 +72,7 @@ struct tcpx_p2p_mr {
 	size_t reg_len;
 	struct tp_mr_reg *regs; /* guarded by s->lock */
 	int nregs, cap;
-	int inflight;       /* xfers using it; guarded by s->lock */
+	long inflight;      /* segments of transfers using it; guarded by s->lock */
 	struct tcpx_p2p_mr *next;
 };
 
@@ -120,6 +120,7 @@ struct tcpx_p2p_xfer {
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	struct tcpx_p2p_xfer *prev, *next; /* the direction's active list */
 	struct tcpx_p2p_xfer *wprev, *wnext; /* the conn's waiting list (unmatched, acks) */
+	struct tcpx_p2p_xfer *lprev, *lnext; /* the conn's caller-held xfers (until release) */
 	char why[160];      /* detail of err when it is this transfer's own */
 };
 
@@ -228,7 +229,12 @@ struct tcpx_p2p_conn {
 	struct tp_ctl *ctl;
 	struct tp_rma *rma;
 	struct tp_xlist unmatched, answers;
+	/* Every xfer the caller holds (posted, not released), through
+	 * lprev/lnext: conn_destroy detaches them all (x->c = NULL). */
+	struct tcpx_p2p_xfer *live;
 	uint64_t next_id;   /* ids of this side's announced items */
+	uint32_t inbound;   /* the peer's announcements queued and this side's own
+			     * items alive (rma.c bounds them) */
 };
 
 struct tcpx_p2p_listener {
@@ -291,8 +297,9 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* xfer.c: the life of a transfer (conn lock held). */
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir);
 void tp__xfer_free(struct tcpx_p2p_xfer *x);
-/* Every chunk of x retired: complete it, or wait for the peer's answer. */
-void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+/* Every chunk of x retired: complete it, or wait for the peer's answer.
+ * Non-zero: an error that fails the conn. */
+int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Finish x with err (0: success); the library's own items are freed. */
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
@@ -338,8 +345,8 @@ bool tp__hcopy_worth(size_t chunk_len);
 int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hcopies *h,
 		     const struct tp_copy *list, uint32_t n);
 bool tp__hcopy_done(const struct tp_hcopies *h);
-/* Wait until every submitted job finished (conn teardown). */
-void tp__hcopy_drain(struct tcpx_p2p_session *s);
+/* Wait until a chunk's copies finished (conn teardown). */
+void tp__hcopy_wait(const struct tp_hcopies *h);
 void tp__hcopy_destroy(struct tp_hcopy *h);
 
 /* rma.c: inbound items, exports, notifications. */
@@ -347,8 +354,9 @@ int tp__rma_create(struct tcpx_p2p_conn *c);
 void tp__rma_destroy(struct tcpx_p2p_conn *c);
 int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved);
 bool tp__rma_busy(const struct tcpx_p2p_conn *c);
-/* An in-write landed: answer the initiator, release its notifications. */
-void tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+/* An in-write landed: answer the initiator (non-zero: the answer could
+ * not be queued, which fails the conn). */
+int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);

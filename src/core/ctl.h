@@ -31,6 +31,13 @@
 /* Largest message body a peer may announce: bounds what one message can
  * make this side allocate (about 2.8 M remote segments). */
 #define TP_CTL_MSG_MAX (64u << 20)
+/* Largest transfer a peer may announce (256 TiB): keeps chunk numbers far
+ * from wrapping whatever the peer sends. */
+#define TP_CTL_LEN_MAX (1ull << 48)
+/* Announcements and the library's own items (in-writes, in-reads,
+ * discards) a peer may have outstanding on one conn: bounds what it can
+ * make this side hold. */
+#define TP_CTL_INBOUND_MAX 65536u
 
 enum tp_ctl_type {
 	TP_CTL_SEND = 1,      /* {id, len}: next item of the sender's stream is a send */

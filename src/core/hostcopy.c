@@ -6,6 +6,7 @@
  * its own done flag, which the progress pass polls. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -14,9 +15,8 @@
 
 struct tp_hcopy {
 	pthread_mutex_t lock;
-	pthread_cond_t work, idle;
+	pthread_cond_t work;
 	struct tp_hjob *head, *tail;
-	int running;        /* jobs a worker has taken and not finished */
 	bool stop;
 	int nthreads;
 	pthread_t tid[TP_HCOPY_MAX_THREADS];
@@ -44,12 +44,9 @@ static void *worker(void *arg)
 		h->head = j->next;
 		if (!h->head)
 			h->tail = NULL;
-		h->running++;
 		pthread_mutex_unlock(&h->lock);
 		run_job(j);
 		pthread_mutex_lock(&h->lock);
-		if (!--h->running && !h->head)
-			pthread_cond_broadcast(&h->idle);
 	}
 	pthread_mutex_unlock(&h->lock);
 	return NULL;
@@ -66,7 +63,6 @@ void tp__hcopy_destroy(struct tp_hcopy *h)
 	for (int i = 0; i < h->nthreads; i++)
 		pthread_join(h->tid[i], NULL);
 	pthread_cond_destroy(&h->work);
-	pthread_cond_destroy(&h->idle);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -111,7 +107,6 @@ static int create(struct tp_hcopy **out)
 		n = TP_HCOPY_MAX_THREADS;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->work, NULL);
-	pthread_cond_init(&h->idle, NULL);
 	for (; h->nthreads < n; h->nthreads++) {
 		rc = pthread_create(&h->tid[h->nthreads], NULL, worker, h);
 		if (rc)
@@ -182,17 +177,12 @@ bool tp__hcopy_done(const struct tp_hcopies *hc)
 	return true;
 }
 
-void tp__hcopy_drain(struct tcpx_p2p_session *s)
+/* Wait for a chunk's copies (conn teardown: the threads are still
+ * working through the queue, so this ends). */
+void tp__hcopy_wait(const struct tp_hcopies *hc)
 {
-	struct tp_hcopy *h;
+	struct timespec ts = { 0, 20000 };
 
-	pthread_mutex_lock(&s->lock);
-	h = s->hcopy;
-	pthread_mutex_unlock(&s->lock);
-	if (!h)
-		return;
-	pthread_mutex_lock(&h->lock);
-	while (h->head || h->running)
-		pthread_cond_wait(&h->idle, &h->lock);
-	pthread_mutex_unlock(&h->lock);
+	while (!tp__hcopy_done(hc))
+		nanosleep(&ts, NULL);
 }

@@ -113,8 +113,8 @@ int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 	pthread_mutex_lock(&s->lock);
 	if (mr->inflight) {
 		pthread_mutex_unlock(&s->lock);
-		return tp__error(TCPX_P2P_EBUSY, "mr_deregister: %d transfer(s) still use it",
-				 mr->inflight);
+		return tp__error(TCPX_P2P_EBUSY, "mr_deregister: %ld segment(s) of transfers "
+				 "still use it", mr->inflight);
 	}
 	unlink_mr(s, mr);
 	/* Under the lock: conn teardown drops its comms from every listed

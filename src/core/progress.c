@@ -54,13 +54,15 @@ static void unlink_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	x->prev = x->next = NULL;
 }
 
-static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+/* A chunk of x is done; the last one ends x (or its wait for an answer).
+ * An error (an in-write's answer could not be queued) fails the conn. */
+static int retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	if (++x->retired < x->nchunks)
-		return;
+		return 0;
 	x->chunks_done = true;
 	unlink_xfer(c, x);
-	tp__xfer_chunks_done(c, x);
+	return tp__xfer_chunks_done(c, x);
 }
 
 static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
@@ -97,7 +99,14 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	sl->multi = !ptr;
 	sl->dst = ptr;
 	if (!ptr) {
-		rc = tp__stage_take(s, cm, x->mtype, &sl->stage, &mr);
+		/* Bytes that go nowhere (or an empty transfer) still need a
+		 * buffer the plugin accepts: device memory where it bounces
+		 * through device pages (TCPX receives only devmem there). */
+		int type = x->mtype ? x->mtype
+			   : cm->bounce_on_device && s->cfg.gpu >= 0 ? TCPX_P2P_MEM_CUDA
+								     : TCPX_P2P_MEM_HOST;
+
+		rc = tp__stage_take(s, cm, type, &sl->stage, &mr);
 		if (rc)
 			return rc;
 		ptr = sl->stage;
@@ -209,7 +218,9 @@ static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			cm->win.unpacked = cm->win.retired = cm->win.tested;
 			if (sl->stage)
 				tp__stage_give(cm, sl->stage);
-			retire_chunk(c, sl->x);
+			rc = retire_chunk(c, sl->x);
+			if (rc)
+				return rc;
 		}
 	}
 	return 0;
@@ -363,7 +374,9 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 			tp__stage_give(cm, sl->stage);
 		cm->win.retired++;
 		*moved = true;
-		retire_chunk(c, sl->x);
+		rc = retire_chunk(c, sl->x);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

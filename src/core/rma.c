@@ -27,6 +27,13 @@
 #define TP_RDESC_MAGIC 0x52585054u /* "TPXR" */
 #define TP_RDESC_VERSION 1u
 
+/* An answer's status on the wire (its own numbers, not the API's). */
+enum tp_ack_status {
+	TP_ACK_OK = 0,
+	TP_ACK_MISMATCH = 1, /* a send's total differs from the receive's: value = the receive's */
+	TP_ACK_REFUSED = 2,  /* a one-sided transfer refused: value = enum tp_refusal */
+};
+
 /* Why a target refused a one-sided transfer (the ack's value). */
 enum tp_refusal {
 	TP_REFUSE_EXPORT = 1, /* no such export on this connection */
@@ -123,6 +130,7 @@ void tp__rma_fail(struct tcpx_p2p_conn *c)
 	while ((in = r->inq)) {
 		r->inq = in->next;
 		in_free(in);
+		c->inbound--;
 	}
 	r->inq_tail = NULL;
 	while ((n = r->notes)) {
@@ -213,14 +221,15 @@ static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id
 	return 0;
 }
 
-static int send_ack(struct tcpx_p2p_conn *c, uint64_t id, int status, uint64_t value)
+static int send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
+		    uint64_t value)
 {
 	unsigned char *m = tp__ctl_msg(c, TP_CTL_ACK, 24);
 
 	if (!m)
 		return TCPX_P2P_ENOMEM;
 	tp_put64(m, id);
-	tp_put32(m + 8, (uint32_t)status);
+	tp_put32(m + 8, status);
 	tp_put32(m + 12, 0);
 	tp_put64(m + 16, value);
 	return 0;
@@ -261,15 +270,18 @@ static struct tcpx_p2p_xfer *find_answer(struct tcpx_p2p_conn *c, uint64_t id)
 static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 {
 	uint64_t id = tp_get64(b), value = tp_get64(b + 16);
-	int status = (int)tp_get32(b + 8);
+	uint32_t wire = tp_get32(b + 8);
 	struct tcpx_p2p_xfer *x = find_answer(c, id);
+	int status;
 
-	if (!x || (x->op == TP_OP_READ && !status) || (x->op != TP_OP_READ && x->acked))
-		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected answer to "
-				 "transfer %llu", (unsigned long long)id);
+	if (!x || wire > TP_ACK_REFUSED || (x->op == TP_OP_READ && wire != TP_ACK_REFUSED) ||
+	    (x->op != TP_OP_READ && x->acked) ||
+	    (wire == TP_ACK_MISMATCH && x->op != TP_OP_SEND))
+		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected answer %u to "
+				 "transfer %llu", wire, (unsigned long long)id);
+	status = wire == TP_ACK_MISMATCH ? TCPX_P2P_EPROTO
+		 : wire == TP_ACK_REFUSED ? TCPX_P2P_EINVAL : 0;
 	if (status) {
-		if (status != TCPX_P2P_EPROTO && status != TCPX_P2P_EINVAL)
-			status = TCPX_P2P_EPROTO;
 		if (x->op == TP_OP_SEND)
 			snprintf(x->why, sizeof(x->why), "the peer's receive has %llu bytes, this "
 				 "send %zu (totals must match)", (unsigned long long)value, x->len);
@@ -331,6 +343,12 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 	default:
 		return bad_msg(type, len);
 	}
+	if (type != TP_CTL_NOTIF && tp_get64(b + 8) > TP_CTL_LEN_MAX)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer announced a "
+				 "transfer of %llu bytes", (unsigned long long)tp_get64(b + 8));
+	if (c->inbound >= TP_CTL_INBOUND_MAX)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer has more than %u "
+				 "transfers outstanding", TP_CTL_INBOUND_MAX);
 	in = calloc(1, sizeof(*in));
 	if (!in)
 		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
@@ -358,6 +376,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 	else
 		r->inq = in;
 	r->inq_tail = in;
+	c->inbound++;
 	return 0;
 nomem:
 	in_free(in);
@@ -393,6 +412,7 @@ static int discard(struct tcpx_p2p_conn *c, uint64_t len)
 
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	c->inbound++;
 	x->c = c;
 	x->len = (size_t)len;
 	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
@@ -418,13 +438,13 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
 		queue_item(c, x);
-		return send_ack(c, in->id, 0, mine);
+		return send_ack(c, in->id, TP_ACK_OK, mine);
 	}
 	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "
 		 "(totals must match)", (unsigned long long)in->len, mine);
 	tp__xfer_complete(c, x, TCPX_P2P_EPROTO);
 	rc = discard(c, in->len);
-	return rc ? rc : send_ack(c, in->id, TCPX_P2P_EPROTO, mine);
+	return rc ? rc : send_ack(c, in->id, TP_ACK_MISMATCH, mine);
 }
 
 static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
@@ -514,8 +534,9 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		TP_DEBUG("rma", "refused write %llu from %s: %s", (unsigned long long)in->id,
 			 c->peer, refusal_text(why));
 		rc = discard(c, in->len);
-		return rc ? rc : send_ack(c, in->id, TCPX_P2P_EINVAL, why);
+		return rc ? rc : send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
+	c->inbound++;
 	queue_item(c, x);
 	rc = 0;
 	if (in->notif_len)
@@ -523,13 +544,12 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	return rc;
 }
 
-void tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	int rc = send_ack(c, x->id, 0, 0);
+	int rc = send_ack(c, x->id, TP_ACK_OK, 0);
 
 	tp__xfer_complete(c, x, 0);
-	if (rc)
-		tp__conn_fail(c, rc);
+	return rc;
 }
 
 static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
@@ -540,13 +560,13 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	x->c = c;
 	x->id = in->id;
 	why = resolve(c, in, TCPX_P2P_ACCESS_READ, x);
 	if (why) {
 		tp__xfer_free(x);
-		return send_ack(c, in->id, TCPX_P2P_EINVAL, why);
+		return send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
-	x->c = c;
 	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
 	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	rc = tp__rma_announce(c, x, NULL, 0, NULL, 0);
@@ -555,6 +575,7 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		tp__xfer_free(x);
 		return rc;
 	}
+	c->inbound++;
 	tp__xfer_enqueue(c, x);
 	return 0;
 }
@@ -630,6 +651,7 @@ int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved)
 		if (!r->inq)
 			r->inq_tail = NULL;
 		in_free(in);
+		c->inbound--;
 		*moved = true;
 	}
 	/* Every receive item below the mark has landed when the oldest still
@@ -784,6 +806,10 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 		if (rc) {
 			free(w);
 			return rc;
+		}
+		if (g->len > SIZE_MAX - rtotal) {
+			free(w);
+			return tp__error(TCPX_P2P_EINVAL, "%s: remote segment lengths overflow", what);
 		}
 		w[i] = (struct tp_wseg){ g->rmr->idx, g->rmr->key, g->offset, g->len };
 		rtotal += g->len;

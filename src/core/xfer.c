@@ -53,8 +53,11 @@ static bool internal(const struct tcpx_p2p_xfer *x)
 
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 {
+	if (x->done) /* failed with its conn already: its regions stay held */
+		return;
 	tp__segs_put(c->s, x);
 	if (internal(x)) {
+		c->inbound--;
 		tp__xfer_free(x);
 		return;
 	}
@@ -64,17 +67,16 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	c->completed++;
 }
 
-void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	if (x->op == TP_OP_IN_WRITE) {
-		tp__rma_in_write_done(c, x);
-		return;
-	}
+	if (x->op == TP_OP_IN_WRITE)
+		return tp__rma_in_write_done(c, x);
 	if (x->need_ack && !x->acked)
-		return; /* the ack completes it */
+		return 0; /* the ack completes it */
 	if (x->need_ack)
 		tp__xlist_remove(&c->answers, x);
 	tp__xfer_complete(c, x, 0);
+	return 0;
 }
 
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
@@ -129,6 +131,11 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		return rc;
 	}
 	tp__segs_get(c->s, x);
+	x->lprev = NULL;
+	x->lnext = c->live;
+	if (c->live)
+		c->live->lprev = x;
+	c->live = x;
 	if (x->op == TP_OP_RECV)
 		tp__xlist_push(&c->unmatched, x);
 	if (x->need_ack)
@@ -350,6 +357,12 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 	/* A failed xfer stays with its conn until the comms are closed. */
 	keep = x->conn_failed;
 	x->released = true;
+	if (x->lprev)
+		x->lprev->lnext = x->lnext;
+	else
+		c->live = x->lnext;
+	if (x->lnext)
+		x->lnext->lprev = x->lprev;
 	pthread_mutex_unlock(&c->lock);
 	if (!keep)
 		tp__xfer_free(x);

@@ -131,6 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctl.in_off = ctl.in_len = 0;
 	ctl.out_off = ctl.out_len = 0;
 	c.completed = 0;
+	c.inbound = 0;
 	c.err = 0;
 	return 0;
 }

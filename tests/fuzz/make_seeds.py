@@ -73,7 +73,7 @@ SEEDS = {
         "write_range": b"\x00" + ctl_write(3, [wseg(0, b"AAAA", 65535, 2)]),
         "read_req": b"\x00" + ctl_write(9, [wseg(0, b"AAAA", 0, 4096)], mtype=3),
         "read_resp": b"\x00" + ctl(4, struct.pack("<QQ", 1, 100)),
-        "ack": b"\x00" + ctl(5, struct.pack("<QiIQ", 1, 0, 0, 0)) + ctl(5, struct.pack("<QiIQ", 1, -10, 0, 5)),
+        "ack": b"\x00" + ctl(5, struct.pack("<QiIQ", 1, 0, 0, 0)) + ctl(5, struct.pack("<QiIQ", 1, 2, 0, 5)),
         "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
         "huge": b"\x00" + struct.pack("<BBHI", 2, 0, 0, 0xFFFFFFFF),
         "unknown": b"\x00" + ctl(77, b"zz"),

@@ -190,6 +190,53 @@ static void test_barrier_retry(void **state)
 	tp_pair_close(&p);
 }
 
+/* Transfers that completed are still the caller's after their conn is
+ * destroyed: test, wait and release see a finished transfer, not the
+ * freed conn (an ASan build proves it). */
+static void test_release_after_destroy(void **state)
+{
+	const size_t n = 1 << 20;
+	unsigned char *a = malloc(n), *b = malloc(n);
+	tcpx_p2p_mr *ma, *mb;
+	tcpx_p2p_xfer *x[2], *keep[2];
+	struct tp_pair p;
+	int done = 0;
+
+	assert_non_null(a);
+	assert_non_null(b);
+	tp_fill(a, n, 3);
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], a, n, TCPX_P2P_MEM_HOST, &ma), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], b, n, TCPX_P2P_MEM_HOST, &mb), 0);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], mb, 0, n, &x[1]), 0);
+	assert_int_equal(tcpx_p2p_send(p.c[0], ma, 0, n, &x[0]), 0);
+	keep[0] = x[0];
+	keep[1] = x[1];
+	for (int left = 2; left;) { /* complete both without releasing them */
+		left = 0;
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(tcpx_p2p_test(keep[i], &done), 0);
+			left += !done;
+		}
+	}
+	assert_int_equal(tp_check(b, n, 3), (size_t)-1);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_conn_destroy(p.c[i]), 0);
+		p.c[i] = NULL;
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_test(keep[i], &done), 0);
+		assert_int_equal(done, 1);
+		assert_int_equal(tcpx_p2p_wait(keep[i], 0), 0);
+		assert_int_equal(tcpx_p2p_xfer_release(keep[i]), 0);
+	}
+	assert_int_equal(tcpx_p2p_mr_deregister(ma), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(mb), 0);
+	tp_pair_close(&p);
+	free(a);
+	free(b);
+}
+
 /* Destroying a connection with transfers pending aborts them: they fail
  * with ECLOSED and can still be tested and released afterwards. */
 static void test_destroy_aborts_pending(void **state)
@@ -226,6 +273,7 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments_and_busy),
 		cmocka_unit_test(test_peer_gone),
 		cmocka_unit_test(test_destroy_aborts_pending),
+		cmocka_unit_test(test_release_after_destroy),
 		cmocka_unit_test(test_barrier_retry),
 	};
 
