@@ -256,8 +256,8 @@ TCPX_P2P_API int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, s
 TCPX_P2P_API int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l);
 
 /* Destroy a connection.  Transfers still pending fail with ECLOSED (or the
- * error that failed the connection); their xfers stay valid for test, wait
- * and release.  Returns once the plugin and the unpack stream no longer
+ * error that failed the connection); every xfer of it not yet released,
+ * complete or failed, stays valid for test, wait and release.  Returns once the plugin and the unpack stream no longer
  * touch any buffer of this connection.  RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c);
 
