@@ -42,6 +42,7 @@ enum tp_refusal {
 	TP_REFUSE_GONE = 4,   /* the region was deregistered */
 	TP_REFUSE_MIXED = 5,  /* host and CUDA exports in one transfer */
 	TP_REFUSE_TOTAL = 6,  /* segment lengths do not add up to the total */
+	TP_REFUSE_MEMORY = 7, /* the target had no memory for the segment list */
 };
 
 static const char *refusal_text(uint64_t why)
@@ -53,6 +54,7 @@ static const char *refusal_text(uint64_t why)
 	case TP_REFUSE_GONE: return "the exported region was deregistered";
 	case TP_REFUSE_MIXED: return "the remote segments mix host and CUDA memory";
 	case TP_REFUSE_TOTAL: return "the remote segments do not add up to the total";
+	case TP_REFUSE_MEMORY: return "the target is out of memory";
 	default: return "refused by the target";
 	}
 }
@@ -483,7 +485,7 @@ static uint64_t resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigne
 
 	x->seg = in->nseg == 1 ? &x->seg1 : in->nseg ? calloc(in->nseg, sizeof(*x->seg)) : NULL;
 	if (in->nseg && !x->seg)
-		return TP_REFUSE_TOTAL; /* out of memory: refuse rather than fail the conn */
+		return TP_REFUSE_MEMORY; /* refuse rather than fail the conn */
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < in->nseg && !why; i++) {
 		const struct tp_wseg *g = &in->seg[i];
