@@ -196,11 +196,10 @@ static int decode(void)
 			for (b = pool + block_off(a, (uint32_t)j), i = 0; i < BLOCK; i++)
 				bad += b[i] != (owner[j] < 0 ? 0 : kv_byte(a, owner[j], i));
 
-	/* prefill's write completes only when this side's answer reaches it,
-	 * and answers move only while this session is driven: keep driving
-	 * until prefill arrives at the barrier. */
-	while ((rc = tcpx_p2p_conn_barrier(c, 1)) == TCPX_P2P_ETIMEDOUT && time(NULL) < give_up)
-		tcpx_p2p_session_progress(s);
+	/* The answer that completes prefill's write was handed to the plugin
+	 * before the notification was delivered; meet prefill before closing
+	 * so that the connection outlives it. */
+	rc = tcpx_p2p_conn_barrier(c, TIMEOUT_MS);
 	pthread_join(th, NULL);
 	if (rc || arg.rc)
 		return fail("decode", "barrier", rc ? rc : arg.rc);

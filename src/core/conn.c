@@ -114,6 +114,11 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 		fail_one(c, x, err);
 	for (x = c->answers.head; x; x = x->wnext)
 		fail_one(c, x, err);
+	while ((x = c->settling.head)) {
+		tp__xlist_remove(&c->settling, x);
+		c->completed++;
+		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+	}
 	tp__rma_fail(c);
 }
 
@@ -259,7 +264,8 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
 	before = c->completed;
-	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head || c->unmatched.head || c->answers.head) {
+	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head || c->unmatched.head || c->answers.head ||
+	    c->settling.head) {
 		if (!c->err)
 			TP_INFO("conn", "closing the connection to %s with transfers pending",
 				c->peer[0] ? c->peer : "peer");

@@ -229,6 +229,11 @@ struct tcpx_p2p_conn {
 	struct tp_ctl *ctl;
 	struct tp_rma *rma;
 	struct tp_xlist unmatched, answers;
+	/* Receives and reads whose bytes are in place but whose completion
+	 * waits until the answers this side owes the peer were handed to the
+	 * plugin (else a caller who stops driving on seeing it done would
+	 * strand the peer's send or write). */
+	struct tp_xlist settling;
 	/* Every xfer the caller holds (posted, not released), through
 	 * lprev/lnext: conn_destroy detaches them all (x->c = NULL). */
 	struct tcpx_p2p_xfer *live;
@@ -300,8 +305,11 @@ void tp__xfer_free(struct tcpx_p2p_xfer *x);
 /* Every chunk of x retired: complete it, or wait for the peer's answer.
  * Non-zero: an error that fails the conn. */
 int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-/* Finish x with err (0: success); the library's own items are freed. */
+/* Finish x with err (0: success); the library's own items are freed.  A
+ * receive or read is reported done only once this side owes the peer no
+ * control bytes (tp__xfer_settle, at the end of every pass). */
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
+void tp__xfer_settle(struct tcpx_p2p_conn *c);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
 /* Post x on c: take its regions, queue it (and its announcement) and make a

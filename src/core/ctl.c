@@ -345,6 +345,11 @@ bool tp__ctl_queued(const struct tcpx_p2p_conn *c)
 	return c->ctl->out_off != c->ctl->out_len;
 }
 
+bool tp__ctl_owes(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->out_off != c->ctl->out_len || c->ctl->tx.handover;
+}
+
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 {
 	struct tp_ctl *t = c->ctl;
@@ -354,6 +359,10 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	rc = test_head(c, &t->tx, moved);
 	if (!rc)
 		rc = tx_post(c, moved);
+	/* Hand what was just posted to the plugin now: the peer may be
+	 * waiting on it while nothing here drives this side again. */
+	if (!rc && t->tx.handover)
+		rc = test_head(c, &t->tx, moved);
 	if (!rc)
 		rc = test_head(c, rx, moved);
 	for (; !rc && rx->win.unpacked != rx->win.tested; rx->win.unpacked++) {

@@ -128,6 +128,9 @@ unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_
 
 /* Bytes wait in the outgoing stream. */
 bool tp__ctl_queued(const struct tcpx_p2p_conn *c);
+/* This side still owes the peer control bytes that no plugin thread has:
+ * queued, or posted and not yet handed over by a test(). */
+bool tp__ctl_owes(const struct tcpx_p2p_conn *c);
 
 /* One pass over the control channel: send what is queued, receive and
  * hand every complete message to tp__rma_on_msg.  Returns 0 or the error

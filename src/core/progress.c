@@ -387,7 +387,7 @@ static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 	int i;
 
 	st->busy = st->busy || c->dir[TP_SEND].head || c->dir[TP_RECV].head ||
-		   c->unmatched.head || c->answers.head || tp__rma_busy(c);
+		   c->unmatched.head || c->answers.head || c->settling.head || tp__rma_busy(c);
 	for (i = 0; i < c->nchan && !st->pending; i++)
 		st->pending = c->send[i].handover || c->recv[i].handover ||
 			      c->send[i].issued != c->send[i].win.posted ||
@@ -431,6 +431,7 @@ int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
 		rc = tp__ctl_progress(c, moved, &st->pending);
 	if (rc)
 		return tp__conn_fail(c, rc);
+	tp__xfer_settle(c);
 	assess(c, st);
 	return 0;
 }

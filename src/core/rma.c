@@ -657,9 +657,11 @@ int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved)
 		*moved = true;
 	}
 	/* Every receive item below the mark has landed when the oldest still
-	 * in flight starts at or after it. */
+	 * in flight starts at or after it.  Deliver only once the answers this
+	 * side owes (a write's) were handed to the plugin: the application may
+	 * stop driving when the notification arrives. */
 	h = c->dir[TP_RECV].head;
-	while ((n = r->notes) && (!h || h->first_seq >= n->mark)) {
+	while ((n = r->notes) && (!h || h->first_seq >= n->mark) && !tp__ctl_owes(c)) {
 		rc = deliver(c, n);
 		if (rc)
 			return rc;

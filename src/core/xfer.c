@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "core/ctl.h"
 #include "util/error.h"
 
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
@@ -63,8 +64,25 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	}
 	if (!x->err)
 		x->err = err;
+	if (x->dir == TP_RECV && tp__ctl_owes(c)) {
+		tp__xlist_push(&c->settling, x);
+		return;
+	}
 	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked below */
 	c->completed++;
+}
+
+void tp__xfer_settle(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_xfer *x;
+
+	if (!c->settling.head || tp__ctl_owes(c))
+		return;
+	while ((x = c->settling.head)) {
+		tp__xlist_remove(&c->settling, x);
+		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+		c->completed++;
+	}
 }
 
 int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)

@@ -345,6 +345,68 @@ static void test_thread_serves_one_sided(void **state)
 	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
 }
 
+/* A side whose receive (or notification) completed may stop driving at
+ * once: what it owed the peer for it (the answer that completes the
+ * peer's send or write) was handed to the plugin before the completion was
+ * reported.  With 30% "not now" answers from the plugin, 1-byte transfers
+ * hit the window between queueing the answer and handing it over. */
+static void test_done_side_may_stop(void **state)
+{
+	tcpx_p2p_session *s[2];
+	tcpx_p2p_conn *c[2];
+	struct buf a, b;
+	tcpx_p2p_rdesc desc;
+	tcpx_p2p_rmr *rmr;
+	int i, done, n;
+
+	setenv("TCPX_EMU_NULL_REQ_PCT", "30", 1);
+	s[0] = open_session(0);
+	s[1] = open_session(0);
+	assert_int_equal(tp_link(s[0], s[1], &c[0], &c[1]), 0);
+	unsetenv("TCPX_EMU_NULL_REQ_PCT");
+	buf_open(&a, s[0], 4096);
+	buf_open(&b, s[1], 4096);
+	assert_int_equal(tcpx_p2p_mr_export(c[1], b.mr, 0, 4096, TCPX_P2P_ACCESS_WRITE, &desc), 0);
+	assert_int_equal(tcpx_p2p_rmr_import(c[0], &desc, &rmr), 0);
+	for (i = 0; i < 200; i++) {
+		tcpx_p2p_xfer *xs, *xr;
+
+		/* two-sided: drive both until the receive is done, then only the sender */
+		assert_int_equal(tcpx_p2p_recv(c[1], b.mr, 0, 1, &xr), 0);
+		assert_int_equal(tcpx_p2p_send(c[0], a.mr, 0, 1, &xs), 0);
+		for (done = 0; !done;) {
+			assert_int_equal(tcpx_p2p_session_progress(s[0]), 0);
+			assert_int_equal(tcpx_p2p_test(xr, &done), 0);
+		}
+		assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
+		assert_int_equal(tcpx_p2p_wait(xs, 5000), 0);
+		assert_int_equal(tcpx_p2p_xfer_release(xs), 0);
+		/* one-sided: the target drives until the notification, then stops */
+		{
+			tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm), .notif = "n",
+						     .notif_len = 1 };
+			tcpx_p2p_seg l = { a.mr, 0, 1 };
+			tcpx_p2p_rseg r = { rmr, 0, 1 };
+			tcpx_p2p_notif nf;
+
+			assert_int_equal(tcpx_p2p_write(c[0], &l, 1, &r, 1, &prm, &xs), 0);
+			for (n = 0; !n;) {
+				assert_int_equal(tcpx_p2p_session_progress(s[0]), 0);
+				assert_int_equal(tcpx_p2p_notif_poll(s[1], &nf, 1, &n), 0);
+			}
+			assert_int_equal(tcpx_p2p_wait(xs, 5000), 0);
+			assert_int_equal(tcpx_p2p_xfer_release(xs), 0);
+		}
+	}
+	assert_int_equal(tcpx_p2p_rmr_release(rmr), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c[0]), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c[1]), 0);
+	buf_close(&a);
+	buf_close(&b);
+	assert_int_equal(tcpx_p2p_session_destroy(s[0]), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s[1]), 0);
+}
+
 /* wait and wait_any with timeout 0 are polls, and a poll must drive:
  * both sides in this one thread, nothing but zero-timeout waits. */
 static void test_poll_with_zero_timeout(void **state)
@@ -480,6 +542,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_wait_any_arguments),
 		cmocka_unit_test(test_waiter_backs_off),
 		cmocka_unit_test(test_poll_with_zero_timeout),
+		cmocka_unit_test(test_done_side_may_stop),
 	};
 	const struct CMUnitTest thread[] = {
 		cmocka_unit_test(test_post_and_return),
