@@ -122,6 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tp__xlist_remove(&c.unmatched, c.unmatched.head);
 	while (c.answers.head)
 		tp__xlist_remove(&c.answers, c.answers.head);
+	while (c.settling.head)
+		tp__xlist_remove(&c.settling, c.settling.head);
 	for (int i = 0; i < 3; i++)
 		tp__xfer_free(mine[i]);
 	tp__rma_fail(&c);
