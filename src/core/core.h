@@ -296,7 +296,10 @@ struct tp_progress {
 	bool conns;   /* engine pass: the session has connections (peers may announce work) */
 };
 int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st);
-/* Give x its chunk numbers in its direction's stream. */
+/* The test stage of one comm: test() its head, once more per request still
+ * owed a hand-over; a finished send retires at once. */
+int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);
+/* Cut x into chunks and give them their numbers in its direction's stream. */
 void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 
 /* xfer.c: the life of a transfer (conn lock held). */

@@ -140,33 +140,6 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	return rc;
 }
 
-/* test() the head request of a control comm, once more for every request
- * still owed a hand-over (progress.c does the same for data). */
-static int test_head(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
-{
-	struct tp_net *net = c->s->net;
-	int done, rc;
-
-	while (cm->win.tested != cm->win.posted) {
-		done = 0;
-		rc = net->ops->test(net, cm->slot[tp_window_slot(cm->win.tested)].request, &done);
-		if (rc)
-			return rc;
-		if (cm->handover)
-			cm->handover--;
-		if (!done) {
-			if (cm->handover)
-				continue;
-			return 0;
-		}
-		cm->win.tested++;
-		if (cm->dir == TP_SEND)
-			cm->win.unpacked = cm->win.retired = cm->win.tested;
-		*moved = true;
-	}
-	return 0;
-}
-
 static int tx_post(struct tcpx_p2p_conn *c, bool *moved)
 {
 	struct tp_ctl *t = c->ctl;
@@ -193,7 +166,7 @@ static int tx_post(struct tcpx_p2p_conn *c, bool *moved)
 		if (rc || !req)
 			return rc;
 		cm->slot[tp_window_slot(cm->win.posted)].request = req;
-		cm->win.posted++;
+		cm->issued = ++cm->win.posted;
 		cm->handover++;
 		t->out_off += n;
 		*moved = true;
@@ -220,7 +193,7 @@ static int rx_post(struct tcpx_p2p_conn *c, bool *moved)
 		if (rc || !req)
 			return rc;
 		cm->slot[tp_window_slot(cm->win.posted)].request = req;
-		cm->win.posted++;
+		cm->issued = ++cm->win.posted;
 		cm->handover++;
 		*moved = true;
 	}
@@ -356,15 +329,15 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	struct tp_comm *rx = &t->rx;
 	int rc;
 
-	rc = test_head(c, &t->tx, moved);
+	rc = tp__comm_test(c, &t->tx, moved);
 	if (!rc)
 		rc = tx_post(c, moved);
 	/* Hand what was just posted to the plugin now: the peer may be
 	 * waiting on it while nothing here drives this side again. */
 	if (!rc && t->tx.handover)
-		rc = test_head(c, &t->tx, moved);
+		rc = tp__comm_test(c, &t->tx, moved);
 	if (!rc)
-		rc = test_head(c, rx, moved);
+		rc = tp__comm_test(c, rx, moved);
 	for (; !rc && rx->win.unpacked != rx->win.tested; rx->win.unpacked++) {
 		struct tp_slot *sl = &rx->slot[tp_window_slot(rx->win.unpacked)];
 

@@ -21,6 +21,9 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	uint64_t end;
 	int i;
 
+	/* Both peers derive the cut from the same length (chunk.h). */
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	x->queued = true;
 	x->first_seq = d->next_seq;
 	d->next_seq += x->nchunks;
@@ -192,8 +195,9 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 }
 
 /* test() only the oldest incomplete request, once more for every request
- * not yet handed over; sends retire right away. */
-static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+ * not yet handed over; sends retire right away.  Also the control
+ * channel's comms (ctl.c), whose slots carry no xfer. */
+int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	struct tp_net *net = c->s->net;
 	struct tp_slot *sl;
@@ -218,7 +222,7 @@ static int test_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			cm->win.unpacked = cm->win.retired = cm->win.tested;
 			if (sl->stage)
 				tp__stage_give(cm, sl->stage);
-			rc = retire_chunk(c, sl->x);
+			rc = sl->x ? retire_chunk(c, sl->x) : 0;
 			if (rc)
 				return rc;
 		}
@@ -406,14 +410,14 @@ int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	if (!rc)
 		rc = tp__rma_progress(c, moved);
 	for (i = 0; i < c->nchan && !rc; i++) {
-		rc = test_stage(c, &c->send[i], moved);
+		rc = tp__comm_test(c, &c->send[i], moved);
 		if (!rc)
 			rc = post_stage(c, &c->send[i], moved);
 		if (!rc)
 			rc = issue_stage(c, &c->send[i], moved);
 	}
 	for (i = 0; i < c->nchan && !rc; i++)
-		rc = test_stage(c, &c->recv[i], moved);
+		rc = tp__comm_test(c, &c->recv[i], moved);
 	if (!rc)
 		rc = unpack_stage(c, moved);
 	for (i = 0; i < c->nchan && !rc; i++) {

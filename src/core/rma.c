@@ -417,18 +417,8 @@ static int discard(struct tcpx_p2p_conn *c, uint64_t len)
 	c->inbound++;
 	x->c = c;
 	x->len = (size_t)len;
-	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
-	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	tp__xfer_enqueue(c, x);
 	return 0;
-}
-
-/* x->c is already set: callers read it without the conn lock. */
-static void queue_item(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
-{
-	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
-	x->nchunks = tp_chunk_count(x->len, x->chunk);
-	tp__xfer_enqueue(c, x);
 }
 
 static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
@@ -439,7 +429,7 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
-		queue_item(c, x);
+		tp__xfer_enqueue(c, x);
 		return send_ack(c, in->id, TP_ACK_OK, mine);
 	}
 	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "
@@ -459,7 +449,7 @@ static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
 				 (unsigned long long)in->len);
 	tp__xlist_remove(&c->answers, x);
 	x->need_ack = false; /* the response was the answer */
-	queue_item(c, x);
+	tp__xfer_enqueue(c, x);
 	return 0;
 }
 
@@ -520,30 +510,45 @@ static uint64_t resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigne
 	return why;
 }
 
-static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
+/* The library's own item for a peer's write (an in-write) or read (an
+ * in-read), its segments resolved against this conn's exports.  0 and
+ * *out, or *why (a refusal reason, nothing kept), or an error. */
+static int inbound_item(struct tcpx_p2p_conn *c, const struct tp_in *in, enum tp_op op,
+			struct tcpx_p2p_xfer **out, uint64_t *why)
 {
-	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_IN_WRITE, TP_RECV);
-	uint64_t why;
-	int rc;
+	bool write = op == TP_OP_IN_WRITE;
+	struct tcpx_p2p_xfer *x = tp__xfer_new(op, write ? TP_RECV : TP_SEND);
 
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
 	x->c = c;
 	x->id = in->id;
-	why = resolve(c, in, TCPX_P2P_ACCESS_WRITE, x);
-	if (why) {
+	*why = resolve(c, in, write ? TCPX_P2P_ACCESS_WRITE : TCPX_P2P_ACCESS_READ, x);
+	if (*why) {
 		tp__xfer_free(x);
+		x = NULL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	struct tcpx_p2p_xfer *x;
+	uint64_t why;
+	int rc = inbound_item(c, in, TP_OP_IN_WRITE, &x, &why);
+
+	if (rc)
+		return rc;
+	if (why) {
 		TP_DEBUG("rma", "refused write %llu from %s: %s", (unsigned long long)in->id,
 			 c->peer, refusal_text(why));
 		rc = discard(c, in->len);
 		return rc ? rc : send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
 	c->inbound++;
-	queue_item(c, x);
-	rc = 0;
-	if (in->notif_len)
-		rc = add_note(c, x->first_seq + x->nchunks, in->notif, in->notif_len);
-	return rc;
+	tp__xfer_enqueue(c, x);
+	return in->notif_len ? add_note(c, x->first_seq + x->nchunks, in->notif, in->notif_len) : 0;
 }
 
 int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
@@ -556,21 +561,14 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 
 static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 {
-	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_IN_READ, TP_SEND);
+	struct tcpx_p2p_xfer *x;
 	uint64_t why;
-	int rc;
+	int rc = inbound_item(c, in, TP_OP_IN_READ, &x, &why);
 
-	if (!x)
-		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
-	x->c = c;
-	x->id = in->id;
-	why = resolve(c, in, TCPX_P2P_ACCESS_READ, x);
-	if (why) {
-		tp__xfer_free(x);
+	if (rc)
+		return rc;
+	if (why)
 		return send_ack(c, in->id, TP_ACK_REFUSED, why);
-	}
-	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
-	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	rc = tp__rma_announce(c, x, NULL, 0, NULL, 0);
 	if (rc) {
 		tp__segs_put(c->s, x);

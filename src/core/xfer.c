@@ -132,8 +132,6 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	int rc;
 
 	x->c = c;
-	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
-	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "%s: the connection failed earlier: %s", op_name(x->op),
