@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 int bench_parse_size(const char *s, size_t *out)
 {
@@ -122,4 +123,12 @@ void bench_stats(struct bench_row *r, double *us, size_t bytes_per_iter)
 	r->p50_us = pct(us, r->iters, 50);
 	r->p99_us = pct(us, r->iters, 99);
 	r->gbps = r->avg_us > 0 ? (double)bytes_per_iter / (r->avg_us * 1e3) : 0;
+}
+
+double bench_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }

@@ -53,4 +53,7 @@ struct bench_row {
  * Percentiles are nearest-rank. */
 void bench_stats(struct bench_row *r, double *us, size_t bytes_per_iter);
 
+/* Seconds on CLOCK_MONOTONIC. */
+double bench_now_s(void);
+
 #endif

@@ -76,14 +76,6 @@ static int fail(const char *what, int rc)
 	return rc;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static uint64_t splitmix(uint64_t *x)
 {
 	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -236,7 +228,7 @@ static void release_all(struct kv_peer *p)
  * the batch's arrives; spin, then yield the CPU between empty polls. */
 static int wait_notif(struct kv_peer *p, uint64_t key)
 {
-	double deadline = now_s() + p->o->timeout_ms * 1e-3;
+	double deadline = bench_now_s() + p->o->timeout_ms * 1e-3;
 	char want[40];
 	long empty = 0;
 	int n, rc;
@@ -250,7 +242,7 @@ static int wait_notif(struct kv_peer *p, uint64_t key)
 			break;
 		if (++empty > 64)
 			sched_yield();
-		if ((empty & 1023) == 0 && now_s() > deadline)
+		if ((empty & 1023) == 0 && bench_now_s() > deadline)
 			return fail("waiting for the batch's notification", TCPX_P2P_ETIMEDOUT);
 	}
 	if (p->notif.conn == p->c && p->notif.len == strlen(want) + 1 &&
@@ -303,7 +295,7 @@ static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, d
 		return -1;
 	if (finish(p, X_GO, "go token", 1, key))
 		return -1;
-	t0 = now_s();
+	t0 = bench_now_s();
 	if (o->kv.read)
 		rc = tcpx_p2p_read(p->c, p->local, nseg, p->remote, nseg, NULL, &p->x[X_OP]);
 	else
@@ -312,7 +304,7 @@ static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, d
 		return fail(o->kv.read ? "read" : "write", rc);
 	if (finish(p, X_OP, o->kv.read ? "read" : "write", 0, 0))
 		return -1;
-	*us = (now_s() - t0) * 1e6;
+	*us = (bench_now_s() - t0) * 1e6;
 	if (token_send(p, X_DONE, key) || finish(p, X_DONE, "done token", 0, 0))
 		return -1;
 	if (o->verify && o->kv.read && batch_blocks(p, key, bs, it, 1))
@@ -387,22 +379,22 @@ static int initiator_contig(struct kv_peer *p, size_t len, uint64_t key, double 
 	if (!o->kv.read) {
 		if (token_recv(p, X_ACK))
 			return -1;
-		t0 = now_s();
+		t0 = bench_now_s();
 		rc = tcpx_p2p_send(p->c, p->pool_mr, 0, len, &p->x[X_OP]);
 		if (rc)
 			return fail("contiguous send", rc);
 		if (finish(p, X_OP, "contiguous send", 0, 0) || finish(p, X_ACK, "reply", 1, key))
 			return -1;
-		*us = (now_s() - t0) * 1e6;
+		*us = (bench_now_s() - t0) * 1e6;
 		return 0;
 	}
 	rc = tcpx_p2p_recv(p->c, p->pool_mr, 0, len, &p->x[X_OP]);
 	if (rc)
 		return fail("contiguous recv", rc);
-	t0 = now_s();
+	t0 = bench_now_s();
 	if (token_send(p, X_ACK, key) || finish(p, X_OP, "contiguous recv", 0, 0))
 		return -1;
-	*us = (now_s() - t0) * 1e6;
+	*us = (bench_now_s() - t0) * 1e6;
 	if (finish(p, X_ACK, "request token", 0, 0))
 		return -1;
 	return o->verify ? contig_check(p, len, key) : 0;
@@ -608,10 +600,10 @@ static int connect_kv(struct kv_peer *p, perf_listening_fn *listening, void *arg
 	int rc;
 
 	if (p->role) {
-		t0 = now_s();
+		t0 = bench_now_s();
 		rc = tcpx_p2p_dial(p->s, o->host, o->pair_ports ? o->pair_ports[0] : port,
 				   o->timeout_ms, &p->c);
-		p->setup_ms = (now_s() - t0) * 1e3;
+		p->setup_ms = (bench_now_s() - t0) * 1e3;
 		return rc ? fail("dial", rc) : 0;
 	}
 	rc = tcpx_p2p_server_create(p->s, o->bind, port, &srv);
@@ -620,9 +612,9 @@ static int connect_kv(struct kv_peer *p, perf_listening_fn *listening, void *arg
 	tcpx_p2p_server_port(srv, &port);
 	if (listening)
 		listening(arg, 0, port);
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = tcpx_p2p_server_accept(srv, o->timeout_ms, &p->c);
-	p->setup_ms = (now_s() - t0) * 1e3;
+	p->setup_ms = (bench_now_s() - t0) * 1e3;
 	tcpx_p2p_server_destroy(srv);
 	return rc ? fail("accept", rc) : 0;
 }

@@ -40,14 +40,6 @@ static int fail(const char *what, int rc)
 	return rc;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Who moves data which way: uni = client sends, server receives. */
 static int sends(const struct peer *p)
 {
@@ -171,13 +163,13 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 		return fail("barrier", rc);
 	if (p->g && perf_group_sync(p->g))
 		return -1; /* another pair failed and said so */
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = post_all(p, size, recv_off);
 	if (!rc)
 		rc = complete_all(p);
 	if (rc)
 		return rc;
-	t1 = now_s();
+	t1 = bench_now_s();
 	*us = (t1 - t0) * 1e6;
 	if (p->g && it >= 0) {
 		p->g->t0[p->pair * o->sweep.iters + it] = t0;
@@ -212,15 +204,15 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 {
 	const struct perf_opts *o = p->o;
 	struct bench_row row = { .size = size, .iters = o->sweep.iters };
-	double start = now_s(), last = start, t;
+	double start = bench_now_s(), last = start, t;
 	int it, rc;
 
 	for (it = -o->sweep.warmup; it < o->sweep.iters; it++) {
 		rc = one_iteration(p, size, it, it >= 0 ? &p->us[it] : &t);
 		if (rc)
 			return rc;
-		if (report && !o->quiet && now_s() - last > 2.0 && now_s() - start > 3.0) {
-			last = now_s();
+		if (report && !o->quiet && bench_now_s() - last > 2.0 && bench_now_s() - start > 3.0) {
+			last = bench_now_s();
 			fprintf(stderr, "tcpx_perf: %zu bytes: iteration %d of %d\n", size,
 				it + 1, o->sweep.iters);
 		}
@@ -275,7 +267,7 @@ static int connect_peer(struct peer *p, perf_listening_fn *listening, void *arg)
 		if (listening)
 			listening(arg, p->pair, port);
 	}
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (p->nconns = 0; p->nconns < o->conns; p->nconns++) {
 		if (srv)
 			rc = tcpx_p2p_server_accept(srv, o->timeout_ms, &p->c[p->nconns]);
@@ -286,7 +278,7 @@ static int connect_peer(struct peer *p, perf_listening_fn *listening, void *arg)
 			break;
 		}
 	}
-	p->pi.setup_ms = (now_s() - t0) * 1e3;
+	p->pi.setup_ms = (bench_now_s() - t0) * 1e3;
 	if (srv)
 		tcpx_p2p_server_destroy(srv);
 	return rc;

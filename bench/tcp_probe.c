@@ -86,14 +86,6 @@ struct side {
 	struct worker w[PROBE_MAX_SOCKS];
 };
 
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 static int send_full(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;
@@ -383,13 +375,13 @@ static int sender_loop(struct side *tx, int ctl, const struct opts *o)
 
 			if (o->verify)
 				fill(tx->buf, size, it);
-			t0 = now_us();
+			t0 = bench_now_s() * 1e6;
 			if (side_round(tx, size) || recv_full(ctl, &ok, 1))
 				goto out;
 			if (!ok)
 				goto out;
 			if (i >= w->warmup)
-				us[i - w->warmup] = now_us() - t0;
+				us[i - w->warmup] = bench_now_s() * 1e6 - t0;
 		}
 		bench_stats(&row, us, size);
 		fprintf(out, "  %12zu %8d %12.1f %10.3f %12.1f %12.1f\n", row.size, row.iters,

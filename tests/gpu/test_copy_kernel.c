@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "dev_priv.h"
+#include "gpu_check.h"
 #include "tcpx_p2p.h"
 
 #define GUARD 64 /* poisoned bytes before the first and after the last range */
@@ -81,48 +82,8 @@ struct layout {
 	unsigned char *src_img, *ref;
 };
 
-static uint64_t rng;
 static tp_dev_stream *stream;
-static int failures;
 
-#define FAIL(...)                                                                \
-	do {                                                                     \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-		fprintf(stderr, __VA_ARGS__);                                    \
-		fputc('\n', stderr);                                             \
-		failures++;                                                      \
-	} while (0)
-
-#define CK(expr)                                                                 \
-	do {                                                                     \
-		int ck_ = (expr);                                                \
-		if (ck_) {                                                       \
-			FAIL("%s = %d (%s)", #expr, ck_, tcpx_p2p_last_error()); \
-			exit(1);                                                 \
-		}                                                                \
-	} while (0)
-
-#define CKC(expr)                                                                \
-	do {                                                                     \
-		cudaError_t ckc_ = (expr);                                       \
-		if (ckc_ != cudaSuccess) {                                       \
-			FAIL("%s: %s", #expr, cudaGetErrorString(ckc_));          \
-			exit(1);                                                 \
-		}                                                                \
-	} while (0)
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static uint32_t below(uint32_t n)
-{
-	return n ? (uint32_t)(next() % n) : 0;
-}
 
 static void *xmalloc(size_t n)
 {

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "dev_priv.h"
+#include "gpu_check.h"
 #include "tcpx_p2p.h"
 
 #define PAGE TP_UNPACK_PAGE_SIZE
@@ -32,49 +33,9 @@ static const uint64_t sizes[] = {
 static const uint32_t dst_shifts[] = { 0, 1, 3, 5, 8, 13, 15, 4 };
 #define NSHIFTS (sizeof(dst_shifts) / sizeof(dst_shifts[0]))
 
-static uint64_t rng = 0x243f6a8885a308d3ull;
 static struct tp_unpack_meta *meta[NMETA];
 static tp_dev_stream *stream;
-static int failures;
 
-#define FAIL(...)                                                                \
-	do {                                                                     \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
-		fprintf(stderr, __VA_ARGS__);                                    \
-		fputc('\n', stderr);                                             \
-		failures++;                                                      \
-	} while (0)
-
-#define CK(expr)                                                                 \
-	do {                                                                     \
-		int ck_ = (expr);                                                \
-		if (ck_) {                                                       \
-			FAIL("%s = %d (%s)", #expr, ck_, tcpx_p2p_last_error()); \
-			exit(1);                                                 \
-		}                                                                \
-	} while (0)
-
-#define CKC(expr)                                                                \
-	do {                                                                     \
-		cudaError_t ckc_ = (expr);                                       \
-		if (ckc_ != cudaSuccess) {                                       \
-			FAIL("%s: %s", #expr, cudaGetErrorString(ckc_));          \
-			exit(1);                                                 \
-		}                                                                \
-	} while (0)
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static uint32_t below(uint32_t n)
-{
-	return n ? (uint32_t)(next() % n) : 0;
-}
 
 /* Split [0, size) into fragments; each gets (page-less) src_off = intra-page
  * offset for now.  At most TP_UNPACK_MAX_PAGES fragments, as on TCPX. */
@@ -328,6 +289,8 @@ int main(void)
 {
 	struct tp_unpack_job none[1] = { { 0 } };
 	int ngpu;
+
+	rng = 0x243f6a8885a308d3ull;
 
 	CK(tp__dev_count(&ngpu));
 	if (ngpu == 0) {
