@@ -135,14 +135,14 @@ enum tp_unpack_kind {
 struct tp_slot {
 	void *request;      /* NULL between preparing and issuing (gathers) */
 	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
-	char *dst;          /* where the chunk's bytes belong (one segment) */
 	uint32_t len;
 	size_t soff;        /* the chunk's offset in its transfer's stream */
 	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
 	enum tp_unpack_kind unpack;
 	bool multi;         /* several segments: through the comm's staging */
 	bool dst_dev;       /* the transfer's memory is device memory */
-	char *buf;          /* what the request is posted with: dst or stage */
+	char *buf;          /* what the request is posted with: the chunk's place in its
+			     * one segment, or (multi, discard) a staging slot */
 	struct tcpx_p2p_mr *mr; /* the region buf lies in */
 	uint64_t seq;       /* the chunk's number in its stream */
 	char *stage;        /* staging slot of a multi or discard chunk */

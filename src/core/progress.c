@@ -100,7 +100,6 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	if (x->op != TP_OP_DISCARD)
 		ptr = tp__seg_single(x, off, n, &mr);
 	sl->multi = !ptr;
-	sl->dst = ptr;
 	if (!ptr) {
 		/* Bytes that go nowhere (or an empty transfer) still need a
 		 * buffer the plugin accepts: device memory where it bounces
@@ -247,7 +246,7 @@ static int unpack_memcpy(const struct tp_comm *cm, const struct tp_slot *sl, uns
 					 "unpack: record %llu (dst %llu, len %u) outside the "
 					 "%u-byte chunk", (unsigned long long)i,
 					 (unsigned long long)r[i].dst_off, r[i].len, sl->len);
-		memcpy(sl->dst + r[i].dst_off, cm->bounce + r[i].src_off, r[i].len);
+		memcpy(sl->buf + r[i].dst_off, cm->bounce + r[i].src_off, r[i].len);
 	}
 	return 0;
 }

@@ -173,7 +173,7 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.recs = cms[i]->meta->mem[k],
 			.cnt = (uint32_t)cnt,
 			.bounce = cms[i]->bounce,
-			.dst = slots[i]->dst,
+			.dst = slots[i]->buf,
 			.len = slots[i]->len,
 		};
 		bool dst_dev = slots[i]->dst_dev;
