@@ -1,4 +1,5 @@
 /* Devices, memory, pointers, streams and events through the CUDA runtime. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "dev_priv.h"
@@ -32,6 +33,50 @@ int tp__dev_set(int gpu)
 	if (cudaGetDevice(&cur) == cudaSuccess && cur == gpu)
 		return 0;
 	return TP_CUDA(cudaSetDevice, gpu);
+}
+
+/* cuCtxGetCurrent and cuCtxSetCurrent through cudart's driver entry
+ * points: the library does not link libcuda (it must load on machines
+ * without a driver).  Both take and return CUresult (0 = CUDA_SUCCESS). */
+typedef int (*ctx_get_fn)(void **ctx);
+typedef int (*ctx_set_fn)(void *ctx);
+static ctx_get_fn ctx_get;
+static ctx_set_fn ctx_set;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+
+static void ctx_resolve(void)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *get = NULL, *set = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault,
+					     &q) != cudaSuccess || q != cudaDriverEntryPointSuccess ||
+	    cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault,
+					     &q) != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+		(void)cudaGetLastError();
+		return;
+	}
+	ctx_get = (ctx_get_fn)get;
+	ctx_set = (ctx_set_fn)set;
+}
+
+void *tp__dev_ctx_save(void)
+{
+	void *ctx = NULL;
+
+	pthread_once(&ctx_once, ctx_resolve);
+	if (!ctx_get || ctx_get(&ctx) != 0)
+		return NULL;
+	return ctx;
+}
+
+void tp__dev_ctx_restore(void *ctx)
+{
+	void *cur = NULL;
+
+	if (!ctx || !ctx_get || !ctx_set || (ctx_get(&cur) == 0 && cur == ctx))
+		return;
+	(void)ctx_set(ctx);
 }
 
 int tp__dev_pci_bus_id(int gpu, char *buf, int len)

@@ -18,6 +18,14 @@ extern "C" {
  * machines) or no device counts as 0, not as an error. */
 int tp__dev_count(int *n);
 int tp__dev_set(int gpu);
+/* The thread's current CUDA context (NULL when none is current: a thread
+ * that never used CUDA), and putting it back: library calls select their
+ * session's GPU and give the caller its own context back on return.  A
+ * thread with no context is left on the session's GPU rather than switched
+ * to device 0, where it would create a context the process may not use.
+ * Neither touches the thread's error state. */
+void *tp__dev_ctx_save(void);
+void tp__dev_ctx_restore(void *ctx);
 /* PCI bus id of a GPU, e.g. "0000:04:00.0". */
 int tp__dev_pci_bus_id(int gpu, char *buf, int len);
 /* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,

@@ -255,11 +255,13 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s;
 	uint64_t before;
+	void *ctx;
 	int i;
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_destroy: NULL conn");
 	s = c->s;
+	ctx = tp__gpu_save(s);
 	/* No pass of the session reaches this conn after this. */
 	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
@@ -314,6 +316,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	}
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
+	tp__dev_ctx_restore(ctx);
 	if (c->ctrl_fd >= 0)
 		tp__sock_close(c->ctrl_fd);
 	pthread_mutex_lock(&s->lock);

@@ -255,6 +255,14 @@ struct tcpx_p2p_listener {
 /* Make the session's GPU current on this thread before a plugin or CUDA
  * call that picks its device with cudaGetDevice (DESIGN §4.3). */
 int tp__session_use_gpu(struct tcpx_p2p_session *s);
+/* The calling thread's CUDA context is the application's: a public call
+ * that may select the session's GPU saves it on entry (NULL for a
+ * host-memory session: no CUDA call at all) and gives it back with
+ * tp__dev_ctx_restore before returning. */
+static inline void *tp__gpu_save(const struct tcpx_p2p_session *s)
+{
+	return s && s->cfg.gpu >= 0 ? tp__dev_ctx_save() : NULL;
+}
 /* timeout_ms, or the session's configured one for TCPX_P2P_TIMEOUT_DEFAULT. */
 static inline int tp__session_timeout(const struct tcpx_p2p_session *s, int timeout_ms)
 {

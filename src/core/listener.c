@@ -19,6 +19,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 {
 	struct tcpx_p2p_listener *l;
 	size_t hdr = sizeof(struct tp_blob_hdr);
+	void *ctx;
 	int i, rc;
 
 	if (!s || !out)
@@ -36,11 +37,13 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		goto free_listener;
 	}
 	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name);
+	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++)
 		rc = s->net->ops->listen(s->net, s->nics[i % s->nnics],
 					 l->blob + hdr + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
 					 &l->lcomm[i]);
+	tp__dev_ctx_restore(ctx);
 	if (!rc && s->cfg.auth_token)
 		rc = tp__blob_seal(s->cfg.auth_token, l->blob, l->blob_len - TP_AUTH_MAC);
 	if (rc)
@@ -178,7 +181,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	struct tcpx_p2p_session *s;
 	ncclNetDeviceHandle_v7_t *devh = NULL;
 	unsigned char *handles = NULL;
-	void **send = NULL, **recv = NULL;
+	void **send = NULL, **recv = NULL, *ctx = NULL;
 	size_t hlen;
 	int i, rc;
 
@@ -207,6 +210,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		goto free_arrays;
 	}
 	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
+	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
 	l->spent = true;
@@ -235,6 +239,7 @@ close_comms:
 			s->net->ops->close_recv(s->net, recv[i]);
 	}
 free_arrays:
+	tp__dev_ctx_restore(ctx);
 	free(devh);
 	free(recv);
 	free(send);
@@ -244,13 +249,16 @@ free_arrays:
 
 int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l)
 {
+	void *ctx;
 	int i;
 
 	if (!l)
 		return tp__error(TCPX_P2P_EINVAL, "listener_destroy: NULL listener");
+	ctx = tp__gpu_save(l->s);
 	tp__session_use_gpu(l->s);
 	for (i = 0; i < l->nchan; i++)
 		l->s->net->ops->close_listen(l->s->net, l->lcomm[i]);
+	tp__dev_ctx_restore(ctx);
 	pthread_mutex_lock(&l->s->lock);
 	l->s->nlisteners--;
 	pthread_mutex_unlock(&l->s->lock);

@@ -105,6 +105,7 @@ static void unlink_mr(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr)
 int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 {
 	struct tcpx_p2p_session *s;
+	void *ctx;
 	int i;
 
 	if (!mr)
@@ -119,11 +120,13 @@ int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 	unlink_mr(s, mr);
 	/* Under the lock: conn teardown drops its comms from every listed
 	 * region before closing them, so each comm named here is still open. */
+	ctx = tp__gpu_save(s);
 	tp__session_use_gpu(s);
 	for (i = 0; i < mr->nregs; i++) {
 		if (s->net->ops->dereg_mr(s->net, mr->regs[i].comm, mr->regs[i].mhandle))
 			TP_WARN("mr", "deregMr failed: %s", tcpx_p2p_last_error());
 	}
+	tp__dev_ctx_restore(ctx);
 	pthread_mutex_unlock(&s->lock);
 	free(mr->regs);
 	free(mr);

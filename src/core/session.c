@@ -161,6 +161,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 {
 	struct tcpx_p2p_session *s;
 	tcpx_p2p_config defaults;
+	void *ctx = NULL;
 	int ndev = 0, ngpu = 0, rc;
 
 	tp__log_init();
@@ -201,6 +202,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	rc = keep_token(s);
 	if (rc)
 		goto free_session;
+	ctx = tp__gpu_save(s);
 	rc = open_gpu(s, &ngpu);
 	if (rc)
 		goto free_session;
@@ -247,6 +249,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s) of %d striped, gpu %d, "
 		"%d channels, chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
 		s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
+	tp__dev_ctx_restore(ctx);
 	*out = s;
 	return 0;
 
@@ -257,6 +260,7 @@ destroy_lock:
 unload:
 	tp__net_unload(s->net);
 free_session:
+	tp__dev_ctx_restore(ctx);
 	drop_token(s);
 	free(s);
 	return rc;

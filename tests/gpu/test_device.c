@@ -1,6 +1,7 @@
 /* The non-unpack half of the device seam: pointer kinds, copies, streams,
  * events (including a deterministic not-ready query) and the translation
  * of CUDA errors into TCPX_P2P_ECUDA with a detail naming the call. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,34 @@ static void test_errors(void)
 	CHECK(!tp__dev_set(0), "cudaSetDevice(0): %s", tcpx_p2p_last_error());
 }
 
+/* The caller's context survives a library call that selects another
+ * device; a thread that never used CUDA has no context to give back. */
+static void *ctx_thread(void *arg)
+{
+	int n = *(int *)arg, dev = -1;
+	void *none, *c0;
+
+	none = tp__dev_ctx_save();
+	CHECK(none == NULL, "a new thread has a current context %p", none);
+	tp__dev_ctx_restore(none);
+	CHECK(!tp__dev_set(0), "cudaSetDevice(0): %s", tcpx_p2p_last_error());
+	c0 = tp__dev_ctx_save();
+	CHECK(c0 != NULL, "no context after cudaSetDevice(0)");
+	CHECK(!tp__dev_set(n - 1), "cudaSetDevice(%d): %s", n - 1, tcpx_p2p_last_error());
+	tp__dev_ctx_restore(c0);
+	CHECK(cudaGetDevice(&dev) == cudaSuccess && dev == 0, "device %d after restore", dev);
+	CHECK(tp__dev_ctx_save() == c0, "another context after restore");
+	return NULL;
+}
+
+static void test_ctx_restore(int n)
+{
+	pthread_t t;
+
+	CHECK(!pthread_create(&t, NULL, ctx_thread, &n), "pthread_create");
+	pthread_join(t, NULL);
+}
+
 int main(void)
 {
 	int n;
@@ -134,6 +163,7 @@ int main(void)
 	if (test_stream_event())
 		return 1;
 	test_errors();
+	test_ctx_restore(n);
 	printf("%s\n", failures ? "FAILED" : "device seam checks passed");
 	return failures ? 1 : 0;
 }
