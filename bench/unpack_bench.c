@@ -1,4 +1,4 @@
-/* unpack_bench: the three unpack variants (kernel, d2d, host) against a
+/* unpack_bench: the unpack variants (kernel, d2d, host) against a
  * cudaMemcpy D2D of the same payload, over emulator-like layouts (random
  * intra-page offsets, shuffled pages) and whole 4 KiB pages, for 1, 4 and
  * 16 chunks per launch.  Each variant's output is verified once before it
@@ -17,12 +17,27 @@
 #define MAX_CHUNKS TP_UNPACK_QUEUE_DEPTH
 
 enum layout { LAYOUT_EMU, LAYOUT_PAGES };
-/* kern-dev is a diagnostic: the kernel reading a device copy of the ring,
- * which separates the cost of reading host memory from the copy itself. */
-enum variant { VAR_KERNEL, VAR_KERNEL_DEVMETA, VAR_D2D, VAR_HOST, VAR_MEMCPY, NVARIANTS };
+/* kernel is the library's choice (records in the launch's parameters when
+ * they fit, else read from the ring); kern-ring always reads the ring;
+ * kern-dev is a diagnostic: the ring path reading a device copy of the
+ * ring, which separates the cost of reading host memory from the copy
+ * itself.  d2d-1 and host-1 are d2d and host with one cudaMemcpyAsync per
+ * copy instead of a batch (the variants before batching). */
+enum variant {
+	VAR_KERNEL,
+	VAR_KERNEL_RING,
+	VAR_KERNEL_DEVMETA,
+	VAR_D2D,
+	VAR_D2D_ONE,
+	VAR_HOST,
+	VAR_HOST_ONE,
+	VAR_MEMCPY,
+	NVARIANTS
+};
 
 static const char *const layout_name[] = { "emu", "pages" };
-static const char *const variant_name[] = { "kernel", "kern-dev", "d2d", "host", "memcpy" };
+static const char *const variant_name[] = { "kernel", "kern-ring", "kern-dev", "d2d", "d2d-1",
+					    "host", "host-1", "memcpy" };
 
 struct opts {
 	size_t chunk;
@@ -239,18 +254,23 @@ static void setup_destroy(struct setup *st)
 
 static void run_once(struct setup *st, enum variant var)
 {
+	tp__dev_unpack_set_inline(var == VAR_KERNEL);
+	stream->batch_ok = var != VAR_D2D_ONE && var != VAR_HOST_ONE;
 	switch (var) {
 	case VAR_KERNEL:
+	case VAR_KERNEL_RING:
 		CK(tp__dev_unpack_kernel(stream, st->jobs, st->nchunks));
 		break;
 	case VAR_KERNEL_DEVMETA:
 		CK(tp__dev_unpack_kernel(stream, st->jobs_dev, st->nchunks));
 		break;
 	case VAR_D2D:
+	case VAR_D2D_ONE:
 		for (int j = 0; j < st->nchunks; j++)
 			CK(tp__dev_unpack_d2d(stream, &st->jobs[j]));
 		break;
 	case VAR_HOST:
+	case VAR_HOST_ONE:
 		for (int j = 0; j < st->nchunks; j++)
 			CK(tp__dev_unpack_host(stream, &st->jobs[j]));
 		break;
@@ -312,7 +332,7 @@ static float time_variant(struct setup *st, enum variant var, const struct opts 
 	return med;
 }
 
-/* Launch plus ring-read latency alone: every job's cnt is 0. */
+/* Launch latency alone: every job's cnt is 0 (no record read or copied). */
 static float kernel_floor(int njobs, const struct opts *o, float *ms)
 {
 	struct setup st;
@@ -360,7 +380,7 @@ int main(int argc, char **argv)
 		       prop.name, o.chunk, o.reps, o.warmup);
 		printf("# kernel floor (every cnt 0): %.2f us for 1 job, %.2f us for 16 jobs\n",
 		       kernel_floor(1, &o, ms), kernel_floor(16, &o, ms));
-		printf("%-7s %-8s %7s %10s %10s %9s\n", "layout", "variant", "chunks", "frags",
+		printf("%-7s %-9s %7s %10s %10s %9s\n", "layout", "variant", "chunks", "frags",
 		       "GB/s", "us/chunk");
 	}
 	for (int lay = LAYOUT_EMU; lay <= LAYOUT_PAGES; lay++) {
@@ -385,7 +405,7 @@ int main(int argc, char **argv)
 					       st.chunk, st.npages, med * 1e3, bytes / (med * 1e6),
 					       med * 1e3 / st.nchunks);
 				else
-					printf("%-7s %-8s %7d %10u %10.1f %9.2f\n", layout_name[lay],
+					printf("%-7s %-9s %7d %10u %10.1f %9.2f\n", layout_name[lay],
 					       variant_name[var], st.nchunks, st.npages,
 					       bytes / (med * 1e6), med * 1e3 / st.nchunks);
 			}

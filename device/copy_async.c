@@ -1,33 +1,103 @@
-/* The copy list as cudaMemcpyAsync calls: the variant for pageable host
- * memory, which no kernel can reach.  The host reads the list. */
+/* Copies through the copy engines, for what no kernel can reach (pageable
+ * host memory) and for the d2d and host unpack variants.  A call's copies
+ * are collected on the stream and issued together: as one
+ * cudaMemcpyBatchAsync where the runtime has it (CUDA 12.8+), else one
+ * cudaMemcpyAsync each.  A driver call costs microseconds whatever its
+ * size, so copies adjacent in both source and destination merge first. */
+#include <stdlib.h>
+
 #include "dev_priv.h"
 #include "util/error.h"
 
-int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
+#if CUDART_VERSION >= 12080
+#define TP_HAVE_BATCH 1
+#else
+#define TP_HAVE_BATCH 0
+#endif
+
+int tp__dev_batch_add(tp_dev_stream *s, void *dst, const void *src, size_t len)
 {
-	const char *src = NULL;
-	char *dst = NULL;
-	size_t len = 0; /* the run of entries not yet issued */
+	struct tp_dev_batch *b = &s->batch;
+	size_t cap;
+
+	if (!len)
+		return 0;
+	if (b->n && (const char *)src == (const char *)b->src[b->n - 1] + b->len[b->n - 1] &&
+	    (char *)dst == (char *)b->dst[b->n - 1] + b->len[b->n - 1]) {
+		b->len[b->n - 1] += len;
+		return 0;
+	}
+	if (b->n == b->cap) {
+		cap = b->cap ? 2 * b->cap : 256;
+		void **d = realloc(b->dst, cap * sizeof(*d));
+		if (d)
+			b->dst = d;
+		const void **sr = realloc(b->src, cap * sizeof(*sr));
+		if (sr)
+			b->src = sr;
+		size_t *l = realloc(b->len, cap * sizeof(*l));
+		if (l)
+			b->len = l;
+		if (!d || !sr || !l) {
+			b->n = 0;
+			return tp__error(TCPX_P2P_ENOMEM, "cannot grow a copy batch to %zu", cap);
+		}
+		b->cap = cap;
+	}
+	b->dst[b->n] = dst;
+	b->src[b->n] = src;
+	b->len[b->n] = len;
+	b->n++;
+	return 0;
+}
+
+int tp__dev_batch_issue(tp_dev_stream *s)
+{
+	struct tp_dev_batch *b = &s->batch;
+	size_t n = b->n;
 	int err = 0;
 
-	for (uint32_t i = 0; i < n && !err; i++) {
-		struct tp_copy c = list[i];
+	b->n = 0;
+	if (!n)
+		return 0;
+#if TP_HAVE_BATCH
+	if (n > 1 && s->batch_ok) {
+		struct cudaMemcpyAttributes attr = {
+			.srcAccessOrder = cudaMemcpySrcAccessOrderStream,
+			.flags = cudaMemcpyFlagPreferOverlapWithCompute,
+		};
+		size_t first = 0;
+		cudaError_t e = cudaMemcpyBatchAsync(b->dst, b->src, b->len, n, &attr, &first, 1,
+						     s->st);
 
-		if (!c.len)
-			continue;
-		/* A range callers split for the kernel's balance is one call
-		 * here: a call costs microseconds, whatever its size. */
-		if (len && c.src == src + len && c.dst == dst + len) {
-			len += c.len;
-			continue;
-		}
-		if (len)
-			err = TP_CUDA(cudaMemcpyAsync, dst, src, len, cudaMemcpyDefault, s->st);
-		src = c.src;
-		dst = c.dst;
-		len = c.len;
+		if (e == cudaSuccess)
+			return 0;
+		/* A driver without batch copies: one call each from now on. */
+		if (e != cudaErrorNotSupported && e != cudaErrorCallRequiresNewerDriver)
+			return tp__dev_cuda_check(e, "cudaMemcpyBatchAsync");
+		(void)cudaGetLastError();
+		s->batch_ok = false;
 	}
-	if (!err && len)
-		err = TP_CUDA(cudaMemcpyAsync, dst, src, len, cudaMemcpyDefault, s->st);
+#endif
+	for (size_t i = 0; i < n && !err; i++)
+		err = TP_CUDA(cudaMemcpyAsync, b->dst[i], b->src[i], b->len[i], cudaMemcpyDefault,
+			      s->st);
 	return err;
+}
+
+void tp__dev_batch_free(tp_dev_stream *s)
+{
+	free(s->batch.dst);
+	free(s->batch.src);
+	free(s->batch.len);
+	s->batch = (struct tp_dev_batch){ 0 };
+}
+
+int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
+{
+	int err = 0;
+
+	for (uint32_t i = 0; i < n && !err; i++)
+		err = tp__dev_batch_add(s, list[i].dst, list[i].src, list[i].len);
+	return err ? err : tp__dev_batch_issue(s);
 }

@@ -173,6 +173,7 @@ int tp__dev_stream_create(tp_dev_stream **s)
 	if (err)
 		goto destroy_stream;
 	*ds->err_host = 0;
+	ds->batch_ok = true;
 	err = TP_CUDA(cudaHostGetDevicePointer, (void **)&ds->err_dev, ds->err_host, 0);
 	if (err)
 		goto free_err;
@@ -197,6 +198,7 @@ void tp__dev_stream_destroy(tp_dev_stream *s)
 	    (s->stage && TP_CUDA(cudaFreeHost, s->stage)) || TP_CUDA(cudaFreeHost, s->err_host) ||
 	    TP_CUDA(cudaStreamDestroy, s->st))
 		TP_WARN("dev", "stream teardown: %s", tcpx_p2p_last_error());
+	tp__dev_batch_free(s);
 	free(s);
 }
 

@@ -3,6 +3,7 @@
 #ifndef TP_DEV_PRIV_H
 #define TP_DEV_PRIV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cuda_runtime_api.h>
@@ -13,8 +14,18 @@
 extern "C" {
 #endif
 
+/* Copies collected for one issue (copy_async.c). */
+struct tp_dev_batch {
+	void **dst;
+	const void **src;
+	size_t *len;
+	size_t n, cap;
+};
+
 struct tp_dev_stream {
 	cudaStream_t st;
+	struct tp_dev_batch batch;
+	bool batch_ok; /* cudaMemcpyBatchAsync usable (until refused once) */
 	/* host-variant staging (pinned), grown on demand, ordered on st */
 	char *stage;
 	size_t stage_cap;
@@ -34,6 +45,17 @@ int tp__dev_cuda_check(cudaError_t err, const char *call);
 /* Blocks per job of the unpack kernel (a tuning knob for unpack_bench;
  * not thread-safe against concurrent launches). */
 int tp__dev_unpack_set_blocks(int blocks);
+/* Whether launches of few records carry them in their parameters (the
+ * default) or every launch reads the ring (for unpack_bench and the tests
+ * of the ring path; same thread rule). */
+void tp__dev_unpack_set_inline(bool on);
+
+/* Collect a copy (cudaMemcpyDefault) for the next issue; issue them all,
+ * ordered on the stream as a group (not among themselves: no copy of a
+ * batch may depend on another).  On error the batch is dropped. */
+int tp__dev_batch_add(tp_dev_stream *s, void *dst, const void *src, size_t len);
+int tp__dev_batch_issue(tp_dev_stream *s);
+void tp__dev_batch_free(tp_dev_stream *s);
 
 #define TP_CUDA(fn, ...) tp__dev_cuda_check(fn(__VA_ARGS__), #fn)
 

@@ -52,7 +52,8 @@ int tp__dev_event_query(tp_dev_event *e, int *done);
  * caller reads cnt (host memory, published before test reported done) and
  * passes it by value: it saves the kernel a dependent PCIe read per block. */
 struct tp_unpack_job {
-	const tp_unpack_rec *recs; /* &meta->mem[slot][0] (device-accessible) */
+	const tp_unpack_rec *recs; /* &meta->mem[slot][0]: pinned, mapped host memory
+	                             (read by the kernel and by the host) */
 	uint32_t cnt;              /* meta->cnt[slot], <= TP_UNPACK_MAX_PAGES */
 	const char *bounce;        /* bounce buffer base (device pointer) */
 	char *dst;                 /* receive buffer (device pointer) */
@@ -62,11 +63,13 @@ struct tp_unpack_job {
 #define TP_UNPACK_MAX_JOBS 32 /* jobs per kernel launch (passed by value) */
 
 /* kernel: one launch gathers every record of njobs (<= TP_UNPACK_MAX_JOBS)
- * chunks; the kernel reads the records from the ring itself. */
+ * chunks; a launch of few records gets them from the host in its
+ * parameters, a larger one reads them from the ring itself. */
 int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs);
 /* d2d and host return TCPX_P2P_EPLUGIN, copying nothing, for a record
  * outside the chunk; the kernel skips such records and flags the stream. */
-/* d2d: cudaMemcpyAsync per record; the host reads the (pinned) records. */
+/* d2d: the records' copies, one batch of copy-engine copies; the host
+ * reads the (pinned) records. */
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job);
 /* host: every record copied through host staging memory, then to dst. */
 int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job);
@@ -102,8 +105,8 @@ struct tp_copy {
  * the PCIe read of its entries, several microseconds.  Only launch errors
  * are reported. */
 int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
-/* The same copies as cudaMemcpyAsync(cudaMemcpyDefault) calls on s, one
- * per entry, merging entries adjacent in both src and dst: for pageable
+/* The same copies through the copy engines (cudaMemcpyDefault) on s, as
+ * one batch, merging entries adjacent in both src and dst: for pageable
  * host memory, which no kernel can reach.  The host reads list. */
 int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
 

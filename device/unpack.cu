@@ -1,9 +1,12 @@
 /* The unpack kernel: one launch gathers the bounce-buffer fragments of up
  * to TP_UNPACK_MAX_JOBS received chunks into their destinations.  The
  * host passes the job table by value (with each chunk's record count, read
- * from host memory); the kernel reads the records from the pinned,
- * device-mapped meta ring itself, so nothing on the host parses a chunk. */
+ * from host memory).  A launch of up to TP_UNPACK_INLINE_RECS records
+ * carries the records too (a plain copy out of the ring, no parsing: the
+ * kernel checks them); a larger one reads them from the pinned,
+ * device-mapped meta ring itself. */
 #include <stdint.h>
+#include <string.h>
 
 #include "dev_copy.cuh"
 #include "dev_priv.h"
@@ -21,6 +24,36 @@ struct tp_unpack_args {
 	struct tp_unpack_job job[TP_UNPACK_MAX_JOBS];
 	unsigned *err; /* mapped: set when a record lies outside its chunk */
 };
+
+/* A launch whose records the host copied into the parameters: no read of
+ * the ring (a dependent PCIe round trip, ~10 us of a 20 us single-chunk
+ * unpack on an H200) before the copies start.  Sized so that the whole
+ * parameter block stays within the classic 4 KiB. */
+#define TP_UNPACK_INLINE_JOBS 4
+#define TP_UNPACK_INLINE_RECS 240
+
+struct tp_unpack_inline_args {
+	struct tp_unpack_job job[TP_UNPACK_INLINE_JOBS]; /* recs unused */
+	uint32_t first[TP_UNPACK_INLINE_JOBS];           /* the job's records in rec */
+	unsigned *err;
+	tp_unpack_rec rec[TP_UNPACK_INLINE_RECS];
+};
+
+static_assert(sizeof(struct tp_unpack_inline_args) <= 4096, "inline launch within 4 KiB");
+
+/* One record with the whole warp; a record outside its chunk is skipped
+ * and flagged.  Every argument is uniform across the warp. */
+static __device__ __forceinline__ void unpack_rec(const struct tp_unpack_job *job,
+						  uint32_t src_off, uint32_t len,
+						  uint64_t dst_off, unsigned *err, int lane)
+{
+	if (len > TP_UNPACK_PAGE_SIZE || dst_off > job->len || len > job->len - dst_off) {
+		if (lane == 0)
+			atomicOr(err, 1u);
+		return;
+	}
+	tp_copy_range<32>(job->dst + dst_off, job->bounce + src_off, len, lane);
+}
 
 /* Grid: x = blocks per job, y = job.  Each warp owns a contiguous range of
  * the records below cnt (passed by value), loads up to 32 of them at once
@@ -47,24 +80,33 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 		if ((uint32_t)lane < n)
 			r = __ldcv(recs + base + lane);
 		for (uint32_t k = 0; k < n; k++) {
-			uint32_t src_off = __shfl_sync(0xffffffffu, r.x, k);
-			uint32_t len = __shfl_sync(0xffffffffu, r.y, k);
 			uint64_t dst_off = ((uint64_t)__shfl_sync(0xffffffffu, r.w, k) << 32) |
 					   __shfl_sync(0xffffffffu, r.z, k);
 
-			/* uniform across the warp (shuffled values) */
-			if (len > TP_UNPACK_PAGE_SIZE || dst_off > job->len ||
-			    len > job->len - dst_off) {
-				if (lane == 0)
-					atomicOr(a.err, 1u);
-				continue;
-			}
-			tp_copy_range<32>(job->dst + dst_off, job->bounce + src_off, len, lane);
+			unpack_rec(job, __shfl_sync(0xffffffffu, r.x, k),
+				   __shfl_sync(0xffffffffu, r.y, k), dst_off, a.err, lane);
 		}
 	}
 }
 
+/* The same copies from records in the parameters: warp w of a job takes
+ * records w, w + nwarps, ...; the whole warp reads one record (a uniform
+ * parameter load, served from the constant cache). */
+static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
+	tp_unpack_inline(const __grid_constant__ struct tp_unpack_inline_args a)
+{
+	const struct tp_unpack_job *job = &a.job[blockIdx.y];
+	int lane = threadIdx.x & 31;
+	uint32_t nwarps = gridDim.x * TP_UNPACK_WARPS;
+	const tp_unpack_rec *rec = a.rec + a.first[blockIdx.y];
+
+	for (uint32_t i = blockIdx.x * TP_UNPACK_WARPS + threadIdx.x / 32; i < job->cnt;
+	     i += nwarps)
+		unpack_rec(job, rec[i].src_off, rec[i].len, rec[i].dst_off, a.err, lane);
+}
+
 static int unpack_blocks = TP_UNPACK_BLOCKS;
+static uint32_t inline_recs = TP_UNPACK_INLINE_RECS;
 
 extern "C" int tp__dev_unpack_set_blocks(int blocks)
 {
@@ -74,15 +116,55 @@ extern "C" int tp__dev_unpack_set_blocks(int blocks)
 	return 0;
 }
 
+extern "C" void tp__dev_unpack_set_inline(bool on)
+{
+	inline_recs = on ? TP_UNPACK_INLINE_RECS : 0;
+}
+
+/* Launches of few records (a latency-bound single chunk) carry them in the
+ * parameters, read here from the ring in host memory; the rest read the
+ * ring from the kernel.  False when the jobs do not fit. */
+static bool launch_inline(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs,
+			  cudaError_t *err)
+{
+	struct tp_unpack_inline_args a;
+	uint32_t n = 0, most = 0;
+
+	if (njobs > TP_UNPACK_INLINE_JOBS)
+		return false;
+	for (int i = 0; i < njobs; i++) {
+		uint32_t cnt = min(jobs[i].cnt, (uint32_t)TP_UNPACK_MAX_PAGES);
+
+		if (cnt > inline_recs - n)
+			return false;
+		a.job[i] = jobs[i];
+		a.job[i].cnt = cnt;
+		a.first[i] = n;
+		memcpy(&a.rec[n], jobs[i].recs, cnt * sizeof(tp_unpack_rec));
+		n += cnt;
+		most = max(most, cnt);
+	}
+	a.err = s->err_dev;
+	/* one record per warp, within the configured blocks */
+	unsigned blocks = min((most + TP_UNPACK_WARPS - 1) / TP_UNPACK_WARPS,
+			      (unsigned)unpack_blocks);
+	tp_unpack_inline<<<dim3(max(blocks, 1u), njobs), TP_UNPACK_THREADS, 0, s->st>>>(a);
+	*err = cudaGetLastError();
+	return true;
+}
+
 extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs)
 {
 	struct tp_unpack_args a;
+	cudaError_t err;
 
 	if (njobs < 0 || njobs > TP_UNPACK_MAX_JOBS)
 		return tp__error(TCPX_P2P_EINVAL, "%d unpack jobs in one launch (at most %d)", njobs,
 				 TP_UNPACK_MAX_JOBS);
 	if (!njobs)
 		return 0;
+	if (launch_inline(s, jobs, njobs, &err))
+		return tp__dev_cuda_check(err, "tp_unpack_inline<<<>>>");
 	for (int i = 0; i < njobs; i++)
 		a.job[i] = jobs[i];
 	a.err = s->err_dev;

@@ -1,5 +1,6 @@
-/* The reference unpack variants: the host reads the records (pinned host
- * memory, readable at the same address under UVA) and issues copies.
+/* The copy-engine unpack variants: the host reads the records (pinned host
+ * memory, readable at the same address under UVA) and issues their copies
+ * as one batch (copy_async.c).
  * cudaMemcpyDefault lets bounce and dst each be device or host memory, so
  * these also serve host destinations and host bounce buffers. */
 #include "dev_priv.h"
@@ -35,10 +36,9 @@ int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
 	for (uint32_t i = 0; i < cnt && !err; i++) {
 		tp_unpack_rec r = job->recs[i];
 
-		err = TP_CUDA(cudaMemcpyAsync, job->dst + r.dst_off, job->bounce + r.src_off, r.len,
-			      cudaMemcpyDefault, s->st);
+		err = tp__dev_batch_add(s, job->dst + r.dst_off, job->bounce + r.src_off, r.len);
 	}
-	return err;
+	return err ? err : tp__dev_batch_issue(s);
 }
 
 /* Grow the stream's pinned staging buffer.  Queued copies may still use
@@ -99,15 +99,15 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 		if (err)
 			return err;
 	}
-	for (uint32_t i = 0; i < cnt; i++) {
+	for (uint32_t i = 0; i < cnt && !err; i++) {
 		tp_unpack_rec r = job->recs[i];
 
-		if (!r.len)
-			continue;
-		err = TP_CUDA(cudaMemcpyAsync, s->stage + (r.dst_off - lo), job->bounce + r.src_off,
-			      r.len, cudaMemcpyDefault, s->st);
-		if (err)
-			return err;
+		err = tp__dev_batch_add(s, s->stage + (r.dst_off - lo), job->bounce + r.src_off,
+					r.len);
 	}
+	if (!err)
+		err = tp__dev_batch_issue(s);
+	if (err)
+		return err;
 	return TP_CUDA(cudaMemcpyAsync, job->dst + lo, s->stage, hi - lo, cudaMemcpyDefault, s->st);
 }

@@ -53,7 +53,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "plugin network device for every channel; -1 = TCPX_P2P_NICS decides" },
 	{ "TCPX_P2P_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS", "num_channels", TP_CFG_INT,
 	  TP_OFF(num_channels), 1, TP_MAX_CHANNELS, 0, NULL, 0,
-	  "2", "1..16",
+	  "4", "1..16",
 	  "channels (plugin send+recv comm pairs) per connection; must match the peer" },
 	{ "TCPX_P2P_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", "chunk_bytes", TP_CFG_SIZE,
 	  TP_OFF(chunk_bytes), 1, TP_MAX_CHUNK, 0, NULL, 0,

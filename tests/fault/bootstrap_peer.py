@@ -48,10 +48,10 @@ BLOB_MAGIC = 0x54505842  # "TPXB", src/core/listener.c
 EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
 
 
-def crafted_hello(nchan=3, chunk=2097152, plugin=b"TCPXEmu_v7"):
+def crafted_hello(nchan=5, chunk=2097152, plugin=b"TCPXEmu_v7"):
     """A blob whose emulator handles say "connect in progress, slot 5, key
     0x4141414141414141" (struct emu_handle, src/abi/handle_layout.h).
-    nchan counts the handles: the default 2 data channels + the control one."""
+    nchan counts the handles: the default 4 data channels + the control one."""
     hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 3, nchan, chunk, 128, plugin)
     addr = struct.pack("<H", socket.AF_INET) + struct.pack("!H", 1) + \
         socket.inet_aton("127.0.0.1") + b"\0" * 8

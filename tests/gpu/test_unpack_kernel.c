@@ -309,6 +309,17 @@ int main(void)
 	for (int lay = LAYOUT_RANDOM; lay <= LAYOUT_EMU; lay++)
 		for (int var = VAR_KERNEL; var <= VAR_HOST; var++)
 			run_all(lay, var, 0, 0);
+	/* Single jobs of few records went with their records in the launch;
+	 * now every launch reads the ring.  And the copies one call each, as
+	 * with a runtime without batch copies. */
+	tp__dev_unpack_set_inline(false);
+	for (int lay = LAYOUT_RANDOM; lay <= LAYOUT_EMU; lay++)
+		run_all(lay, VAR_KERNEL, 0, 0);
+	tp__dev_unpack_set_inline(true);
+	stream->batch_ok = false;
+	for (int var = VAR_D2D; var <= VAR_HOST; var++)
+		run_all(LAYOUT_RANDOM, var, 0, 0);
+	stream->batch_ok = true;
 	/* Other grid shapes: 1 and 7 blocks give warps several 32-record
 	 * batches; 256 gives every warp a single record. */
 	if (tp__dev_unpack_set_blocks(0) != TCPX_P2P_EINVAL)
@@ -321,6 +332,9 @@ int main(void)
 	}
 	CK(tp__dev_unpack_set_blocks(32));
 	check_out_of_range();
+	tp__dev_unpack_set_inline(false);
+	check_out_of_range();
+	tp__dev_unpack_set_inline(true);
 	for (int var = VAR_D2D; var <= VAR_HOST; var++) {
 		run_all(LAYOUT_RANDOM, var, 1, 0);
 		run_all(LAYOUT_RANDOM, var, 0, 1);

@@ -36,7 +36,7 @@ static void test_config_init_v01(void **state)
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init01(cfg), 0);
 	assert_int_equal(cfg->struct_size, V01_SIZE);
-	assert_int_equal(cfg->num_channels, 2);
+	assert_int_equal(cfg->num_channels, 4);
 	for (size_t i = V01_SIZE; i < sizeof(buf); i++)
 		assert_int_equal(buf[i], 0x5a);
 	/* The bytes behind the 0.1 struct are garbage: never read. */

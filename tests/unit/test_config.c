@@ -57,7 +57,7 @@ static void assert_defaults(const tcpx_p2p_config *c)
 	assert_int_equal(c->struct_size, sizeof(*c));
 	assert_int_equal(c->gpu, -1);
 	assert_int_equal(c->net_dev, -1);
-	assert_int_equal(c->num_channels, 2);
+	assert_int_equal(c->num_channels, 4);
 	assert_int_equal(c->chunk_bytes, 2097152);
 	assert_int_equal(c->send_window, 16);
 	assert_int_equal(c->recv_window, 16);
@@ -115,7 +115,7 @@ static void test_every_row_from_env(void **state)
 	setenv("TCPX_P2P_NUM_CHANNELS", "", 1);
 	setenv("TCPX_P2P_PLUGIN", "", 1);
 	assert_int_equal(tcpx_p2p_config_init(&c), 0);
-	assert_int_equal(c.num_channels, 2);
+	assert_int_equal(c.num_channels, 4);
 	assert_null(c.plugin_path);
 }
 
@@ -124,12 +124,12 @@ static void test_aliases(void **state)
 	tcpx_p2p_config c;
 	int notices;
 
-	setenv("UCCL_TCPX_NUM_CHANNELS", "4", 1);
+	setenv("UCCL_TCPX_NUM_CHANNELS", "3", 1);
 	setenv("UCCL_TCPX_CHUNK_BYTES", "1M", 1);
 	setenv("UCCL_TCPX_UNPACK_IMPL", "host", 1);
 	setenv("UCCL_TCPX_PLUGIN_PATH", "/old/plugin.so", 1);
 	assert_int_equal(tcpx_p2p_config_init(&c), 0);
-	assert_int_equal(c.num_channels, 4);
+	assert_int_equal(c.num_channels, 3);
 	assert_int_equal(c.chunk_bytes, 1 << 20);
 	assert_int_equal(c.unpack, TCPX_P2P_UNPACK_HOST);
 	assert_string_equal(c.plugin_path, "/old/plugin.so");
@@ -159,7 +159,7 @@ static void test_aliases(void **state)
 	unsetenv("TCPX_P2P_NUM_CHANNELS");
 	setenv("UCCL_TCPX_NUM_CHANNELS", "0", 1);
 	assert_int_equal(tcpx_p2p_config_init(&c), TCPX_P2P_EINVAL);
-	assert_int_equal(c.num_channels, 2);
+	assert_int_equal(c.num_channels, 4);
 	assert_non_null(strstr(tcpx_p2p_last_error(),
 			       "UCCL_TCPX_NUM_CHANNELS (alias of TCPX_P2P_NUM_CHANNELS)=\"0\""));
 }
@@ -257,7 +257,7 @@ static void test_several_bad(void **state)
 	assert_non_null(strstr(tcpx_p2p_last_error(), "TCPX_P2P_NUM_CHANNELS=\"x\""));
 	assert_non_null(strstr(tcpx_p2p_last_error(), "and 1 more"));
 	assert_int_equal(cap.count, 2);
-	assert_int_equal(c.num_channels, 2);
+	assert_int_equal(c.num_channels, 4);
 	assert_int_equal(c.unpack, TCPX_P2P_UNPACK_KERNEL);
 	assert_int_equal(c.gpu, 2);
 }
@@ -427,7 +427,7 @@ static void test_describe(void **state)
 	} want[] = {
 		{ "TCPX_P2P_GPU", "-1" },
 		{ "TCPX_P2P_NET_DEV", "-1" },
-		{ "TCPX_P2P_NUM_CHANNELS", "2" },
+		{ "TCPX_P2P_NUM_CHANNELS", "4" },
 		{ "TCPX_P2P_CHUNK_BYTES", "2097152" },
 		{ "TCPX_P2P_SEND_WINDOW", "16" },
 		{ "TCPX_P2P_RECV_WINDOW", "16" },
