@@ -9,6 +9,10 @@
 #include "dev_priv.h"
 #include "util/error.h"
 
+/* Copies per cudaMemcpyBatchAsync call: a whole chunk's records (at most
+ * 2048) in one, and bounded work per call for long copy lists. */
+#define TP_BATCH_MAX 2048
+
 #if CUDART_VERSION >= 12080
 #define TP_HAVE_BATCH 1
 #else
@@ -54,32 +58,37 @@ int tp__dev_batch_add(tp_dev_stream *s, void *dst, const void *src, size_t len)
 int tp__dev_batch_issue(tp_dev_stream *s)
 {
 	struct tp_dev_batch *b = &s->batch;
-	size_t n = b->n;
+	size_t n = b->n, i = 0;
 	int err = 0;
 
 	b->n = 0;
 	if (!n)
 		return 0;
 #if TP_HAVE_BATCH
-	if (n > 1 && s->batch_ok) {
-		struct cudaMemcpyAttributes attr = {
-			.srcAccessOrder = cudaMemcpySrcAccessOrderStream,
-			.flags = cudaMemcpyFlagPreferOverlapWithCompute,
-		};
-		size_t first = 0;
-		cudaError_t e = cudaMemcpyBatchAsync(b->dst, b->src, b->len, n, &attr, &first, 1,
-						     s->st);
+	struct cudaMemcpyAttributes attr = {
+		.srcAccessOrder = cudaMemcpySrcAccessOrderStream,
+		.flags = cudaMemcpyFlagPreferOverlapWithCompute,
+	};
+	size_t first = 0;
 
-		if (e == cudaSuccess)
-			return 0;
+	while (s->batch_ok && n - i > 1) {
+		size_t k = n - i < TP_BATCH_MAX ? n - i : TP_BATCH_MAX;
+		cudaError_t e = cudaMemcpyBatchAsync(b->dst + i, b->src + i, b->len + i, k, &attr,
+						     &first, 1, s->st);
+
+		if (e == cudaSuccess) {
+			i += k;
+			continue;
+		}
 		/* A driver without batch copies: one call each from now on. */
 		if (e != cudaErrorNotSupported && e != cudaErrorCallRequiresNewerDriver)
 			return tp__dev_cuda_check(e, "cudaMemcpyBatchAsync");
 		(void)cudaGetLastError();
 		s->batch_ok = false;
+		break;
 	}
 #endif
-	for (size_t i = 0; i < n && !err; i++)
+	for (; i < n && !err; i++)
 		err = TP_CUDA(cudaMemcpyAsync, b->dst[i], b->src[i], b->len[i], cudaMemcpyDefault,
 			      s->st);
 	return err;

@@ -116,7 +116,6 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 	struct tp_progress one;
 	uint64_t completed = 0, before;
 	unsigned i, skip;
-	void *ctx = tp__gpu_save(s);
 
 	*st = (struct tp_progress){ 0 };
 	pthread_rwlock_rdlock(&e->list_lock);
@@ -149,7 +148,6 @@ next:
 			break;
 	}
 	pthread_rwlock_unlock(&e->list_lock);
-	tp__dev_ctx_restore(ctx);
 	tp__engine_notify(s, completed);
 }
 

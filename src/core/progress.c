@@ -397,7 +397,7 @@ static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 			      c->recv[i].win.unpacked != c->recv[i].win.retired;
 }
 
-int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
+static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 {
 	bool *moved = &st->moved;
 	int i, rc = 0;
@@ -437,4 +437,16 @@ int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	tp__xfer_settle(c);
 	assess(c, st);
 	return 0;
+}
+
+/* Every pass runs here, on whichever thread drives: the plugin and CUDA
+ * calls of the pass run on the session's GPU, and the thread gets its own
+ * context back. */
+int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
+{
+	void *ctx = tp__gpu_save(c->s);
+	int rc = progress_conn(c, st);
+
+	tp__dev_ctx_restore(ctx);
+	return rc;
 }

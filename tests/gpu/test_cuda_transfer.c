@@ -43,26 +43,37 @@ static void side_close(struct side *sd)
 }
 
 
+static void same_device(int want, const char *after)
+{
+	int dev = -1;
+
+	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
+	if (dev != want)
+		fail_msg("current device %d after %s, was %d", dev, after, want);
+}
+
 /* Move len bytes 0 -> 1 at offsets; returns the number of wrong bytes. */
 static size_t move(struct tp_pair *p, struct side *sd, size_t soff, size_t roff, size_t len,
 		   uint64_t seed)
 {
 	tcpx_p2p_xfer *x[2];
 	size_t bad = 0, i;
-	int dev, now;
+	int dev;
 
 	tp_fill(sd[0].host, len, seed);
 	assert_int_equal(cudaMemcpy((char *)sd[0].dev + soff, sd[0].host, len,
 				    cudaMemcpyHostToDevice), cudaSuccess);
 	assert_int_equal(cudaMemset(sd[1].dev, 0x5a, roff + len + 64), cudaSuccess);
 	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
+	/* With two GPUs the sessions' GPUs differ: the caller's device stays
+	 * what it was across every call. */
 	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
 	assert_int_equal(tcpx_p2p_recv(p->c[1], sd[1].mr, roff, len, &x[0]), 0);
+	same_device(dev, "recv");
 	assert_int_equal(tcpx_p2p_send(p->c[0], sd[0].mr, soff, len, &x[1]), 0);
+	same_device(dev, "send");
 	assert_int_equal(tp_complete_all(x, 2), 0);
-	/* the sessions' GPUs differ with two GPUs: the caller's device stays */
-	assert_int_equal(cudaGetDevice(&now), cudaSuccess);
-	assert_int_equal(now, dev);
+	same_device(dev, "test");
 	assert_int_equal(cudaMemcpy(sd[1].host, sd[1].dev, roff + len + 64,
 				    cudaMemcpyDeviceToHost), cudaSuccess);
 	if (tp_check(sd[1].host + roff, len, seed) != (size_t)-1) {

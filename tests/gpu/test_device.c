@@ -130,7 +130,9 @@ static void *ctx_thread(void *arg)
 	none = tp__dev_ctx_save();
 	CHECK(none == NULL, "a new thread has a current context %p", none);
 	tp__dev_ctx_restore(none);
-	CHECK(!tp__dev_set(0), "cudaSetDevice(0): %s", tcpx_p2p_last_error());
+	/* cudaSetDevice itself: tp__dev_set skips the call when the device
+	 * is already the current one, which binds no context on a new thread */
+	CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
 	c0 = tp__dev_ctx_save();
 	CHECK(c0 != NULL, "no context after cudaSetDevice(0)");
 	CHECK(!tp__dev_set(n - 1), "cudaSetDevice(%d): %s", n - 1, tcpx_p2p_last_error());
