@@ -1,10 +1,9 @@
 /* The unpack kernel: one launch gathers the bounce-buffer fragments of up
  * to TP_UNPACK_MAX_JOBS received chunks into their destinations.  The
  * host passes the job table by value (with each chunk's record count, read
- * from host memory).  A launch of up to TP_UNPACK_INLINE_RECS records
- * carries the records too (a plain copy out of the ring, no parsing: the
- * kernel checks them); a larger one reads them from the pinned,
- * device-mapped meta ring itself. */
+ * from host memory).  A launch of few records carries the records too (a
+ * plain copy out of the ring, no parsing: the kernel checks them); a
+ * larger one reads them from the pinned, device-mapped meta ring itself. */
 #include <stdint.h>
 #include <string.h>
 
@@ -27,19 +26,27 @@ struct tp_unpack_args {
 
 /* A launch whose records the host copied into the parameters: no read of
  * the ring (a dependent PCIe round trip, ~10 us of a 20 us single-chunk
- * unpack on an H200) before the copies start.  Sized so that the whole
- * parameter block stays within the classic 4 KiB. */
-#define TP_UNPACK_INLINE_JOBS 4
-#define TP_UNPACK_INLINE_RECS 240
-
+ * unpack on an H200) before the copies start.  Two sizes, since every
+ * launch passes its whole parameter block: one within the classic 4 KiB
+ * for a single chunk, one within the 32 KiB that CUDA 12.1+ allows
+ * (Volta and later) for a few chunks. */
+template <int JOBS, int RECS>
 struct tp_unpack_inline_args {
-	struct tp_unpack_job job[TP_UNPACK_INLINE_JOBS]; /* recs unused */
-	uint32_t first[TP_UNPACK_INLINE_JOBS];           /* the job's records in rec */
+	struct tp_unpack_job job[JOBS]; /* recs unused */
+	uint32_t first[JOBS];           /* the job's records in rec */
 	unsigned *err;
-	tp_unpack_rec rec[TP_UNPACK_INLINE_RECS];
+	tp_unpack_rec rec[RECS];
 };
 
-static_assert(sizeof(struct tp_unpack_inline_args) <= 4096, "inline launch within 4 KiB");
+typedef struct tp_unpack_inline_args<4, 240> tp_inline_small;
+static_assert(sizeof(tp_inline_small) <= 4096, "small inline launch within 4 KiB");
+#if CUDART_VERSION >= 12010
+#define TP_UNPACK_INLINE_LARGE 1
+typedef struct tp_unpack_inline_args<16, 1600> tp_inline_large;
+static_assert(sizeof(tp_inline_large) <= 32764, "large inline launch within 32 KiB");
+#else
+#define TP_UNPACK_INLINE_LARGE 0
+#endif
 
 /* One record with the whole warp; a record outside its chunk is skipped
  * and flagged.  Every argument is uniform across the warp. */
@@ -92,8 +99,9 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 /* The same copies from records in the parameters: warp w of a job takes
  * records w, w + nwarps, ...; the whole warp reads one record (a uniform
  * parameter load, served from the constant cache). */
+template <typename Args>
 static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
-	tp_unpack_inline(const __grid_constant__ struct tp_unpack_inline_args a)
+	tp_unpack_inline(const __grid_constant__ Args a)
 {
 	const struct tp_unpack_job *job = &a.job[blockIdx.y];
 	int lane = threadIdx.x & 31;
@@ -106,7 +114,7 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 }
 
 static int unpack_blocks = TP_UNPACK_BLOCKS;
-static uint32_t inline_recs = TP_UNPACK_INLINE_RECS;
+static bool inline_on = true;
 
 extern "C" int tp__dev_unpack_set_blocks(int blocks)
 {
@@ -118,24 +126,24 @@ extern "C" int tp__dev_unpack_set_blocks(int blocks)
 
 extern "C" void tp__dev_unpack_set_inline(bool on)
 {
-	inline_recs = on ? TP_UNPACK_INLINE_RECS : 0;
+	inline_on = on;
 }
 
-/* Launches of few records (a latency-bound single chunk) carry them in the
- * parameters, read here from the ring in host memory; the rest read the
- * ring from the kernel.  False when the jobs do not fit. */
+/* Launch jobs with their records in an Args block, read here from the
+ * ring in host memory; false when they do not fit. */
+template <int JOBS, int RECS>
 static bool launch_inline(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs,
 			  cudaError_t *err)
 {
-	struct tp_unpack_inline_args a;
+	struct tp_unpack_inline_args<JOBS, RECS> a;
 	uint32_t n = 0, most = 0;
 
-	if (njobs > TP_UNPACK_INLINE_JOBS)
+	if (njobs > JOBS)
 		return false;
 	for (int i = 0; i < njobs; i++) {
 		uint32_t cnt = min(jobs[i].cnt, (uint32_t)TP_UNPACK_MAX_PAGES);
 
-		if (cnt > inline_recs - n)
+		if (cnt > RECS - n)
 			return false;
 		a.job[i] = jobs[i];
 		a.job[i].cnt = cnt;
@@ -163,7 +171,13 @@ extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_jo
 				 TP_UNPACK_MAX_JOBS);
 	if (!njobs)
 		return 0;
-	if (launch_inline(s, jobs, njobs, &err))
+	/* Few records (a latency-bound chunk or two) go in the parameters;
+	 * the rest read the ring from the kernel. */
+	if (inline_on && (launch_inline<4, 240>(s, jobs, njobs, &err)
+#if TP_UNPACK_INLINE_LARGE
+			  || launch_inline<16, 1600>(s, jobs, njobs, &err)
+#endif
+			  ))
 		return tp__dev_cuda_check(err, "tp_unpack_inline<<<>>>");
 	for (int i = 0; i < njobs; i++)
 		a.job[i] = jobs[i];
