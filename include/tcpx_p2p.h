@@ -31,7 +31,9 @@
  * Threads: every function may be called from any thread.  Calls on one conn
  * (and its xfers) are serialised by a lock inside the conn; progress passes
  * skip a conn another thread is working on.  A session with a GPU makes that
- * GPU current (cudaSetDevice) on the calling thread, as the plugin requires.
+ * GPU current (cudaSetDevice) on the calling thread for its plugin and CUDA
+ * calls, as the plugin requires, and gives the thread its own CUDA context
+ * back before returning (a thread that had none stays on the session's GPU).
  */
 #ifndef TCPX_P2P_H
 #define TCPX_P2P_H
