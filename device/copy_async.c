@@ -1,9 +1,11 @@
 /* Copies through the copy engines, for what no kernel can reach (pageable
  * host memory) and for the d2d and host unpack variants.  A call's copies
- * are collected on the stream and issued together: as one
- * cudaMemcpyBatchAsync where the runtime has it (CUDA 12.8+), else one
- * cudaMemcpyAsync each.  A driver call costs microseconds whatever its
- * size, so copies adjacent in both source and destination merge first. */
+ * are collected on the stream, adjacent ones (in both source and
+ * destination) merged, since a driver call costs microseconds whatever its
+ * size, and issued together: as one cudaMemcpyBatchAsync (CUDA 12.8+) when
+ * every operand is device or pinned memory, else one cudaMemcpyAsync each.
+ * Pageable memory stays out of batches: a batch that mixed it in crashed
+ * inside the driver (580.x, H100: test_copy_kernel, one run in eight). */
 #include <stdlib.h>
 
 #include "dev_priv.h"
@@ -55,7 +57,7 @@ int tp__dev_batch_add(tp_dev_stream *s, void *dst, const void *src, size_t len)
 	return 0;
 }
 
-int tp__dev_batch_issue(tp_dev_stream *s)
+int tp__dev_batch_issue(tp_dev_stream *s, bool pinned)
 {
 	struct tp_dev_batch *b = &s->batch;
 	size_t n = b->n, i = 0;
@@ -71,7 +73,7 @@ int tp__dev_batch_issue(tp_dev_stream *s)
 	};
 	size_t first = 0;
 
-	while (s->batch_ok && n - i > 1) {
+	while (pinned && s->batch_ok && n - i > 1) {
 		size_t k = n - i < TP_BATCH_MAX ? n - i : TP_BATCH_MAX;
 		cudaError_t e = cudaMemcpyBatchAsync(b->dst + i, b->src + i, b->len + i, k, &attr,
 						     &first, 1, s->st);
@@ -108,5 +110,5 @@ int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
 
 	for (uint32_t i = 0; i < n && !err; i++)
 		err = tp__dev_batch_add(s, list[i].dst, list[i].src, list[i].len);
-	return err ? err : tp__dev_batch_issue(s);
+	return err ? err : tp__dev_batch_issue(s, false);
 }

@@ -52,9 +52,11 @@ void tp__dev_unpack_set_inline(bool on);
 
 /* Collect a copy (cudaMemcpyDefault) for the next issue; issue them all,
  * ordered on the stream as a group (not among themselves: no copy of a
- * batch may depend on another).  On error the batch is dropped. */
+ * batch may depend on another); pinned: every operand is device or pinned
+ * host memory, so they may go as one batch.  On error the batch is
+ * dropped. */
 int tp__dev_batch_add(tp_dev_stream *s, void *dst, const void *src, size_t len);
-int tp__dev_batch_issue(tp_dev_stream *s);
+int tp__dev_batch_issue(tp_dev_stream *s, bool pinned);
 void tp__dev_batch_free(tp_dev_stream *s);
 
 #define TP_CUDA(fn, ...) tp__dev_cuda_check(fn(__VA_ARGS__), #fn)

@@ -11,6 +11,18 @@ static uint32_t job_count(const struct tp_unpack_job *job)
 	return job->cnt > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : job->cnt;
 }
 
+/* Host memory CUDA does not know (malloc'd, not registered). */
+static bool is_pageable(const void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return true;
+	}
+	return a.type == cudaMemoryTypeUnregistered;
+}
+
 /* The plugin's records must stay inside the chunk (TCPX overwrites the
  * posted size with the sender's: a peer sending more must not spill). */
 static int check_records(const struct tp_unpack_job *job, uint32_t cnt)
@@ -38,7 +50,9 @@ int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
 
 		err = tp__dev_batch_add(s, job->dst + r.dst_off, job->bounce + r.src_off, r.len);
 	}
-	return err ? err : tp__dev_batch_issue(s);
+	if (err)
+		return err;
+	return tp__dev_batch_issue(s, !is_pageable(job->bounce) && !is_pageable(job->dst));
 }
 
 /* Grow the stream's pinned staging buffer.  Queued copies may still use
@@ -106,7 +120,7 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 					r.len);
 	}
 	if (!err)
-		err = tp__dev_batch_issue(s);
+		err = tp__dev_batch_issue(s, !is_pageable(job->bounce)); /* into pinned staging */
 	if (err)
 		return err;
 	return TP_CUDA(cudaMemcpyAsync, job->dst + lo, s->stage, hi - lo, cudaMemcpyDefault, s->st);
