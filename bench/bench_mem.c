@@ -54,13 +54,31 @@ int bench_gpu_bus_id(int gpu, char *buf, int len)
 	return -1;
 }
 
-int bench_buf_alloc(struct bench_buf *b, size_t len, int cuda, int gpu, char *err, size_t n)
+int bench_buf_alloc(struct bench_buf *b, size_t len, enum bench_mem mem, int gpu, char *err,
+		    size_t n)
 {
 	memset(b, 0, sizeof(*b));
 	b->len = len;
-	b->cuda = cuda;
+	b->cuda = mem == BENCH_CUDA;
 	b->gpu = gpu;
-	if (!cuda) {
+	if (mem == BENCH_PINNED) {
+#ifdef TP_BENCH_HAVE_CUDA
+		if (cudaSetDevice(gpu) != cudaSuccess ||
+		    cudaHostAlloc(&b->ptr, len ? len : 1, cudaHostAllocMapped | cudaHostAllocPortable) !=
+			    cudaSuccess) {
+			snprintf(err, n, "cudaHostAlloc of %zu bytes failed: %s", len,
+				 cudaGetErrorString(cudaGetLastError()));
+			return -1;
+		}
+		b->pinned = 1;
+		memset(b->ptr, 0, len);
+		return 0;
+#else
+		snprintf(err, n, "built without CUDA: --mem pinned is not available");
+		return -1;
+#endif
+	}
+	if (mem == BENCH_HOST) {
 		/* 4 KiB aligned, like the registrations TCPX wants */
 		if (posix_memalign(&b->ptr, 4096, len ? len : 1)) {
 			snprintf(err, n, "out of host memory for %zu bytes", len);
@@ -93,6 +111,10 @@ int bench_buf_alloc(struct bench_buf *b, size_t len, int cuda, int gpu, char *er
 void bench_buf_free(struct bench_buf *b)
 {
 #ifdef TP_BENCH_HAVE_CUDA
+	if (b->pinned) {
+		cudaFreeHost(b->ptr);
+		return;
+	}
 	if (b->cuda) {
 		cudaFree(b->ptr);
 		free(b->staging);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "bench_mem.h"
 #include "bench_util.h"
 #include "tcpx_p2p.h"
 
@@ -37,6 +38,7 @@ struct perf_opts {
 	uint16_t port;
 	struct bench_sweep sweep;
 	int cuda;             /* --mem cuda */
+	int pinned;           /* --mem pinned: mapped host memory, session on --gpu */
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;
 	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
@@ -130,5 +132,16 @@ void perf_json_row(FILE *f, const struct perf_opts *o, const struct perf_peer_in
 void perf_json_aggregate(FILE *f, const struct perf_opts *o, const struct perf_group *g,
 			 const struct bench_row *r);
 void perf_json_close(FILE *f);
+
+/* --mem as given: "host", "cuda" or "pinned"; and the bench_mem kind. */
+static inline const char *perf_mem_name(const struct perf_opts *o)
+{
+	return o->cuda ? "cuda" : o->pinned ? "pinned" : "host";
+}
+
+static inline enum bench_mem perf_mem_kind(const struct perf_opts *o)
+{
+	return o->cuda ? BENCH_CUDA : o->pinned ? BENCH_PINNED : BENCH_HOST;
+}
 
 #endif

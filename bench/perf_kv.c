@@ -421,7 +421,7 @@ static void print_header(const struct kv_peer *p)
 		kv->read ? "read" : "write", kv->read ? "read" : "write", kv->blocks, p->ids,
 		kv->layers, kv->read ? "" : " with a notification", kv->pool_blocks);
 	fprintf(out, "# mem %s (gpu %d), channels %d, chunk %zu, window %d/%d, warm-up %d, iters %d, "
-		"seed %llu%s\n", o->cuda ? "cuda" : "host", p->info.gpu, o->cfg.num_channels,
+		"seed %llu%s\n", perf_mem_name(o), p->info.gpu, o->cfg.num_channels,
 		o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window, o->sweep.warmup,
 		o->sweep.iters, (unsigned long long)kv->seed, o->verify ? ", verified" : "");
 	fprintf(out, "# set-up %.1f ms (%s until the conn existed)\n", p->setup_ms,
@@ -463,7 +463,7 @@ static void json_record(FILE *f, const struct kv_peer *p, const struct bench_row
 		"\"pool_blocks\": %d, \"seed\": %llu, \"channels\": %d, \"chunk_bytes\": %zu, "
 		"\"send_window\": %d, \"recv_window\": %d, \"verify\": %s, \"warmup\": %d, "
 		"\"plugin\": \"%s\", \"plugin_abi\": %d, \"net_dev\": %d, \"numa_node\": %d, "
-		"\"version\": \"%s\"}}", o->cuda ? "cuda" : "host", p->info.gpu, o->kv.layers,
+		"\"version\": \"%s\"}}", perf_mem_name(o), p->info.gpu, o->kv.layers,
 		o->kv.pool_blocks, (unsigned long long)o->kv.seed, o->cfg.num_channels,
 		o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 		o->verify ? "true" : "false", o->sweep.warmup, p->info.plugin_name,
@@ -666,8 +666,8 @@ static int make_regions(struct kv_peer *p, int gpu)
 	char err[256];
 	int rc;
 
-	if (bench_buf_alloc(&p->pool, len, o->cuda, gpu, err, sizeof(err)) ||
-	    bench_buf_alloc(&p->ctrl, 2 * KV_CTRL_HALF, 0, -1, err, sizeof(err))) {
+	if (bench_buf_alloc(&p->pool, len, perf_mem_kind(o), gpu, err, sizeof(err)) ||
+	    bench_buf_alloc(&p->ctrl, 2 * KV_CTRL_HALF, BENCH_HOST, -1, err, sizeof(err))) {
 		fprintf(stderr, "tcpx_perf: kv: %s\n", err);
 		if (p->pool.ptr)
 			bench_buf_free(&p->pool);
@@ -721,7 +721,7 @@ int perf_kv_run(const struct perf_opts *o, int role, int report, perf_listening_
 	p.nblk = o->kv.pool_blocks / (2 * o->kv.layers);
 	p.ids = o->kv.blocks / (2 * o->kv.layers);
 	p.info.struct_size = sizeof(p.info);
-	cfg.gpu = o->cuda ? o->gpu[role] : -1;
+	cfg.gpu = o->cuda || o->pinned ? o->gpu[role] : -1;
 	if (o->numa == BENCH_NUMA_AUTO &&
 	    (cfg.gpu < 0 || bench_gpu_bus_id(cfg.gpu, bus, sizeof(bus)))) {
 		p.numa_why = "no GPU";

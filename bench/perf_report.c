@@ -40,7 +40,7 @@ void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *p
 	       info->plugin_abi, info->plugin_path, info->net_dev,
 	       nic_list(info, nics, sizeof(nics)));
 	fprintf(out, "# mem %s (gpu %d), conns %d, channels %d, chunk %zu, window %d/%d, unpack %s, "
-	       "%s, warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", info->gpu, o->conns,
+	       "%s, warm-up %d, iters %d%s\n", perf_mem_name(o), info->gpu, o->conns,
 	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
@@ -90,7 +90,7 @@ static void json_config(FILE *f, const struct perf_opts *o, const struct perf_pe
 	int k;
 
 	fprintf(f, "\"config\": {\"role\": \"%s\", \"mem\": \"%s\", ", p0->role ? "client" : "server",
-		o->cuda ? "cuda" : "host");
+		perf_mem_name(o));
 	if (pi)
 		fprintf(f, "\"gpu\": %d, ", pi->session.gpu);
 	if (o->multi)
@@ -171,7 +171,7 @@ void perf_group_header(struct perf_group *g)
 	fprintf(out, "# %d pair%s in one process: a session and a thread each, all transferring at "
 		"once\n", o->npairs, o->npairs > 1 ? "s" : "");
 	fprintf(out, "# mem %s, conns %d per pair, channels %d, chunk %zu, window %d/%d, unpack %s, "
-		"%s, warm-up %d, iters %d%s\n", o->cuda ? "cuda" : "host", o->conns,
+		"%s, warm-up %d, iters %d%s\n", perf_mem_name(o), o->conns,
 		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
 		unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 		o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");

@@ -379,7 +379,7 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 		snprintf(who, sizeof(who), "pair %d: ", pair);
 		len = len > 2 * HELLO_LEN ? len : 2 * HELLO_LEN;
 	}
-	cfg.gpu = o->cuda ? (o->multi ? o->pair_gpu[pair] : o->gpu[role]) : -1;
+	cfg.gpu = o->cuda || o->pinned ? (o->multi ? o->pair_gpu[pair] : o->gpu[role]) : -1;
 	p.pi.numa_node = bind_numa(o, cfg.gpu, &p.pi.numa_why);
 	p.pi.session.struct_size = sizeof(p.pi.session);
 	p.us = calloc((size_t)o->sweep.iters, sizeof(*p.us));
@@ -394,7 +394,7 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 	rc = connect_peer(&p, listening, arg);
 	if (rc)
 		goto close_conns;
-	if (bench_buf_alloc(&p.buf, len ? len : 1, o->cuda, cfg.gpu, err, sizeof(err))) {
+	if (bench_buf_alloc(&p.buf, len ? len : 1, perf_mem_kind(o), cfg.gpu, err, sizeof(err))) {
 		fprintf(stderr, "tcpx_perf: %s%s\n", who, err);
 		rc = -1;
 		goto close_conns;

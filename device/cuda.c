@@ -35,36 +35,46 @@ int tp__dev_set(int gpu)
 	return TP_CUDA(cudaSetDevice, gpu);
 }
 
-/* cuCtxGetCurrent and cuCtxSetCurrent through cudart's driver entry
- * points: the library does not link libcuda (it must load on machines
- * without a driver).  Both take and return CUresult (0 = CUDA_SUCCESS). */
+/* Driver calls through cudart's driver entry points: the library does not
+ * link libcuda (it must load on machines without a driver).  They take
+ * and return CUresult (0 = CUDA_SUCCESS); NULL where the driver lacks one. */
 typedef int (*ctx_get_fn)(void **ctx);
 typedef int (*ctx_set_fn)(void *ctx);
+typedef int (*ptr_attr_fn)(void *data, int attribute, unsigned long long ptr);
 static ctx_get_fn ctx_get;
 static ctx_set_fn ctx_set;
-static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static ptr_attr_fn ptr_attr;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
-static void ctx_resolve(void)
+#define TP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define TP_CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+
+static void *drv_fn(const char *name)
 {
 	enum cudaDriverEntryPointQueryResult q;
-	void *get = NULL, *set = NULL;
+	void *fn = NULL;
 
-	if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault,
-					     &q) != cudaSuccess || q != cudaDriverEntryPointSuccess ||
-	    cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault,
-					     &q) != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
+		    cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess) {
 		(void)cudaGetLastError();
-		return;
+		return NULL;
 	}
-	ctx_get = (ctx_get_fn)get;
-	ctx_set = (ctx_set_fn)set;
+	return fn;
+}
+
+static void drv_resolve(void)
+{
+	ctx_get = (ctx_get_fn)drv_fn("cuCtxGetCurrent");
+	ctx_set = (ctx_set_fn)drv_fn("cuCtxSetCurrent");
+	ptr_attr = (ptr_attr_fn)drv_fn("cuPointerGetAttribute");
 }
 
 void *tp__dev_ctx_save(void)
 {
 	void *ctx = NULL;
 
-	pthread_once(&ctx_once, ctx_resolve);
+	pthread_once(&drv_once, drv_resolve);
 	if (!ctx_get || ctx_get(&ctx) != 0)
 		return NULL;
 	return ctx;
@@ -77,6 +87,26 @@ void tp__dev_ctx_restore(void *ctx)
 	if (!ctx || !ctx_get || !ctx_set || (ctx_get(&cur) == 0 && cur == ctx))
 		return;
 	(void)ctx_set(ctx);
+}
+
+bool tp__dev_host_mapped(const void *p, size_t len)
+{
+	struct cudaPointerAttributes a;
+	unsigned long long start = 0;
+	size_t size = 0;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return false;
+	}
+	if (a.type != cudaMemoryTypeHost || a.devicePointer != p)
+		return false;
+	pthread_once(&drv_once, drv_resolve);
+	if (!ptr_attr || ptr_attr(&start, TP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+				  (unsigned long long)(uintptr_t)p) ||
+	    ptr_attr(&size, TP_CU_POINTER_ATTRIBUTE_RANGE_SIZE, (unsigned long long)(uintptr_t)p))
+		return false;
+	return (uintptr_t)p >= start && len <= size - ((uintptr_t)p - start);
 }
 
 int tp__dev_pci_bus_id(int gpu, char *buf, int len)

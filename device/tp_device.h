@@ -5,6 +5,7 @@
 #ifndef TP_DEVICE_H
 #define TP_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,11 @@ int tp__dev_set(int gpu);
  * Neither touches the thread's error state. */
 void *tp__dev_ctx_save(void);
 void tp__dev_ctx_restore(void *ctx);
+/* Whether [p, p + len) lies in one page-locked host allocation that the
+ * device addresses at p itself (cudaHostAlloc'd or cudaHostRegister'd
+ * memory, mapped, under UVA): kernels may then write it in place.  False
+ * for anything else, and without CUDA. */
+bool tp__dev_host_mapped(const void *p, size_t len);
 /* PCI bus id of a GPU, e.g. "0000:04:00.0". */
 int tp__dev_pci_bus_id(int gpu, char *buf, int len);
 /* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,

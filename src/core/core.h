@@ -68,6 +68,8 @@ struct tcpx_p2p_mr {
 	char *ptr;          /* the caller's pointer */
 	size_t len;
 	int type;           /* TCPX_P2P_MEM_* */
+	bool mapped;        /* host memory the session's GPU addresses in place (pinned,
+			     * mapped): device-bounce receives unpack into it by kernel */
 	char *reg_base;     /* registered range: CUDA rounded to 4 KiB */
 	size_t reg_len;
 	struct tp_mr_reg *regs; /* guarded by s->lock */
@@ -106,6 +108,7 @@ struct tcpx_p2p_xfer {
 	size_t nseg;
 	struct tp_vseg seg1;
 	int mtype;          /* TCPX_P2P_MEM_* of every segment (0: no bytes) */
+	bool mapped;        /* every segment's region is mapped host memory */
 	size_t len;         /* total bytes */
 	size_t chunk;       /* bytes per chunk of this transfer (tp_chunk_size) */
 	uint64_t first_seq, nchunks, retired;
@@ -141,6 +144,7 @@ struct tp_slot {
 	enum tp_unpack_kind unpack;
 	bool multi;         /* several segments: through the comm's staging */
 	bool dst_dev;       /* the transfer's memory is device memory */
+	bool dst_mapped;    /* ... or host memory the device writes in place */
 	char *buf;          /* what the request is posted with: the chunk's place in its
 			     * one segment, or (multi, discard) a staging slot */
 	struct tcpx_p2p_mr *mr; /* the region buf lies in */

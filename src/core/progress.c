@@ -97,6 +97,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	sl->stage = NULL;
 	sl->request = NULL;
 	sl->dst_dev = x->mtype == TCPX_P2P_MEM_CUDA;
+	sl->dst_mapped = x->mapped;
 	if (x->op != TP_OP_DISCARD)
 		ptr = tp__seg_single(x, off, n, &mr);
 	sl->multi = !ptr;
@@ -300,7 +301,8 @@ static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_s
 		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	}
 	sl->unpack = TP_UNPACK_DEVICE;
-	return tp__unpack_copies(s, sl->cp, n, dev_src && dev_dst && sl->cp_pinned, &sl->launch);
+	return tp__unpack_copies(s, sl->cp, n, dev_src && (dev_dst || sl->dst_mapped) && sl->cp_pinned,
+				 &sl->launch);
 }
 
 /* Start the unpack of every tested receive; device unpacks of all channels

@@ -476,6 +476,7 @@ static uint64_t resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigne
 	x->seg = in->nseg == 1 ? &x->seg1 : in->nseg ? calloc(in->nseg, sizeof(*x->seg)) : NULL;
 	if (in->nseg && !x->seg)
 		return TP_REFUSE_MEMORY; /* refuse rather than fail the conn */
+	x->mapped = in->nseg > 0;
 	pthread_mutex_lock(&s->lock);
 	for (i = 0; i < in->nseg && !why; i++) {
 		const struct tp_wseg *g = &in->seg[i];
@@ -497,6 +498,7 @@ static uint64_t resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigne
 		if (why)
 			break;
 		x->mtype = mr->type;
+		x->mapped &= mr->mapped;
 		x->seg[i] = (struct tp_vseg){ mr, e->off + g->off, g->len, total };
 		total += g->len;
 	}

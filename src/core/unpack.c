@@ -177,14 +177,17 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.len = slots[i]->len,
 		};
 		bool dst_dev = slots[i]->dst_dev;
+		bool dst_kernel = dst_dev || slots[i]->dst_mapped;
 
 		if (cnt > TP_UNPACK_MAX_PAGES)
 			return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
 					 (unsigned long long)cnt);
 
-		/* The kernel reads device bounce pages and writes device memory;
-		 * every other combination goes through copies (cudaMemcpyDefault). */
-		if (dst_dev && cms[i]->bounce_on_device && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
+		/* The kernel reads device bounce pages and writes device memory
+		 * or mapped host memory; every other combination goes through
+		 * copies (cudaMemcpyDefault). */
+		if (dst_kernel && cms[i]->bounce_on_device &&
+		    s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
 			jobs[nk++] = j;
 			continue;
 		}

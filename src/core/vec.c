@@ -21,6 +21,7 @@ int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_
 	if (n > SIZE_MAX / sizeof(*v))
 		return tp__error(TCPX_P2P_EINVAL, "%s: %zu segments", what, n);
 	x->mtype = 0;
+	x->mapped = n > 0;
 	for (i = 0; i < n; i++) {
 		const tcpx_p2p_seg *g = &segs[i];
 
@@ -36,6 +37,7 @@ int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_
 			return tp__error(TCPX_P2P_EINVAL, "%s: segment %zu: host and CUDA memory in "
 					 "one transfer", what, i);
 		x->mtype = g->mr->type;
+		x->mapped &= g->mr->mapped;
 		if (g->len > SIZE_MAX - total)
 			return tp__error(TCPX_P2P_EINVAL, "%s: segment lengths overflow", what);
 		total += g->len;

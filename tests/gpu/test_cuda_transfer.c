@@ -2,8 +2,10 @@
  * bounce buffer (scattered 4 KiB fragments, meta ring), with poison mode on:
  * every byte checked for each unpack variant.  Then the proof that the
  * event gate is tested: with the test-only early-consume switch the same
- * transfers must come out corrupted.
- * Usage: test_cuda_transfer kernel|d2d|host [max MiB] | early */
+ * transfers must come out corrupted.  "pinned": the receiver's buffer is
+ * page-locked, mapped host memory (registered as host memory), which the
+ * library unpacks into by kernel; each receive is two segments.
+ * Usage: test_cuda_transfer kernel|d2d|host|pinned [max MiB] | early */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,27 +21,51 @@
 static int g_unpack = TCPX_P2P_UNPACK_KERNEL;
 static size_t g_max = 64u << 20;
 static int g_gpu[2];
+static int g_pinned; /* the receiver's buffer is mapped host memory */
 
 struct side {
-	void *dev;
+	void *dev; /* device memory, or (pinned) mapped host memory */
 	unsigned char *host;
 	tcpx_p2p_mr *mr;
+	int pinned;
 };
 
-static void side_open(struct side *sd, tcpx_p2p_session *s, int gpu, size_t cap)
+static void side_open(struct side *sd, tcpx_p2p_session *s, int gpu, size_t cap, int pinned)
 {
 	assert_int_equal(cudaSetDevice(gpu), cudaSuccess);
-	assert_int_equal(cudaMalloc(&sd->dev, cap), cudaSuccess);
+	sd->pinned = pinned;
+	if (pinned)
+		assert_int_equal(cudaHostAlloc(&sd->dev, cap,
+					       cudaHostAllocMapped | cudaHostAllocPortable),
+				 cudaSuccess);
+	else
+		assert_int_equal(cudaMalloc(&sd->dev, cap), cudaSuccess);
 	sd->host = malloc(cap);
 	assert_non_null(sd->host);
-	assert_int_equal(tcpx_p2p_mr_register(s, sd->dev, cap, TCPX_P2P_MEM_CUDA, &sd->mr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(s, sd->dev, cap,
+					      pinned ? TCPX_P2P_MEM_HOST : TCPX_P2P_MEM_CUDA,
+					      &sd->mr), 0);
 }
 
 static void side_close(struct side *sd)
 {
 	assert_int_equal(tcpx_p2p_mr_deregister(sd->mr), 0);
-	cudaFree(sd->dev);
+	if (sd->pinned)
+		cudaFreeHost(sd->dev);
+	else
+		cudaFree(sd->dev);
 	free(sd->host);
+}
+
+/* The receive: one segment, or (pinned) two, cut in the middle. */
+static int post_recv(struct tp_pair *p, struct side *sd, size_t roff, size_t len,
+		     tcpx_p2p_xfer **x)
+{
+	tcpx_p2p_seg g[2] = { { sd->mr, roff, len / 2 }, { sd->mr, roff + len / 2, len - len / 2 } };
+
+	if (!sd->pinned)
+		return tcpx_p2p_recv(p->c[1], sd->mr, roff, len, x);
+	return tcpx_p2p_recvv(p->c[1], g, 2, NULL, x);
 }
 
 
@@ -63,19 +89,22 @@ static size_t move(struct tp_pair *p, struct side *sd, size_t soff, size_t roff,
 	tp_fill(sd[0].host, len, seed);
 	assert_int_equal(cudaMemcpy((char *)sd[0].dev + soff, sd[0].host, len,
 				    cudaMemcpyHostToDevice), cudaSuccess);
-	assert_int_equal(cudaMemset(sd[1].dev, 0x5a, roff + len + 64), cudaSuccess);
+	if (sd[1].pinned)
+		memset(sd[1].dev, 0x5a, roff + len + 64);
+	else
+		assert_int_equal(cudaMemset(sd[1].dev, 0x5a, roff + len + 64), cudaSuccess);
 	assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
 	/* With two GPUs the sessions' GPUs differ: the caller's device stays
 	 * what it was across every call. */
 	assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
-	assert_int_equal(tcpx_p2p_recv(p->c[1], sd[1].mr, roff, len, &x[0]), 0);
+	assert_int_equal(post_recv(p, &sd[1], roff, len, &x[0]), 0);
 	same_device(dev, "recv");
 	assert_int_equal(tcpx_p2p_send(p->c[0], sd[0].mr, soff, len, &x[1]), 0);
 	same_device(dev, "send");
 	assert_int_equal(tp_complete_all(x, 2), 0);
 	same_device(dev, "test");
-	assert_int_equal(cudaMemcpy(sd[1].host, sd[1].dev, roff + len + 64,
-				    cudaMemcpyDeviceToHost), cudaSuccess);
+	assert_int_equal(cudaMemcpy(sd[1].host, sd[1].dev, roff + len + 64, cudaMemcpyDefault),
+			 cudaSuccess);
 	if (tp_check(sd[1].host + roff, len, seed) != (size_t)-1) {
 		unsigned char *want = malloc(len);
 
@@ -107,7 +136,7 @@ static void open_pair(struct tp_pair *p, struct side *sd, size_t cap, int nchan)
 	}
 	assert_int_equal(tp_pair_open2(p, cfg, 0), 0);
 	for (i = 0; i < 2; i++)
-		side_open(&sd[i], p->s[i], g_gpu[i], cap);
+		side_open(&sd[i], p->s[i], g_gpu[i], cap, i == 1 && g_pinned);
 }
 
 static void close_pair(struct tp_pair *p, struct side *sd)
@@ -179,6 +208,7 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		g_unpack = !strcmp(argv[1], "d2d") ? TCPX_P2P_UNPACK_D2D :
 			   !strcmp(argv[1], "host") ? TCPX_P2P_UNPACK_HOST : TCPX_P2P_UNPACK_KERNEL;
+	g_pinned = argc > 1 && !strcmp(argv[1], "pinned");
 	if (argc > 2)
 		g_max = strtoull(argv[2], NULL, 0) << 20;
 	return cmocka_run_group_tests(sizes, NULL, NULL);
