@@ -106,7 +106,8 @@ bool tp__dev_host_mapped(const void *p, size_t len)
 				  (unsigned long long)(uintptr_t)p) ||
 	    ptr_attr(&size, TP_CU_POINTER_ATTRIBUTE_RANGE_SIZE, (unsigned long long)(uintptr_t)p))
 		return false;
-	return (uintptr_t)p >= start && len <= size - ((uintptr_t)p - start);
+	return (uintptr_t)p >= start && (uintptr_t)p - start < size &&
+	       len <= size - ((uintptr_t)p - start);
 }
 
 int tp__dev_pci_bus_id(int gpu, char *buf, int len)
