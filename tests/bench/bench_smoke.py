@@ -88,10 +88,31 @@ def check_records(recs, sizes, iters, **cfg):
                   % (k, r["config"].get(k), v))
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(count=1):
+    """A port P with P .. P + count - 1 all bindable now (multi-pair runs
+    listen on port + k).  The probe binds without SO_REUSEADDR, so a port
+    that another connection's TIME_WAIT entry still holds (they pile up
+    in a busy parallel ctest run and block even SO_REUSEADDR listeners) is
+    skipped too."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count - 1 > 65535:
+            continue
+        held = []
+        try:
+            for k in range(count):
+                t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(t)
+                t.bind(("127.0.0.1", base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in held:
+                t.close()
+    raise Fail("no %d consecutive free ports on 127.0.0.1" % count)
 
 
 class Ctx:
@@ -254,7 +275,7 @@ def case_pairs(c):
 def case_pairs_server_client(c):
     args = ["--pairs", "2", "--conns", "2"] + peer_args()
     for attempt in range(3):
-        port = free_port()
+        port = free_port(2)
         rcs, sj, cj = two_processes(
             c, "pairs", [c.perf, "server", "--bind", "127.0.0.1", "-p", str(port)] + args,
             [c.perf, "client", "-H", "127.0.0.1", "-p", str(port)] + args,
@@ -269,7 +290,7 @@ def case_pairs_server_client(c):
     check_pairs(load_json(sj), sizes, 3, 2, role="server", verify=True, conns=2)
     check_pairs(load_json(cj), sizes, 3, 2, role="client", verify=True, conns=2)
     # Peers with different numbers of pairs fail (the pair hello), not hang.
-    port = free_port()
+    port = free_port(3)
     rcs, _, _ = two_processes(
         c, "pairs-mismatch",
         [c.perf, "server", "--bind", "127.0.0.1", "-p", str(port), "--pairs", "3"] + peer_args(),
