@@ -74,8 +74,8 @@ struct tp_unpack_job {
 int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs);
 /* d2d and host return TCPX_P2P_EPLUGIN, copying nothing, for a record
  * outside the chunk; the kernel skips such records and flags the stream. */
-/* d2d: the records' copies, one batch of copy-engine copies; the host
- * reads the (pinned) records. */
+/* d2d: the records' copies through the copy engines, one batch when no
+ * operand is pageable; the host reads the (pinned) records. */
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job);
 /* host: every record copied through host staging memory, then to dst. */
 int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job);
@@ -111,9 +111,10 @@ struct tp_copy {
  * the PCIe read of its entries, several microseconds.  Only launch errors
  * are reported. */
 int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
-/* The same copies through the copy engines (cudaMemcpyDefault) on s, as
- * one batch, merging entries adjacent in both src and dst: for pageable
- * host memory, which no kernel can reach.  The host reads list. */
+/* The same copies through the copy engines (cudaMemcpyDefault) on s, one
+ * cudaMemcpyAsync per run of entries adjacent in both src and dst: for
+ * pageable host memory, which no kernel can reach (and no batch call
+ * takes safely: copy_async.c).  The host reads list. */
 int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
 
 #ifdef __cplusplus
