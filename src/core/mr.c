@@ -79,8 +79,13 @@ int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_typ
 	mr->ptr = ptr;
 	mr->len = len;
 	mr->type = mem_type;
-	mr->mapped = mem_type == TCPX_P2P_MEM_HOST && s->cfg.gpu >= 0 &&
-		     tp__dev_host_mapped(ptr, len);
+	if (mem_type == TCPX_P2P_MEM_HOST && s->cfg.gpu >= 0) {
+		/* asked in the session's context, where its kernels run */
+		void *ctx = tp__gpu_save(s);
+
+		mr->mapped = !tp__session_use_gpu(s) && tp__dev_host_mapped(ptr, len);
+		tp__dev_ctx_restore(ctx);
+	}
 	mr->reg_base = (char *)base;
 	mr->reg_len = end - base;
 	pthread_mutex_lock(&s->lock);
