@@ -150,6 +150,34 @@ static void test_ctx_restore(int n)
 	pthread_join(t, NULL);
 }
 
+/* Mapped host memory: whole pinned allocations and ranges inside them
+ * are; a range past the end, pageable memory and device memory are not. */
+static void test_host_mapped(void)
+{
+	const size_t n = 1 << 20;
+	char *pinned = NULL, *reg = NULL, *dev = NULL;
+
+	CHECK(cudaHostAlloc((void **)&pinned, n, cudaHostAllocMapped) == cudaSuccess,
+	      "cudaHostAlloc");
+	CHECK(tp__dev_host_mapped(pinned, n), "cudaHostAlloc'd memory not mapped");
+	CHECK(tp__dev_host_mapped(pinned + 4096, n - 4096), "a range inside not mapped");
+	CHECK(!tp__dev_host_mapped(pinned + 4096, n), "a range past the end mapped");
+	reg = aligned_alloc(4096, 2 * n);
+	CHECK(reg != NULL, "aligned_alloc");
+	CHECK(!tp__dev_host_mapped(reg, n), "pageable memory mapped");
+	CHECK(cudaHostRegister(reg, n, cudaHostRegisterMapped | cudaHostRegisterPortable) ==
+		      cudaSuccess,
+	      "cudaHostRegister");
+	CHECK(tp__dev_host_mapped(reg, n), "registered memory not mapped");
+	CHECK(!tp__dev_host_mapped(reg, 2 * n), "a range beyond the registration mapped");
+	CHECK(cudaMalloc((void **)&dev, n) == cudaSuccess, "cudaMalloc");
+	CHECK(!tp__dev_host_mapped(dev, n), "device memory reported as mapped host memory");
+	cudaFree(dev);
+	cudaHostUnregister(reg);
+	free(reg);
+	cudaFreeHost(pinned);
+}
+
 int main(void)
 {
 	int n;
@@ -166,6 +194,7 @@ int main(void)
 		return 1;
 	test_errors();
 	test_ctx_restore(n);
+	test_host_mapped();
 	printf("%s\n", failures ? "FAILED" : "device seam checks passed");
 	return failures ? 1 : 0;
 }
