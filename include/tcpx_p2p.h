@@ -105,7 +105,7 @@ TCPX_P2P_API int tcpx_p2p_set_log(tcpx_p2p_log_fn fn, void *arg, int level);
 
 enum tcpx_p2p_unpack {
 	TCPX_P2P_UNPACK_KERNEL = 0, /* one CUDA kernel walks the meta ring (default) */
-	TCPX_P2P_UNPACK_D2D = 1,    /* cudaMemcpyAsync per fragment */
+	TCPX_P2P_UNPACK_D2D = 1,    /* a copy per fragment (batched where possible) */
 	TCPX_P2P_UNPACK_HOST = 2,   /* through host memory */
 };
 
