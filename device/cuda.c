@@ -48,6 +48,8 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 #define TP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
 #define TP_CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+#define TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAGS 16
+#define TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE 3
 
 static void *drv_fn(const char *name)
 {
@@ -92,7 +94,7 @@ void tp__dev_ctx_restore(void *ctx)
 bool tp__dev_host_mapped(const void *p, size_t len)
 {
 	struct cudaPointerAttributes a;
-	unsigned long long start = 0;
+	unsigned long long start = 0, access = 0;
 	size_t size = 0;
 
 	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
@@ -104,7 +106,12 @@ bool tp__dev_host_mapped(const void *p, size_t len)
 	pthread_once(&drv_once, drv_resolve);
 	if (!ptr_attr || ptr_attr(&start, TP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
 				  (unsigned long long)(uintptr_t)p) ||
-	    ptr_attr(&size, TP_CU_POINTER_ATTRIBUTE_RANGE_SIZE, (unsigned long long)(uintptr_t)p))
+	    ptr_attr(&size, TP_CU_POINTER_ATTRIBUTE_RANGE_SIZE, (unsigned long long)(uintptr_t)p) ||
+	    ptr_attr(&access, TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, (unsigned long long)(uintptr_t)p))
+		return false;
+	/* cudaHostRegisterReadOnly memory: kernel writes would fault */
+	if ((access & TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE) !=
+	    TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE)
 		return false;
 	return (uintptr_t)p >= start && (uintptr_t)p - start < size &&
 	       len <= size - ((uintptr_t)p - start);

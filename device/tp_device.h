@@ -28,9 +28,9 @@ int tp__dev_set(int gpu);
 void *tp__dev_ctx_save(void);
 void tp__dev_ctx_restore(void *ctx);
 /* Whether [p, p + len) lies in one page-locked host allocation that the
- * device addresses at p itself (cudaHostAlloc'd or cudaHostRegister'd
- * memory, mapped, under UVA): kernels may then write it in place.  False
- * for anything else, and without CUDA. */
+ * device addresses at p itself and may write (cudaHostAlloc'd or
+ * cudaHostRegister'd memory, mapped, not read-only, under UVA): kernels
+ * may then write it in place.  False for anything else, and without CUDA. */
 bool tp__dev_host_mapped(const void *p, size_t len);
 /* PCI bus id of a GPU, e.g. "0000:04:00.0". */
 int tp__dev_pci_bus_id(int gpu, char *buf, int len);

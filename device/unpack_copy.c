@@ -11,16 +11,24 @@ static uint32_t job_count(const struct tp_unpack_job *job)
 	return job->cnt > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : job->cnt;
 }
 
-/* Host memory CUDA does not know (malloc'd, not registered). */
-static bool is_pageable(const void *p)
+static bool is_device(const void *p)
 {
 	struct cudaPointerAttributes a;
 
 	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
 		(void)cudaGetLastError();
-		return true;
+		return false;
 	}
-	return a.type == cudaMemoryTypeUnregistered;
+	return a.type == cudaMemoryTypeDevice;
+}
+
+/* Whether copies between the bounce buffer and [dst, dst + len) may go as
+ * one batch: device bounce pages, and a destination of device memory or
+ * pinned host memory over its whole range (pageable memory, even part of
+ * a range, must stay out of batches: copy_async.c). */
+static bool batchable(const struct tp_unpack_job *job, const char *dst, size_t len)
+{
+	return is_device(job->bounce) && (is_device(dst) || tp__dev_host_mapped(dst, len));
 }
 
 /* The plugin's records must stay inside the chunk (TCPX overwrites the
@@ -52,7 +60,7 @@ int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
 	}
 	if (err)
 		return err;
-	return tp__dev_batch_issue(s, !is_pageable(job->bounce) && !is_pageable(job->dst));
+	return tp__dev_batch_issue(s, batchable(job, job->dst, job->len));
 }
 
 /* Grow the stream's pinned staging buffer.  Queued copies may still use
@@ -120,7 +128,7 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 					r.len);
 	}
 	if (!err)
-		err = tp__dev_batch_issue(s, !is_pageable(job->bounce)); /* into pinned staging */
+		err = tp__dev_batch_issue(s, batchable(job, s->stage, hi - lo));
 	if (err)
 		return err;
 	return TP_CUDA(cudaMemcpyAsync, job->dst + lo, s->stage, hi - lo, cudaMemcpyDefault, s->st);
