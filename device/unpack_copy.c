@@ -13,13 +13,10 @@ static uint32_t job_count(const struct tp_unpack_job *job)
 
 static bool is_device(const void *p)
 {
-	struct cudaPointerAttributes a;
+	int dev = 0;
 
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError();
-		return false;
-	}
-	return a.type == cudaMemoryTypeDevice;
+	tp__dev_ptr_is_device(p, &dev);
+	return dev;
 }
 
 /* Whether copies between the bounce buffer and [dst, dst + len) may go as
