@@ -158,12 +158,18 @@ struct tp_slot {
 };
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
- * ring of slots, taken at post and given back at retire, per memory type. */
-#define TP_STAGE_SLOTS 8u
+ * ring of slots, taken at post and given back at retire, per memory type.
+ * Host memory gets 4: a chunk gathered far ahead of its send (or received
+ * far ahead of its scatter) has left the CPU caches by the time it is read
+ * again, and four slots keep a batch's staged bytes in them (measured in
+ * docs/performance.md, "Host staging depth").  Device memory keeps 8.  Powers of two, so that the ring's counters may wrap. */
+#define TP_STAGE_SLOTS_HOST 4u
+#define TP_STAGE_SLOTS_DEV 8u
 struct tp_stage {
 	struct tcpx_p2p_mr *mr; /* internal region over base; NULL until first use */
 	char *base;
 	size_t slot_bytes;
+	uint32_t nslots;        /* TP_STAGE_SLOTS_HOST or _DEV */
 	uint32_t head, tail;    /* slots taken / given back */
 };
 

@@ -237,7 +237,8 @@ int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *
 static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev)
 {
 	size_t slot = (s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
-	size_t bytes = slot * TP_STAGE_SLOTS;
+	uint32_t nslots = dev ? TP_STAGE_SLOTS_DEV : TP_STAGE_SLOTS_HOST;
+	size_t bytes = slot * nslots;
 	void *p = NULL;
 	int rc;
 
@@ -262,6 +263,7 @@ static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev
 	}
 	st->base = p;
 	st->slot_bytes = slot;
+	st->nslots = nslots;
 	return 0;
 }
 
@@ -276,9 +278,9 @@ int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, ch
 		if (rc)
 			return rc;
 	}
-	if (st->head - st->tail == TP_STAGE_SLOTS)
+	if (st->head - st->tail == st->nslots)
 		return 1;
-	*slot = st->base + (st->head++ % TP_STAGE_SLOTS) * st->slot_bytes;
+	*slot = st->base + (st->head++ % st->nslots) * st->slot_bytes;
 	*mr = st->mr;
 	return 0;
 }
@@ -288,7 +290,7 @@ void tp__stage_give(struct tp_comm *cm, const char *slot)
 	for (int k = 0; k < 2; k++) {
 		struct tp_stage *st = &cm->stage[k];
 
-		if (st->mr && slot >= st->base && slot < st->base + TP_STAGE_SLOTS * st->slot_bytes)
+		if (st->mr && slot >= st->base && slot < st->base + st->nslots * st->slot_bytes)
 			st->tail++;
 	}
 }
