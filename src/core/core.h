@@ -159,12 +159,15 @@ struct tp_slot {
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
  * ring of slots, taken at post and given back at retire, per memory type.
- * Host memory gets 4: a chunk gathered far ahead of its send (or received
- * far ahead of its scatter) has left the CPU caches by the time it is read
- * again, and four slots keep a batch's staged bytes in them (measured in
- * docs/performance.md, "Host staging depth").  Device memory keeps 8.  Powers of two, so that the ring's counters may wrap. */
+ * Host memory gets 4: with more, a sender gathers chunks so far ahead of
+ * its sockets that they have left the CPU caches when the send reads them
+ * (docs/performance.md, "Host staging depth").  Device memory keeps 8.
+ * Powers of two, so that the ring's counters may wrap. */
 #define TP_STAGE_SLOTS_HOST 4u
 #define TP_STAGE_SLOTS_DEV 8u
+_Static_assert(!(TP_STAGE_SLOTS_HOST & (TP_STAGE_SLOTS_HOST - 1)) &&
+		       !(TP_STAGE_SLOTS_DEV & (TP_STAGE_SLOTS_DEV - 1)),
+	       "staging slot counts must be powers of two");
 struct tp_stage {
 	struct tcpx_p2p_mr *mr; /* internal region over base; NULL until first use */
 	char *base;
