@@ -1654,8 +1654,8 @@ static void test_notif_order(void **state)
 /* One try: a 64 MiB write and a notification, under way on both sides, then
  * the target's conn destroyed.  Returns the write's result.  0 means it had
  * landed before the kill — with progress threads the whole write can get
- * through between the test below and the destroy on a loaded machine — so
- * its bytes are checked and nothing else: the kill was not exercised. */
+ * through before the destroy on a loaded machine — so its bytes are checked
+ * and nothing else: the kill was not exercised. */
 static int kill_mid_write(struct fx *f)
 {
 	enum { NSEG = 16, SEG = 4u << 20 };
@@ -1663,7 +1663,7 @@ static int kill_mid_write(struct fx *f)
 	tcpx_p2p_rseg r[NSEG];
 	tcpx_p2p_xfer *x, *x2 = NULL;
 	double t0, dt;
-	int i, done = 0, rc;
+	int i, rc;
 	struct kv k;
 
 	kv_open(f, &k, NSEG, NSEG, SEG, TCPX_P2P_ACCESS_WRITE, 101);
@@ -1675,8 +1675,6 @@ static int kill_mid_write(struct fx *f)
 	/* get it going on both sides */
 	for (i = 0; i < 4; i++)
 		drive(f);
-	assert_int_equal(tcpx_p2p_test(x, &done), 0);
-	assert_int_equal(done, 0); /* 64 MiB cannot be through yet */
 	assert_int_equal(tcpx_p2p_conn_destroy(f->p.c[1]), 0);
 	f->p.c[1] = NULL;
 	t0 = now_s();
