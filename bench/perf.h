@@ -39,6 +39,8 @@ struct perf_opts {
 	struct bench_sweep sweep;
 	int cuda;             /* --mem cuda */
 	int pinned;           /* --mem pinned: mapped host memory, session on --gpu */
+	int pin;              /* --mem pin: malloc'd host memory the library page-locks at
+			       * registration (TCPX_P2P_MR_PIN), session on --gpu */
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;
 	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
@@ -133,10 +135,23 @@ void perf_json_aggregate(FILE *f, const struct perf_opts *o, const struct perf_g
 			 const struct bench_row *r);
 void perf_json_close(FILE *f);
 
-/* --mem as given: "host", "cuda" or "pinned"; and the bench_mem kind. */
+/* --mem as given: "host", "cuda", "pinned" or "pin"; the bench_mem kind;
+ * whether the session needs a GPU; the registration options. */
 static inline const char *perf_mem_name(const struct perf_opts *o)
 {
-	return o->cuda ? "cuda" : o->pinned ? "pinned" : "host";
+	return o->cuda ? "cuda" : o->pinned ? "pinned" : o->pin ? "pin" : "host";
+}
+
+static inline int perf_mem_on_gpu(const struct perf_opts *o)
+{
+	return o->cuda || o->pinned || o->pin;
+}
+
+static inline const tcpx_p2p_mr_params *perf_mr_params(const struct perf_opts *o)
+{
+	static const tcpx_p2p_mr_params pin = { sizeof(tcpx_p2p_mr_params), TCPX_P2P_MR_PIN };
+
+	return o->pin ? &pin : NULL;
 }
 
 static inline enum bench_mem perf_mem_kind(const struct perf_opts *o)

@@ -674,8 +674,9 @@ static int make_regions(struct kv_peer *p, int gpu)
 		p->pool.ptr = NULL;
 		return -1;
 	}
-	rc = tcpx_p2p_mr_register(p->s, p->pool.ptr, len,
-				  o->cuda ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST, &p->pool_mr);
+	rc = tcpx_p2p_mr_register_ex(p->s, p->pool.ptr, len,
+				     o->cuda ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST,
+				     perf_mr_params(o), &p->pool_mr);
 	if (!rc)
 		rc = tcpx_p2p_mr_register(p->s, p->ctrl.ptr, 2 * KV_CTRL_HALF, TCPX_P2P_MEM_HOST,
 					  &p->ctrl_mr);
@@ -721,7 +722,7 @@ int perf_kv_run(const struct perf_opts *o, int role, int report, perf_listening_
 	p.nblk = o->kv.pool_blocks / (2 * o->kv.layers);
 	p.ids = o->kv.blocks / (2 * o->kv.layers);
 	p.info.struct_size = sizeof(p.info);
-	cfg.gpu = o->cuda || o->pinned ? o->gpu[role] : -1;
+	cfg.gpu = perf_mem_on_gpu(o) ? o->gpu[role] : -1;
 	if (o->numa == BENCH_NUMA_AUTO &&
 	    (cfg.gpu < 0 || bench_gpu_bus_id(cfg.gpu, bus, sizeof(bus)))) {
 		p.numa_why = "no GPU";

@@ -26,8 +26,9 @@ BENCH_SWEEP_USAGE
 "                         TCPX_P2P_PERF_CONNS): each size is split evenly over them\n"
 "      --window N         send and receive window per channel (1..16)\n"
 "      --unpack K         kernel|d2d|host (TCPX_P2P_UNPACK)\n"
-"      --mem host|cuda|pinned  buffer memory (default host; pinned: cudaHostAlloc'd\n"
-"                         host memory, the session on --gpu)\n"
+"      --mem host|cuda|pinned|pin  buffer memory (default host; pinned: cudaHostAlloc'd\n"
+"                         host memory; pin: malloc'd host memory registered with\n"
+"                         TCPX_P2P_MR_PIN; both with the session on --gpu)\n"
 "  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 or 0,0)\n"
 "      --gpus LIST        multi-session mode with --mem cuda: pair k is a session on\n"
 "                         GPU LIST[k] (e.g. 0-7, 0,1,2,3 or 0,0,0,0; loopback: both\n"
@@ -215,10 +216,12 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 			return bad("--unpack", arg);
 		break;
 	case O_MEM:
-		if (strcmp(arg, "host") && strcmp(arg, "cuda") && strcmp(arg, "pinned"))
+		if (strcmp(arg, "host") && strcmp(arg, "cuda") && strcmp(arg, "pinned") &&
+		    strcmp(arg, "pin"))
 			return bad("--mem", arg);
 		o->cuda = !strcmp(arg, "cuda");
 		o->pinned = !strcmp(arg, "pinned");
+		o->pin = !strcmp(arg, "pin");
 		break;
 	case 'g':
 		if (sscanf(arg, "%d,%d", &o->gpu[0], &o->gpu[1]) < 1 || o->gpu[0] < 0)
@@ -292,8 +295,8 @@ static int check_multi(struct perf_opts *o, int gpu_given)
 
 	if (o->multi == 3)
 		why = "give --gpus LIST (--mem cuda) or --pairs N (--mem host), not both";
-	else if (o->multi && o->pinned)
-		why = "--mem pinned is for one session (--gpu), not --gpus or --pairs";
+	else if (o->multi && (o->pinned || o->pin))
+		why = "--mem pinned and pin are for one session (--gpu), not --gpus or --pairs";
 	else if (o->multi == 1 && !o->cuda)
 		why = "--gpus needs --mem cuda; with host memory give --pairs N";
 	else if (o->multi == 2 && o->cuda)

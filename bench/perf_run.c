@@ -379,7 +379,7 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 		snprintf(who, sizeof(who), "pair %d: ", pair);
 		len = len > 2 * HELLO_LEN ? len : 2 * HELLO_LEN;
 	}
-	cfg.gpu = o->cuda || o->pinned ? (o->multi ? o->pair_gpu[pair] : o->gpu[role]) : -1;
+	cfg.gpu = perf_mem_on_gpu(o) ? (o->multi ? o->pair_gpu[pair] : o->gpu[role]) : -1;
 	p.pi.numa_node = bind_numa(o, cfg.gpu, &p.pi.numa_why);
 	p.pi.session.struct_size = sizeof(p.pi.session);
 	p.us = calloc((size_t)o->sweep.iters, sizeof(*p.us));
@@ -399,8 +399,9 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 		rc = -1;
 		goto close_conns;
 	}
-	rc = tcpx_p2p_mr_register(p.s, p.buf.ptr, len ? len : 1,
-				  o->cuda ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST, &p.mr);
+	rc = tcpx_p2p_mr_register_ex(p.s, p.buf.ptr, len ? len : 1,
+				     o->cuda ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST,
+				     perf_mr_params(o), &p.mr);
 	if (rc) {
 		fail("mr_register", rc);
 		goto free_buf;

@@ -1,6 +1,6 @@
 /* tcpx_perf: point-to-point bandwidth and latency through libtcpx_p2p.
  * Exit status: 0 success, 1 error or verification mismatch, 2 usage,
- * 77 --mem cuda without a usable GPU. */
+ * 77 --mem cuda, pinned or pin without a usable GPU. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,8 +96,9 @@ int main(int argc, char **argv)
 		perf_dump_config(&o, stdout);
 		return 0;
 	}
-	if (o.cuda && bench_gpu_count() == 0) {
-		fprintf(stderr, "tcpx_perf: --mem cuda: no usable CUDA device, skipping\n");
+	if (perf_mem_on_gpu(&o) && bench_gpu_count() == 0) {
+		fprintf(stderr, "tcpx_perf: --mem %s: no usable CUDA device, skipping\n",
+			perf_mem_name(&o));
 		return 77;
 	}
 	switch (o.mode) {

@@ -117,6 +117,24 @@ bool tp__dev_host_mapped(const void *p, size_t len)
 	       len <= size - ((uintptr_t)p - start);
 }
 
+int tp__dev_host_pin(void *p, size_t len)
+{
+	cudaError_t err = cudaHostRegister(p, len, cudaHostRegisterPortable |
+						   cudaHostRegisterMapped);
+
+	if (err == cudaErrorHostMemoryAlreadyRegistered) {
+		(void)cudaGetLastError();
+		return tp__error(TCPX_P2P_EINVAL, "[%p, +%zu) is page-locked in part already "
+				 "(or read-only): pin all of it or none", p, len);
+	}
+	return tp__dev_cuda_check(err, "cudaHostRegister");
+}
+
+int tp__dev_host_unpin(void *p)
+{
+	return TP_CUDA(cudaHostUnregister, p);
+}
+
 int tp__dev_pci_bus_id(int gpu, char *buf, int len)
 {
 	return TP_CUDA(cudaDeviceGetPCIBusId, buf, len, gpu);

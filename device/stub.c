@@ -9,6 +9,8 @@ int tp__dev_count(int *n) { *n = 0; return 0; }
 int tp__dev_set(int gpu) { return TP_NO_CUDA(); }
 void *tp__dev_ctx_save(void) { return NULL; }
 bool tp__dev_host_mapped(const void *p, size_t len) { return false; }
+int tp__dev_host_pin(void *p, size_t len) { return TP_NO_CUDA(); }
+int tp__dev_host_unpin(void *p) { return TP_NO_CUDA(); }
 void tp__dev_ctx_restore(void *ctx) {}
 int tp__dev_pci_bus_id(int gpu, char *buf, int len) { return TP_NO_CUDA(); }
 int tp__dev_ptr_is_device(const void *p, int *is_dev) { *is_dev = 0; return 0; }

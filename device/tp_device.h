@@ -32,6 +32,12 @@ void tp__dev_ctx_restore(void *ctx);
  * cudaHostRegister'd memory, mapped, not read-only, under UVA): kernels
  * may then write it in place.  False for anything else, and without CUDA. */
 bool tp__dev_host_mapped(const void *p, size_t len);
+/* Page-lock [p, p + len) for every context, mapped (cudaHostRegister,
+ * portable | mapped).  EINVAL when part of it is page-locked already;
+ * ECUDA for other failures; ENOTSUP without CUDA. */
+int tp__dev_host_pin(void *p, size_t len);
+/* Undo tp__dev_host_pin(p). */
+int tp__dev_host_unpin(void *p);
 /* PCI bus id of a GPU, e.g. "0000:04:00.0". */
 int tp__dev_pci_bus_id(int gpu, char *buf, int len);
 /* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,

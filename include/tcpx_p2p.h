@@ -207,6 +207,35 @@ enum tcpx_p2p_mem_type {
 TCPX_P2P_API int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 				      tcpx_p2p_mr **out);
 
+/* Options of a registration (0.4).  A caller sets struct_size to
+ * sizeof(tcpx_p2p_mr_params) as it compiled it. */
+typedef struct tcpx_p2p_mr_params {
+	size_t struct_size;
+	unsigned flags; /* TCPX_P2P_MR_* */
+} tcpx_p2p_mr_params;
+
+enum tcpx_p2p_mr_flags {
+	/* Host memory on a session with a GPU: page-lock it for the GPU
+	 * (cudaHostRegister, portable and mapped) unless it already is, and
+	 * unlock it at deregistration.  Behind a device bounce buffer (TCPX)
+	 * receives into page-locked memory are unpacked by kernel; pageable
+	 * memory takes one copy per <= 4 KiB fragment (docs/api.md).  Ignored
+	 * for CUDA memory and on host-only sessions. */
+	TCPX_P2P_MR_PIN = 1u << 0,
+};
+
+/* tcpx_p2p_mr_register with options; params NULL = the same call.
+ * RETURN VALUE: as tcpx_p2p_mr_register; EINVAL also for params
+ * (struct_size, unknown flags) and, with TCPX_P2P_MR_PIN, for a range that
+ * is page-locked only in part or overlaps one pinned for a registration it
+ * does not lie inside; ECUDA (cudaHostRegister failed: the detail says
+ * why).  Regions pinned by the library may be registered again (wholly
+ * inside): the pages stay locked until the last such region is
+ * deregistered.  Nothing is registered or locked on failure. */
+TCPX_P2P_API int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t len,
+					 int mem_type, const tcpx_p2p_mr_params *params,
+					 tcpx_p2p_mr **out);
+
 /* RETURN VALUE: 0; EBUSY (a transfer in flight uses it, or one that failed
  * with its connection: the plugin may write into it until that connection
  * is destroyed; nothing freed). */

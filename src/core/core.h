@@ -70,6 +70,7 @@ struct tcpx_p2p_mr {
 	int type;           /* TCPX_P2P_MEM_* */
 	bool mapped;        /* host memory the session's GPU addresses in place (pinned,
 			     * mapped): device-bounce receives unpack into it by kernel */
+	struct tp_pin *pin; /* the library's page lock it holds (TCPX_P2P_MR_PIN), or NULL */
 	char *reg_base;     /* registered range: CUDA rounded to 4 KiB */
 	size_t reg_len;
 	struct tp_mr_reg *regs; /* guarded by s->lock */
@@ -285,6 +286,14 @@ static inline int tp__session_timeout(const struct tcpx_p2p_session *s, int time
 /* listener.c: a peer's blob against this session (layout, settings, MAC,
  * and its handles: nothing a plugin would follow or overrun). */
 int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size_t len);
+
+/* pin.c: the library's page locks of host regions (TCPX_P2P_MR_PIN), with
+ * the session's GPU current.  take: lock [p, p + len) unless it is locked
+ * already; *out = the lock the region now holds (NULL: the application's
+ * own, or none needed).  release: drop it; the last holder unlocks. */
+struct tp_pin;
+int tp__pin_take(void *p, size_t len, struct tp_pin **out);
+void tp__pin_release(struct tp_pin *pin);
 
 /* mr.c */
 /* The plugin handle of mr on cm's comm, registering it on first use. */

@@ -46,8 +46,42 @@ static int check_pointer(const struct tcpx_p2p_session *s, const void *ptr, int 
 	return 0;
 }
 
+static int params_check(const tcpx_p2p_mr_params *p)
+{
+	if (!p)
+		return 0;
+	if (p->struct_size < offsetof(tcpx_p2p_mr_params, flags) + sizeof(p->flags))
+		return tp__error(TCPX_P2P_EINVAL, "mr_register: params.struct_size %zu (set it "
+				 "to sizeof(tcpx_p2p_mr_params))", p->struct_size);
+	if (p->flags & ~(unsigned)TCPX_P2P_MR_PIN)
+		return tp__error(TCPX_P2P_EINVAL, "mr_register: unknown flags 0x%x",
+				 p->flags & ~(unsigned)TCPX_P2P_MR_PIN);
+	return 0;
+}
+
+/* Host memory on a session with a GPU: lock it if asked, and whether the
+ * GPU's kernels may write it in place — both in the session's context,
+ * where its kernels run. */
+static int host_for_gpu(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr, bool pin)
+{
+	void *ctx = tp__gpu_save(s);
+	int rc = tp__session_use_gpu(s);
+
+	if (!rc && pin)
+		rc = tp__pin_take(mr->ptr, mr->len, &mr->pin);
+	mr->mapped = !rc && tp__dev_host_mapped(mr->ptr, mr->len);
+	tp__dev_ctx_restore(ctx);
+	return pin ? rc : 0; /* without a pin asked for, an unusable GPU only means "not mapped" */
+}
+
 int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 			 tcpx_p2p_mr **out)
+{
+	return tcpx_p2p_mr_register_ex(s, ptr, len, mem_type, NULL, out);
+}
+
+int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+			    const tcpx_p2p_mr_params *params, tcpx_p2p_mr **out)
 {
 	struct tcpx_p2p_mr *mr;
 	uintptr_t base, end;
@@ -55,6 +89,9 @@ int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_typ
 
 	if (!s || !ptr || !len || !out)
 		return tp__error(TCPX_P2P_EINVAL, "mr_register: NULL argument or zero length");
+	rc = params_check(params);
+	if (rc)
+		return rc;
 	if ((uintptr_t)ptr + len < (uintptr_t)ptr)
 		return tp__error(TCPX_P2P_EINVAL, "mr_register: range wraps around");
 	rc = check_type(s, mem_type);
@@ -80,11 +117,11 @@ int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_typ
 	mr->len = len;
 	mr->type = mem_type;
 	if (mem_type == TCPX_P2P_MEM_HOST && s->cfg.gpu >= 0) {
-		/* asked in the session's context, where its kernels run */
-		void *ctx = tp__gpu_save(s);
-
-		mr->mapped = !tp__session_use_gpu(s) && tp__dev_host_mapped(ptr, len);
-		tp__dev_ctx_restore(ctx);
+		rc = host_for_gpu(s, mr, params && (params->flags & TCPX_P2P_MR_PIN));
+		if (rc) {
+			free(mr);
+			return rc;
+		}
 	}
 	mr->reg_base = (char *)base;
 	mr->reg_len = end - base;
@@ -133,6 +170,9 @@ int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 		if (s->net->ops->dereg_mr(s->net, mr->regs[i].comm, mr->regs[i].mhandle))
 			TP_WARN("mr", "deregMr failed: %s", tcpx_p2p_last_error());
 	}
+	/* Unlocked last: no plugin registration or transfer uses it now. */
+	if (mr->pin)
+		tp__pin_release(mr->pin);
 	tp__dev_ctx_restore(ctx);
 	pthread_mutex_unlock(&s->lock);
 	free(mr->regs);

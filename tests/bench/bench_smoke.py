@@ -386,12 +386,14 @@ def has_gpu():
 
 
 def case_cuda_skip(c):
-    args = [c.perf, "loopback", "--mem", "cuda", "--gpu", "0,0", "-s", "1M", "-n", "2", "-w", "1", "--verify"]
-    if has_gpu():
-        run(args)  # with a GPU the same run must pass, verified
-        return
-    p = run(args, expect=SKIP)
-    check("no usable CUDA device" in p.stderr, "no skip message: %r" % p.stderr)
+    for mem in ("cuda", "pinned", "pin"):
+        args = [c.perf, "loopback", "--mem", mem, "--gpu", "0,0", "-s", "1M", "-n", "2", "-w", "1",
+                "--verify"]
+        if has_gpu():
+            run(args)  # with a GPU the same run must pass, verified
+            continue
+        p = run(args, expect=SKIP)
+        check("no usable CUDA device" in p.stderr, "no skip message: %r" % p.stderr)
 
 
 def start(cmd, env, log):

@@ -4,8 +4,10 @@
  * event gate is tested: with the test-only early-consume switch the same
  * transfers must come out corrupted.  "pinned": the receiver's buffer is
  * page-locked, mapped host memory (registered as host memory), which the
- * library unpacks into by kernel; each receive is two segments.
- * Usage: test_cuda_transfer kernel|d2d|host|pinned [max MiB] | early */
+ * library unpacks into by kernel; each receive is two segments.  "pin":
+ * the same with pageable memory the library page-locks at registration
+ * (TCPX_P2P_MR_PIN), and the lifetime of those locks.
+ * Usage: test_cuda_transfer kernel|d2d|host|pinned|pin [max MiB] | early */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,37 +23,47 @@
 static int g_unpack = TCPX_P2P_UNPACK_KERNEL;
 static size_t g_max = 64u << 20;
 static int g_gpu[2];
-static int g_pinned; /* the receiver's buffer is mapped host memory */
+/* The receiver's buffer: device memory, or host memory the GPU maps. */
+enum host_kind { DEVICE_MEM, HOST_ALLOC, HOST_PIN_AT_REG };
+static enum host_kind g_pinned;
+
+static const tcpx_p2p_mr_params pin_params = { sizeof(tcpx_p2p_mr_params), TCPX_P2P_MR_PIN };
 
 struct side {
 	void *dev; /* device memory, or (pinned) mapped host memory */
 	unsigned char *host;
 	tcpx_p2p_mr *mr;
-	int pinned;
+	enum host_kind pinned;
 };
 
-static void side_open(struct side *sd, tcpx_p2p_session *s, int gpu, size_t cap, int pinned)
+static void side_open(struct side *sd, tcpx_p2p_session *s, int gpu, size_t cap,
+		      enum host_kind pinned)
 {
 	assert_int_equal(cudaSetDevice(gpu), cudaSuccess);
 	sd->pinned = pinned;
-	if (pinned)
+	if (pinned == HOST_ALLOC)
 		assert_int_equal(cudaHostAlloc(&sd->dev, cap,
 					       cudaHostAllocMapped | cudaHostAllocPortable),
 				 cudaSuccess);
+	else if (pinned == HOST_PIN_AT_REG)
+		assert_non_null(sd->dev = aligned_alloc(4096, (cap + 4095) & ~(size_t)4095));
 	else
 		assert_int_equal(cudaMalloc(&sd->dev, cap), cudaSuccess);
 	sd->host = malloc(cap);
 	assert_non_null(sd->host);
-	assert_int_equal(tcpx_p2p_mr_register(s, sd->dev, cap,
-					      pinned ? TCPX_P2P_MEM_HOST : TCPX_P2P_MEM_CUDA,
-					      &sd->mr), 0);
+	assert_int_equal(tcpx_p2p_mr_register_ex(s, sd->dev, cap,
+						 pinned ? TCPX_P2P_MEM_HOST : TCPX_P2P_MEM_CUDA,
+						 pinned == HOST_PIN_AT_REG ? &pin_params : NULL,
+						 &sd->mr), 0);
 }
 
 static void side_close(struct side *sd)
 {
 	assert_int_equal(tcpx_p2p_mr_deregister(sd->mr), 0);
-	if (sd->pinned)
+	if (sd->pinned == HOST_ALLOC)
 		cudaFreeHost(sd->dev);
+	else if (sd->pinned == HOST_PIN_AT_REG)
+		free(sd->dev);
 	else
 		cudaFree(sd->dev);
 	free(sd->host);
@@ -136,7 +148,7 @@ static void open_pair(struct tp_pair *p, struct side *sd, size_t cap, int nchan)
 	}
 	assert_int_equal(tp_pair_open2(p, cfg, 0), 0);
 	for (i = 0; i < 2; i++)
-		side_open(&sd[i], p->s[i], g_gpu[i], cap, i == 1 && g_pinned);
+		side_open(&sd[i], p->s[i], g_gpu[i], cap, i == 1 ? g_pinned : DEVICE_MEM);
 }
 
 static void close_pair(struct tp_pair *p, struct side *sd)
@@ -189,9 +201,66 @@ static void test_early_consume_corrupts(void **state)
 	assert_true(bad > 0);
 }
 
+/* Whether the driver holds [p, p + 1) page-locked. */
+static int locked(const void *p)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return a.type == cudaMemoryTypeHost;
+}
+
+/* TCPX_P2P_MR_PIN: the library's locks are shared by regions inside them
+ * and dropped with the last; the application's are never touched; a range
+ * locked in part is refused with nothing registered. */
+static void test_pin_locks(void **state)
+{
+	const size_t n = 8u << 20;
+	tcpx_p2p_session *s;
+	tcpx_p2p_config cfg;
+	tcpx_p2p_mr *a, *b, *c;
+	char *buf = aligned_alloc(4096, n), *app;
+
+	assert_non_null(buf);
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.gpu = g_gpu[1];
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &s), 0);
+	assert_false(locked(buf));
+	assert_int_equal(tcpx_p2p_mr_register_ex(s, buf, n, TCPX_P2P_MEM_HOST, &pin_params, &a), 0);
+	assert_true(locked(buf) && locked(buf + n - 1));
+	/* inside a's lock: shares it */
+	assert_int_equal(tcpx_p2p_mr_register_ex(s, buf + 4096, n / 2, TCPX_P2P_MEM_HOST,
+						 &pin_params, &b), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(a), 0);
+	assert_true(locked(buf + 4096)); /* b still holds it */
+	assert_int_equal(tcpx_p2p_mr_deregister(b), 0);
+	assert_false(locked(buf));
+	/* partly locked by the application: refused, nothing changed */
+	assert_int_equal(cudaHostRegister(buf, n / 2, cudaHostRegisterDefault), cudaSuccess);
+	assert_int_equal(tcpx_p2p_mr_register_ex(s, buf, n, TCPX_P2P_MEM_HOST, &pin_params, &c),
+			 TCPX_P2P_EINVAL);
+	print_message("partly locked: %s\n", tcpx_p2p_last_error());
+	assert_true(locked(buf));
+	assert_false(locked(buf + n - 1));
+	assert_int_equal(cudaHostUnregister(buf), cudaSuccess);
+	/* the application's own lock outlives the region */
+	assert_int_equal(cudaHostAlloc((void **)&app, n, cudaHostAllocMapped), cudaSuccess);
+	assert_int_equal(tcpx_p2p_mr_register_ex(s, app, n, TCPX_P2P_MEM_HOST, &pin_params, &c), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(c), 0);
+	assert_true(locked(app));
+	assert_int_equal(cudaFreeHost(app), cudaSuccess);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest sizes[] = { cmocka_unit_test(test_sizes) };
+	const struct CMUnitTest pin[] = { cmocka_unit_test(test_sizes),
+					  cmocka_unit_test(test_pin_locks) };
 	const struct CMUnitTest early[] = { cmocka_unit_test(test_early_consume_corrupts) };
 	int n = 0;
 
@@ -208,8 +277,11 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		g_unpack = !strcmp(argv[1], "d2d") ? TCPX_P2P_UNPACK_D2D :
 			   !strcmp(argv[1], "host") ? TCPX_P2P_UNPACK_HOST : TCPX_P2P_UNPACK_KERNEL;
-	g_pinned = argc > 1 && !strcmp(argv[1], "pinned");
+	g_pinned = argc < 2 ? DEVICE_MEM : !strcmp(argv[1], "pinned") ? HOST_ALLOC :
+		   !strcmp(argv[1], "pin") ? HOST_PIN_AT_REG : DEVICE_MEM;
 	if (argc > 2)
 		g_max = strtoull(argv[2], NULL, 0) << 20;
+	if (g_pinned == HOST_PIN_AT_REG)
+		return cmocka_run_group_tests(pin, NULL, NULL);
 	return cmocka_run_group_tests(sizes, NULL, NULL);
 }

@@ -104,8 +104,23 @@ static void test_bad_arguments_and_busy(void **state)
 	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 10, 99, &mr), TCPX_P2P_EINVAL);
 	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 1 << 20, TCPX_P2P_MEM_CUDA, &mr),
 			 TCPX_P2P_EINVAL); /* host-only session */
-	assert_int_equal(tcpx_p2p_mr_register(p.s[0], buf, 1 << 20, TCPX_P2P_MEM_HOST, &mr), 0);
-	assert_int_equal(tcpx_p2p_mr_register(p.s[1], buf, 1 << 20, TCPX_P2P_MEM_HOST, &mr1), 0);
+	assert_int_equal(tcpx_p2p_mr_register_ex(p.s[0], buf, 10, TCPX_P2P_MEM_HOST,
+						 &(tcpx_p2p_mr_params){ .struct_size = 4 }, &mr),
+			 TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_mr_register_ex(p.s[0], buf, 10, TCPX_P2P_MEM_HOST,
+						 &(tcpx_p2p_mr_params){ sizeof(tcpx_p2p_mr_params),
+									  1u << 7 },
+						 &mr),
+			 TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_mr_register_ex(p.s[0], buf, 1 << 20, TCPX_P2P_MEM_HOST, NULL,
+						 &mr),
+			 0);
+	/* Pinning is for a session's GPU: on a host-only one it is ignored. */
+	assert_int_equal(tcpx_p2p_mr_register_ex(p.s[1], buf, 1 << 20, TCPX_P2P_MEM_HOST,
+						 &(tcpx_p2p_mr_params){ sizeof(tcpx_p2p_mr_params),
+									  TCPX_P2P_MR_PIN },
+						 &mr1),
+			 0);
 	assert_int_equal(tcpx_p2p_send(p.c[0], mr, 1, 1 << 20, &xs), TCPX_P2P_EINVAL);
 	assert_int_equal(tcpx_p2p_send(p.c[0], mr, (size_t)-1, 2, &xs), TCPX_P2P_EINVAL);
 	assert_int_equal(tcpx_p2p_send(p.c[0], mr1, 0, 1, &xs), TCPX_P2P_EINVAL);
