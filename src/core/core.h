@@ -173,7 +173,6 @@ struct tp_stage {
 	struct tcpx_p2p_mr *mr; /* internal region over base; NULL until first use */
 	char *base;
 	size_t slot_bytes;
-	uint32_t nslots;        /* TP_STAGE_SLOTS_HOST or _DEV */
 	uint32_t head, tail;    /* slots taken / given back */
 };
 

@@ -234,11 +234,16 @@ int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *
 
 /* ---- staging ------------------------------------------------------------- */
 
+/* Slots of a staging ring: stage[0] of a comm is host memory, stage[1] device. */
+static uint32_t stage_slots(bool dev)
+{
+	return dev ? TP_STAGE_SLOTS_DEV : TP_STAGE_SLOTS_HOST;
+}
+
 static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev)
 {
 	size_t slot = (s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
-	uint32_t nslots = dev ? TP_STAGE_SLOTS_DEV : TP_STAGE_SLOTS_HOST;
-	size_t bytes = slot * nslots;
+	size_t bytes = slot * stage_slots(dev);
 	void *p = NULL;
 	int rc;
 
@@ -263,24 +268,24 @@ static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev
 	}
 	st->base = p;
 	st->slot_bytes = slot;
-	st->nslots = nslots;
 	return 0;
 }
 
 int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, char **slot,
 		   struct tcpx_p2p_mr **mr)
 {
-	struct tp_stage *st = &cm->stage[mtype == TCPX_P2P_MEM_CUDA];
+	bool dev = mtype == TCPX_P2P_MEM_CUDA;
+	struct tp_stage *st = &cm->stage[dev];
 	int rc;
 
 	if (!st->mr) {
-		rc = stage_alloc(s, st, mtype == TCPX_P2P_MEM_CUDA);
+		rc = stage_alloc(s, st, dev);
 		if (rc)
 			return rc;
 	}
-	if (st->head - st->tail == st->nslots)
+	if (st->head - st->tail == stage_slots(dev))
 		return 1;
-	*slot = st->base + (st->head++ % st->nslots) * st->slot_bytes;
+	*slot = st->base + (st->head++ % stage_slots(dev)) * st->slot_bytes;
 	*mr = st->mr;
 	return 0;
 }
@@ -290,7 +295,7 @@ void tp__stage_give(struct tp_comm *cm, const char *slot)
 	for (int k = 0; k < 2; k++) {
 		struct tp_stage *st = &cm->stage[k];
 
-		if (st->mr && slot >= st->base && slot < st->base + st->nslots * st->slot_bytes)
+		if (st->mr && slot >= st->base && slot < st->base + stage_slots(k) * st->slot_bytes)
 			st->tail++;
 	}
 }
