@@ -230,6 +230,7 @@ static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t 
 		st->jobs[j].bounce = st->bounce;
 		st->jobs[j].dst = st->dst + j * chunk;
 		st->jobs[j].len = (uint32_t)chunk;
+		st->jobs[j].bounce_dev = st->jobs[j].dst_pinned = true; /* both cudaMalloc'd */
 	}
 	/* memcpy copies the same payload bytes from a contiguous source. */
 	CKC(cudaMemcpy(st->src, st->ref, total, cudaMemcpyHostToDevice));

@@ -70,6 +70,11 @@ struct tp_unpack_job {
 	const char *bounce;        /* bounce buffer base (device pointer) */
 	char *dst;                 /* receive buffer (device pointer) */
 	uint32_t len;              /* bytes of the chunk: records must stay inside */
+	/* For the copy variants, what the caller knows of the operands: the
+	 * bounce buffer is device memory; dst is device memory or page-locked
+	 * host memory over the whole chunk.  Copies go as one batch only
+	 * between such operands (pageable memory must stay out: copy_async.c). */
+	bool bounce_dev, dst_pinned;
 };
 
 #define TP_UNPACK_MAX_JOBS 32 /* jobs per kernel launch (passed by value) */

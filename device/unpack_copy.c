@@ -11,23 +11,6 @@ static uint32_t job_count(const struct tp_unpack_job *job)
 	return job->cnt > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : job->cnt;
 }
 
-static bool is_device(const void *p)
-{
-	int dev = 0;
-
-	tp__dev_ptr_is_device(p, &dev);
-	return dev;
-}
-
-/* Whether copies between the bounce buffer and [dst, dst + len) may go as
- * one batch: device bounce pages, and a destination of device memory or
- * pinned host memory over its whole range (pageable memory, even part of
- * a range, must stay out of batches: copy_async.c). */
-static bool batchable(const struct tp_unpack_job *job, const char *dst, size_t len)
-{
-	return is_device(job->bounce) && (is_device(dst) || tp__dev_host_mapped(dst, len));
-}
-
 /* The plugin's records must stay inside the chunk (TCPX overwrites the
  * posted size with the sender's: a peer sending more must not spill). */
 static int check_records(const struct tp_unpack_job *job, uint32_t cnt)
@@ -57,7 +40,7 @@ int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
 	}
 	if (err)
 		return err;
-	return tp__dev_batch_issue(s, batchable(job, job->dst, job->len));
+	return tp__dev_batch_issue(s, job->bounce_dev && job->dst_pinned);
 }
 
 /* Grow the stream's pinned staging buffer.  Queued copies may still use
@@ -125,7 +108,7 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 					r.len);
 	}
 	if (!err)
-		err = tp__dev_batch_issue(s, batchable(job, s->stage, hi - lo));
+		err = tp__dev_batch_issue(s, job->bounce_dev); /* the staging is pinned */
 	if (err)
 		return err;
 	return TP_CUDA(cudaMemcpyAsync, job->dst + lo, s->stage, hi - lo, cudaMemcpyDefault, s->st);

@@ -175,9 +175,10 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.bounce = cms[i]->bounce,
 			.dst = slots[i]->buf,
 			.len = slots[i]->len,
+			.bounce_dev = cms[i]->bounce_on_device,
+			.dst_pinned = slots[i]->dst_dev || slots[i]->dst_mapped,
 		};
 		bool dst_dev = slots[i]->dst_dev;
-		bool dst_kernel = dst_dev || slots[i]->dst_mapped;
 
 		if (cnt > TP_UNPACK_MAX_PAGES)
 			return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
@@ -186,8 +187,7 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 		/* The kernel reads device bounce pages and writes device memory
 		 * or mapped host memory; every other combination goes through
 		 * copies (cudaMemcpyDefault). */
-		if (dst_kernel && cms[i]->bounce_on_device &&
-		    s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
+		if (j.dst_pinned && j.bounce_dev && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
 			jobs[nk++] = j;
 			continue;
 		}

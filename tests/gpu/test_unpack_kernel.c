@@ -170,6 +170,8 @@ static void run_batch(const struct batch *b, enum layout lay, enum variant var)
 		jobs[j].bounce = bounce;
 		jobs[j].dst = dst + base;
 		jobs[j].len = (uint32_t)b->size[j];
+		jobs[j].bounce_dev = !b->host_bounce;
+		jobs[j].dst_pinned = !b->host_dst;
 	}
 
 	if (var == VAR_KERNEL) {
@@ -256,7 +258,8 @@ static void check_out_of_range(void)
 	meta[0]->cnt[0] = 2;
 	CKC(cudaHostGetDevicePointer(&dm, meta[0], 0));
 	job = (struct tp_unpack_job){ .recs = ((struct tp_unpack_meta *)dm)->mem[0], .cnt = 2,
-				      .bounce = bounce, .dst = dst, .len = len };
+				      .bounce = bounce, .dst = dst, .len = len,
+				      .bounce_dev = true, .dst_pinned = true };
 	CK(tp__dev_stream_error(stream, &bad));
 	CK(tp__dev_unpack_kernel(stream, &job, 1));
 	CK(tp__dev_stream_sync(stream));
