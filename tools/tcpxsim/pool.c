@@ -1,0 +1,163 @@
+#include "pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define TOKEN_MARK 0x80000000u
+
+static uint64_t next_random(uint64_t *s)
+{
+	/* xorshift64*: enough to scatter pages, and repeatable per seed. */
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
+int sim_pool_init(struct sim_pool *p, uint32_t npages, uint64_t seed)
+{
+	p->npages = npages;
+	p->nfree = npages;
+	p->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
+	p->free = malloc(sizeof(*p->free) * (npages ? npages : 1));
+	p->refs = calloc(npages ? npages : 1, sizeof(*p->refs));
+	if (!p->free || !p->refs) {
+		sim_pool_fini(p);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < npages; i++)
+		p->free[i] = i;
+	return 0;
+}
+
+void sim_pool_fini(struct sim_pool *p)
+{
+	free(p->free);
+	free(p->refs);
+	p->free = NULL;
+	p->refs = NULL;
+	p->npages = p->nfree = 0;
+}
+
+int sim_pool_take(struct sim_pool *p, uint32_t *page)
+{
+	if (p->nfree == 0)
+		return -1;
+	uint32_t i = (uint32_t)(next_random(&p->rng) % p->nfree);
+	*page = p->free[i];
+	p->free[i] = p->free[--p->nfree];
+	p->refs[*page] = 1;
+	return 0;
+}
+
+int sim_pool_put(struct sim_pool *p, uint32_t page)
+{
+	if (--p->refs[page] != 0)
+		return 0;
+	p->free[p->nfree++] = page;
+	return 1;
+}
+
+int sim_tokens_init(struct sim_tokens *t, uint32_t cap)
+{
+	t->cap = cap;
+	t->cursor = 0;
+	t->held = 0;
+	t->slot = calloc(cap ? cap : 1, sizeof(*t->slot));
+	return t->slot ? 0 : -ENOMEM;
+}
+
+void sim_tokens_fini(struct sim_tokens *t)
+{
+	free(t->slot);
+	t->slot = NULL;
+	t->cap = t->held = 0;
+}
+
+int sim_tokens_add(struct sim_tokens *t, uint32_t page, uint32_t *token)
+{
+	if (t->held == t->cap)
+		return -1;
+	while (t->slot[t->cursor])
+		t->cursor = (t->cursor + 1) % t->cap;
+	*token = t->cursor;
+	t->slot[t->cursor] = page + 1;
+	t->cursor = (t->cursor + 1) % t->cap;
+	t->held++;
+	return 0;
+}
+
+/* Undo the marks of the first `n` ranges and of `upto` tokens of range n. */
+static void unmark(struct sim_tokens *t, const struct devmem_token_range *r, size_t n,
+		   uint32_t upto)
+{
+	for (size_t i = 0; i <= n; i++) {
+		uint32_t count = i < n ? r[i].count : upto;
+		for (uint32_t k = 0; k < count; k++)
+			t->slot[r[i].start + k] &= ~TOKEN_MARK;
+	}
+}
+
+int sim_tokens_return(struct sim_tokens *t, struct sim_pool *pool,
+		      const struct devmem_token_range *r, size_t n, uint32_t *bad,
+		      sim_page_freed freed, void *arg)
+{
+	/* First mark every token named, so that a token named twice is caught
+	 * as surely as one never given; then release the marked ones. */
+	for (size_t i = 0; i < n; i++) {
+		if (r[i].start >= t->cap || r[i].count > t->cap - r[i].start) {
+			*bad = r[i].start >= t->cap ? r[i].start : t->cap;
+			unmark(t, r, i, 0);
+			return -EINVAL;
+		}
+		for (uint32_t k = 0; k < r[i].count; k++) {
+			uint32_t *s = &t->slot[r[i].start + k];
+			if (*s == 0 || (*s & TOKEN_MARK)) {
+				*bad = r[i].start + k;
+				unmark(t, r, i, k);
+				return -EINVAL;
+			}
+			*s |= TOKEN_MARK;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t k = 0; k < r[i].count; k++) {
+			uint32_t *s = &t->slot[r[i].start + k];
+			uint32_t page = (*s & ~TOKEN_MARK) - 1;
+			if (sim_pool_put(pool, page) && freed)
+				freed(arg, page);
+			*s = 0;
+			t->held--;
+		}
+	return 0;
+}
+
+void sim_tokens_drop_all(struct sim_tokens *t, struct sim_pool *pool)
+{
+	for (uint32_t i = 0; i < t->cap && t->held; i++)
+		if (t->slot[i]) {
+			sim_pool_put(pool, t->slot[i] - 1);
+			t->slot[i] = 0;
+			t->held--;
+		}
+}
+
+size_t sim_cut_fit(size_t len, uint32_t mss, size_t max_frags)
+{
+	size_t per_packet = (mss + DEVMEM_PAGE - 1) / DEVMEM_PAGE;
+	size_t fit = (max_frags / per_packet) * mss + (max_frags % per_packet) * DEVMEM_PAGE;
+	return fit < len ? fit : len;
+}
+
+uint32_t sim_cut_next(size_t off, size_t len, uint32_t mss)
+{
+	size_t in_packet = off % mss;
+	size_t n = DEVMEM_PAGE - in_packet % DEVMEM_PAGE;
+	if (n > mss - in_packet)
+		n = mss - in_packet;
+	if (n > len - off)
+		n = len - off;
+	return (uint32_t)n;
+}
