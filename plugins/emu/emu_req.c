@@ -64,6 +64,15 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 			 c->kind == EMU_SEND ? "isend" : "irecv");
 		return ncclInvalidArgument;
 	}
+	if (c->kind == EMU_RECV && c->pool.meta && c->pool.mode == EMU_BOUNCE_DEVICE &&
+	    mr->type != NCCL_PTR_CUDA) {
+		/* TCPX's data sockets are steered into its device bounce buffer;
+		 * it receives host memory with a plain recv(), which devmem-TCP
+		 * answers with EFAULT (and the plugin's socket thread ends). */
+		EMU_WARN("irecv into host memory on a device-bounce comm: TCPX would recv() "
+			 "into it and fail with EFAULT (post device memory)");
+		return ncclInvalidUsage;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (null_request(c)) {
 		pthread_mutex_unlock(&c->lock);

@@ -24,6 +24,41 @@ static void init_comm(struct tp_comm *cm, void *comm, enum tp_dir dir, int windo
 	cm->win.limit = (uint32_t)window;
 }
 
+/* TCPX's data sockets are steered into its device bounce buffer: the
+ * kernel answers a plain recv() on them with EFAULT, so the plugin may be
+ * handed device memory only, even for bytes bound for host memory.  Such
+ * receives post into this landing buffer (one chunk of device memory; the
+ * plugin writes nothing there) and are unpacked from the bounce pages into
+ * their host destination. */
+static int land_create(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_session *s = c->s;
+	size_t bytes = (s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
+	bool dev = false;
+	int rc;
+
+	for (int i = 0; i < c->nchan; i++)
+		dev |= c->recv[i].bounce_on_device;
+	if (!dev)
+		return 0;
+	rc = s->cfg.gpu >= 0 ? tp__session_use_gpu(s) : 0;
+	if (!rc)
+		rc = tp__dev_malloc((void **)&c->land, bytes);
+	if (!rc)
+		rc = tcpx_p2p_mr_register(s, c->land, bytes, TCPX_P2P_MEM_CUDA, &c->landmr);
+	return rc;
+}
+
+static void land_destroy(struct tcpx_p2p_conn *c)
+{
+	if (c->landmr)
+		tcpx_p2p_mr_deregister(c->landmr);
+	if (c->land)
+		tp__dev_free(c->land);
+	c->landmr = NULL;
+	c->land = NULL;
+}
+
 int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		    void **recv_comms, const ncclNetDeviceHandle_v7_t *devh,
 		    struct tcpx_p2p_conn **out)
@@ -66,6 +101,9 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		if (rc)
 			goto free_ctl;
 	}
+	rc = land_create(c);
+	if (rc)
+		goto free_ctl;
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
 	pthread_mutex_unlock(&s->lock);
@@ -74,6 +112,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	return 0;
 
 free_ctl:
+	land_destroy(c);
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
 	pthread_mutex_destroy(&c->ctrl_lock);
@@ -314,6 +353,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		tp__stage_free(&c->send[i]);
 		tp__stage_free(&c->recv[i]);
 	}
+	land_destroy(c);
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
 	tp__dev_ctx_restore(ctx);

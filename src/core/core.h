@@ -241,6 +241,11 @@ struct tcpx_p2p_conn {
 	 * and sends, writes and reads waiting for the peer's answer. */
 	struct tp_ctl *ctl;
 	struct tp_rma *rma;
+	/* Behind a device bounce (TCPX), where receives of host memory are
+	 * posted: device memory of one chunk that the plugin never writes
+	 * (progress.c, issue_stage).  NULL where the bounce is in host memory. */
+	char *land;
+	struct tcpx_p2p_mr *landmr;
 	struct tp_xlist unmatched, answers;
 	/* Receives and reads whose bytes are in place but whose completion
 	 * waits until the answers this side owes the peer were handed to the

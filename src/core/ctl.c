@@ -109,11 +109,12 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	if (rc)
 		return rc;
 	/* A device bounce (TCPX) receives only into device memory: post into a
-	 * device landing buffer the plugin never writes (a host buffer on a
-	 * session without a GPU), and copy the records from the bounce pages
-	 * into pinned frames the host parses. */
+	 * device landing buffer the plugin never writes (also on a session
+	 * without a GPU: TCPX answers a host-memory receive with a plain recv(),
+	 * which fails on its steered sockets), and copy the records from the
+	 * bounce pages into pinned frames the host parses. */
 	t->rx_pinned = t->rx.meta && t->rx.bounce_on_device;
-	t->land_dev = t->rx_pinned && s->cfg.gpu >= 0;
+	t->land_dev = t->rx_pinned;
 	t->txbuf = aligned_alloc(4096, bytes);
 	if (!t->txbuf)
 		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
@@ -124,7 +125,7 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	if (rc)
 		return rc;
 	if (t->land_dev) {
-		rc = tp__session_use_gpu(s);
+		rc = s->cfg.gpu >= 0 ? tp__session_use_gpu(s) : 0;
 		if (!rc)
 			rc = tp__dev_malloc((void **)&t->land, bytes);
 		if (rc)

@@ -174,15 +174,23 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 				return rc;
 			sl->launch = 0;
 		}
-		rc = tp__mr_handle(sl->mr, cm, &mh);
+		/* Host memory behind a device bounce is posted as the landing
+		 * buffer (conn.c says why); the unpack still writes sl->buf. */
+		struct tcpx_p2p_mr *pmr = sl->mr;
+		char *pbuf = sl->buf;
+		if (cm->dir == TP_RECV && c->landmr && sl->mr->type != TCPX_P2P_MEM_CUDA) {
+			pmr = c->landmr;
+			pbuf = c->land;
+		}
+		rc = tp__mr_handle(pmr, cm, &mh);
 		if (rc)
 			return rc;
 		req = NULL;
 		if (cm->dir == TP_SEND)
-			rc = net->ops->isend(net, cm->comm, sl->buf, sl->len, tp_chunk_tag(sl->seq),
+			rc = net->ops->isend(net, cm->comm, pbuf, sl->len, tp_chunk_tag(sl->seq),
 					     mh, &req);
 		else
-			rc = net->ops->irecv(net, cm->comm, sl->buf, sl->len, tp_chunk_tag(sl->seq),
+			rc = net->ops->irecv(net, cm->comm, pbuf, sl->len, tp_chunk_tag(sl->seq),
 					     mh, &req);
 		if (rc || !req)
 			return rc;

@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/errqueue.h>
@@ -263,7 +265,7 @@ static struct sim_bounce *steer(int fd, struct sock *s)
 		return s->b;
 	if (S.steering == STEER_ALL) {
 		gpu = S.gpus[0];
-	} else {
+	} else if (S.nrules) {
 		if (getsockname(fd, (struct sockaddr *)&me, &lm) ||
 		    getpeername(fd, (struct sockaddr *)&peer, &lp) ||
 		    addr_text(&me, mip, sizeof(mip), &mport) || addr_text(&peer, pip, sizeof(pip), &pport))
@@ -653,6 +655,30 @@ static ssize_t errqueue(int fd, struct msghdr *m, int flags)
 	return 0;
 }
 
+/* A plain receive on a steered flow: its bytes sit in device pages, which
+ * devmem-TCP hands out only to MSG_SOCK_DEVMEM receives; recv() and plain
+ * recvmsg() fail with EFAULT once such bytes are queued (read() is left
+ * alone: no TCPX plugin reads its sockets that way).  (With STEER_ALL only the
+ * sockets that asked for devmem count as steered: control sockets are not.)
+ * 1 when the read must fail. */
+static int plain_read_refused(int fd)
+{
+	int queued = 0, refuse = 0;
+	if (S.steering == STEER_NONE)
+		return 0;
+	pthread_mutex_lock(&S.lock);
+	struct sock *s = sock_find(fd);
+	if (s && s->b)
+		refuse = 1;
+	else if (S.nrules && S.steering == STEER_RULES && (s = sock_get(fd)))
+		refuse = steer(fd, s) != NULL;
+	pthread_mutex_unlock(&S.lock);
+	if (!refuse || REAL(ioctl)(fd, FIONREAD, &queued) != 0 || queued == 0)
+		return 0;
+	errno = EFAULT;
+	return 1;
+}
+
 /* ---- interposed calls ---- */
 
 ssize_t recvmsg(int fd, struct msghdr *m, int flags)
@@ -661,7 +687,16 @@ ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 		return errqueue(fd, m, flags);
 	if (flags & DEVMEM_MSG_SOCK_DEVMEM)
 		return devmem_recv(fd, m, flags);
+	if (plain_read_refused(fd))
+		return -1;
 	return REAL(recvmsg)(fd, m, flags);
+}
+
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	if (plain_read_refused(fd))
+		return -1;
+	return REAL(recv)(fd, buf, len, flags);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
@@ -782,6 +817,33 @@ void tcpxsim_stats_get(struct tcpxsim_stats *out)
 
 /* ---- set-up ---- */
 
+/* A crash under the simulator says where (the plugin's own frames as
+ * library+offset, for addr2line), then takes its default course. */
+static void on_crash(int sig)
+{
+	void *frames[64];
+	char line[64];
+	int n = backtrace(frames, 64);
+	int len = snprintf(line, sizeof(line), "tcpxsim: signal %d; backtrace:\n", sig);
+	ssize_t k = write(STDERR_FILENO, line, (size_t)len);
+	(void)k;
+	backtrace_symbols_fd(frames, n, STDERR_FILENO);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void catch_crashes(void)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+	void *warm[1];
+	backtrace(warm, 1); /* loads libgcc now, not inside the handler */
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction sa = {.sa_handler = on_crash, .sa_flags = SA_RESETHAND};
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
 static unsigned long env_num(const char *name, unsigned long def, unsigned long lo,
 			     unsigned long hi)
 {
@@ -832,6 +894,8 @@ __attribute__((constructor)) static void tcpxsim_init(void)
 	S.strict = (int)env_num("TCPXSIM_STRICT", 1, 0, 1);
 	S.tx_delay_ns = env_num("TCPXSIM_TX_DELAY_US", 0, 0, 10000000) * 1000u;
 	S.verbose = (int)env_num("TCPXSIM_LOG", 0, 0, 1);
+	if (env_num("TCPXSIM_BACKTRACE", 1, 0, 1))
+		catch_crashes();
 	v = getenv("TCPXSIM_STEERING");
 	S.steering = v && !strcmp(v, "all") ? STEER_ALL : v && !strcmp(v, "none") ? STEER_NONE
 										  : STEER_RULES;
