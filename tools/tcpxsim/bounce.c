@@ -37,6 +37,12 @@ static struct {
 	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 	CUresult (*memset8)(CUdeviceptr, unsigned char, size_t);
 	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
+	CUresult (*host_alloc)(void **, size_t);
+	CUresult (*stream_create)(CUstream *, unsigned);
+	CUresult (*stream_sync)(CUstream);
+	/* optional (CUDA 12.8+ drivers): one call for a receive's fragments */
+	CUresult (*batch)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
+			  size_t *, size_t, CUstream);
 } cu = {.once = PTHREAD_ONCE_INIT};
 
 static void cuda_load(void)
@@ -66,7 +72,11 @@ static void cuda_load(void)
 	SYM(dtoh, "cuMemcpyDtoH_v2")
 	SYM(memset8, "cuMemsetD8_v2")
 	SYM(ptr_attr, "cuPointerGetAttribute")
+	SYM(host_alloc, "cuMemAllocHost_v2")
+	SYM(stream_create, "cuStreamCreate")
+	SYM(stream_sync, "cuStreamSynchronize")
 #undef SYM
+	*(void **)&cu.batch = dlsym(h, "cuMemcpyBatchAsync_v2");
 	if (cu.init(0) != CUDA_SUCCESS || cu.count(&n) != CUDA_SUCCESS || n < 1)
 		return;
 	cu.ok = 1;
@@ -167,6 +177,45 @@ static int gpu_write(struct sim_bounce *b, size_t off, const void *src, size_t n
 	return rc;
 }
 
+/* Fragments of one receive: their bytes lie back to back in `src` (pinned
+ * memory from sim_stage), each goes to its own page.  One batched copy
+ * where the driver has it, else a copy each. */
+static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+			   const uint32_t *lens, size_t n)
+{
+	static CUdeviceptr dst[TCPXSIM_MAX_FRAGS], from[TCPXSIM_MAX_FRAGS];
+	static size_t len[TCPXSIM_MAX_FRAGS];
+	int rc = 0;
+	if (with_ctx(b->ctx))
+		return -EIO;
+	if (!b->stream && cu.stream_create((CUstream *)&b->stream, CU_STREAM_NON_BLOCKING))
+		b->stream = NULL;
+	for (size_t i = 0, off = 0; i < n; off += lens[i], i++) {
+		dst[i] = b->dptr + (CUdeviceptr)pages[i] * DEVMEM_PAGE;
+		from[i] = (CUdeviceptr)(uintptr_t)(src + off);
+		len[i] = lens[i];
+	}
+	CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+	size_t first = 0;
+	if (!(b->stream && cu.batch && n > 1 &&
+	      cu.batch(dst, from, len, n, &attr, &first, 1, b->stream) == CUDA_SUCCESS &&
+	      cu.stream_sync(b->stream) == CUDA_SUCCESS))
+		for (size_t i = 0; i < n && !rc; i++)
+			rc = cu.htod(dst[i], (const void *)(uintptr_t)from[i], len[i]) == CUDA_SUCCESS
+				     ? 0 : -EIO;
+	without_ctx();
+	return rc;
+}
+
+static uint8_t *gpu_stage(size_t *cap)
+{
+	static uint8_t *stage;
+	if (!stage && cu.host_alloc((void **)&stage, TCPXSIM_STAGE_BYTES) != CUDA_SUCCESS)
+		stage = NULL;
+	*cap = stage ? TCPXSIM_STAGE_BYTES : 0;
+	return stage;
+}
+
 static int gpu_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 {
 	if (with_ctx(b->ctx))
@@ -228,6 +277,18 @@ static int gpu_write(struct sim_bounce *b, size_t off, const void *src, size_t n
 static int gpu_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 {
 	return -ENOTSUP;
+}
+
+static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+			   const uint32_t *lens, size_t n)
+{
+	return -ENOTSUP;
+}
+
+static uint8_t *gpu_stage(size_t *cap)
+{
+	*cap = 0;
+	return NULL;
 }
 
 static int gpu_read(void *dst, uint64_t src, size_t n)
@@ -311,6 +372,29 @@ int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 		return gpu_fill(b, off, byte, n);
 	memset(b->host + off, byte, n);
 	return 0;
+}
+
+int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+			   const uint32_t *lens, size_t n)
+{
+	if (n > TCPXSIM_MAX_FRAGS)
+		return -EINVAL;
+	if (b->on_gpu)
+		return gpu_write_frags(b, src, pages, lens, n);
+	for (size_t i = 0, off = 0; i < n; off += lens[i], i++)
+		memcpy(b->host + (size_t)pages[i] * DEVMEM_PAGE, src + off, lens[i]);
+	return 0;
+}
+
+uint8_t *sim_stage(int on_gpu, size_t *cap)
+{
+	static uint8_t *host;
+	if (on_gpu)
+		return gpu_stage(cap);
+	if (!host)
+		host = malloc(TCPXSIM_STAGE_BYTES);
+	*cap = host ? TCPXSIM_STAGE_BYTES : 0;
+	return host;
 }
 
 int sim_mem_read(void *dst, uint64_t src, size_t n, int on_gpu)

@@ -19,6 +19,7 @@ struct sim_bounce {
 	uint8_t *host;   /* host mode: our mapping */
 	uint64_t dptr;   /* GPU mode: our mapping (CUdeviceptr) */
 	void *ctx;       /* GPU mode: the device's primary context */
+	void *stream;    /* GPU mode: where a receive's copies go */
 	struct sim_pool pool;
 };
 
@@ -32,6 +33,18 @@ int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
 		      struct sim_bounce **out, char *err, size_t errlen);
 void sim_bounce_destroy(struct sim_bounce *b);
 int sim_bounce_write(struct sim_bounce *b, size_t off, const void *src, size_t n);
+
+/* A receive's fragments at most, and the bytes one receive moves at most. */
+#define TCPXSIM_MAX_FRAGS 2048
+#define TCPXSIM_STAGE_BYTES (8u << 20)
+
+/* Write n fragments, back to back in `src`, each to the start of its page.
+ * Not thread-safe: the caller holds the simulator's lock. */
+int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+			   const uint32_t *lens, size_t n);
+/* Where a receive's bytes are read to first (pinned in GPU mode), and its
+ * size; one buffer, under the simulator's lock. */
+uint8_t *sim_stage(int on_gpu, size_t *cap);
 int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n);
 
 /* Copy `n` bytes of registered memory at `src` (a device pointer in GPU

@@ -360,21 +360,6 @@ static int op_rule(const struct rxdm_rule *rule, int install, char *err, size_t 
 
 /* ---- receive ---- */
 
-static __thread uint8_t *stage;
-static __thread size_t stage_cap;
-
-static uint8_t *stage_get(size_t n)
-{
-	if (n > stage_cap) {
-		uint8_t *p = realloc(stage, n);
-		if (!p)
-			return NULL;
-		stage = p;
-		stage_cap = n;
-	}
-	return stage;
-}
-
 static void poison_page(void *arg, uint32_t page)
 {
 	struct sim_bounce *b = arg;
@@ -422,6 +407,8 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 	}
 	size_t linear = S.linear < want ? S.linear : want;
 	size_t frags = max_frags - (linear ? 1 : 0);
+	if (frags > TCPXSIM_MAX_FRAGS)
+		frags = TCPXSIM_MAX_FRAGS;
 	size_t free_tokens = s->tokens.cap - s->tokens.held;
 	if (frags > b->pool.nfree)
 		frags = b->pool.nfree;
@@ -435,12 +422,15 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 		errno = EAGAIN;
 		return -1;
 	}
-	uint8_t *buf = stage_get(n);
+	size_t cap;
+	uint8_t *buf = sim_stage(b->on_gpu, &cap);
 	if (!buf) {
 		pthread_mutex_unlock(&S.lock);
 		errno = ENOMEM;
 		return -1;
 	}
+	if (n > cap)
+		n = cap;
 	k = REAL(recv)(fd, buf, n, MSG_DONTWAIT);
 	if (k <= 0) {
 		pthread_mutex_unlock(&S.lock);
@@ -452,18 +442,21 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 		add_cmsg(m, &used, DEVMEM_SCM_HEADER, 0, (uint32_t)lin, 0);
 		S.st.linear_bytes += lin;
 	}
-	for (size_t off = lin; off < got;) {
-		uint32_t len = sim_cut_next(off - lin, got - lin, S.mss), page, token;
-		if (sim_pool_take(&b->pool, &page)) /* cannot happen: counted above */
+	static uint32_t pages[TCPXSIM_MAX_FRAGS], lens[TCPXSIM_MAX_FRAGS];
+	size_t nf = 0;
+	for (size_t off = lin; off < got && nf < TCPXSIM_MAX_FRAGS; nf++) {
+		uint32_t token;
+		lens[nf] = sim_cut_next(off - lin, got - lin, S.mss);
+		if (sim_pool_take(&b->pool, &pages[nf])) /* cannot happen: counted above */
 			break;
-		sim_tokens_add(&s->tokens, page, &token);
-		if (sim_bounce_write(b, (size_t)page * DEVMEM_PAGE, buf + off, len))
-			say("tcpxsim: writing %u bytes into the bounce buffer failed", len);
-		add_cmsg(m, &used, DEVMEM_SCM_OFFSET, page * DEVMEM_PAGE, len, token);
+		sim_tokens_add(&s->tokens, pages[nf], &token);
+		add_cmsg(m, &used, DEVMEM_SCM_OFFSET, pages[nf] * DEVMEM_PAGE, lens[nf], token);
 		S.st.frags++;
 		S.st.tokens_held++;
-		off += len;
+		off += lens[nf];
 	}
+	if (sim_bounce_write_frags(b, buf + lin, pages, lens, nf))
+		say("tcpxsim: writing %zu fragments into the bounce buffer failed", nf);
 	m->msg_controllen = used;
 	m->msg_flags = 0;
 	S.st.devmem_recvs++;
@@ -604,7 +597,10 @@ static ssize_t devmem_send(int fd, const struct msghdr *m, const struct cmsghdr 
 	}
 	if (len > SEND_STAGE)
 		len = SEND_STAGE;
-	uint8_t *buf = stage_get(len);
+	size_t cap;
+	uint8_t *buf = sim_stage(S.on_gpu, &cap);
+	if (len > cap)
+		len = cap;
 	if (!buf || sim_mem_read(buf, r->base + (uint64_t)v[1], len, S.on_gpu)) {
 		errno = buf ? EFAULT : ENOMEM;
 		k = -1;
