@@ -45,7 +45,7 @@ static int land_create(struct tcpx_p2p_conn *c)
 	if (!rc)
 		rc = tp__dev_malloc((void **)&c->land, bytes);
 	if (!rc)
-		rc = tcpx_p2p_mr_register(s, c->land, bytes, TCPX_P2P_MEM_CUDA, &c->landmr);
+		rc = tp__mr_register_landing(s, c->land, bytes, &c->landmr);
 	return rc;
 }
 

@@ -135,9 +135,9 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	}
 	rc = tcpx_p2p_mr_register(s, t->txbuf, bytes, TCPX_P2P_MEM_HOST, &t->txmr);
 	if (!rc)
-		rc = tcpx_p2p_mr_register(s, t->land, bytes,
-					  t->land_dev ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST,
-					  &t->landmr);
+		rc = t->land_dev ? tp__mr_register_landing(s, t->land, bytes, &t->landmr)
+				 : tcpx_p2p_mr_register(s, t->land, bytes, TCPX_P2P_MEM_HOST,
+							&t->landmr);
 	return rc;
 }
 

@@ -10,14 +10,14 @@
 
 #define TP_CUDA_REG_ALIGN 4096u /* TCPX CUDA regMr wants a 4 KiB-aligned base */
 
-static int check_type(const struct tcpx_p2p_session *s, int type)
+static int check_type(const struct tcpx_p2p_session *s, int type, bool landing)
 {
 	int need;
 
 	if (type == TCPX_P2P_MEM_HOST) {
 		need = NCCL_PTR_HOST;
 	} else if (type == TCPX_P2P_MEM_CUDA) {
-		if (s->cfg.gpu < 0)
+		if (s->cfg.gpu < 0 && !landing)
 			return tp__error(TCPX_P2P_EINVAL,
 					 "mr_register: CUDA memory on a host-only session (gpu -1)");
 		need = NCCL_PTR_CUDA;
@@ -80,8 +80,26 @@ int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_typ
 	return tcpx_p2p_mr_register_ex(s, ptr, len, mem_type, NULL, out);
 }
 
+static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+		       const tcpx_p2p_mr_params *params, bool landing, tcpx_p2p_mr **out);
+
 int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 			    const tcpx_p2p_mr_params *params, tcpx_p2p_mr **out)
+{
+	return mr_register(s, ptr, len, mem_type, params, false, out);
+}
+
+/* The device landing buffers behind a device bounce (conn.c, ctl.c): CUDA
+ * memory also on a host-only session, which then lands on the device the
+ * plugin's bounce buffer is on (the current one, as TCPX picks it). */
+int tp__mr_register_landing(struct tcpx_p2p_session *s, void *ptr, size_t len,
+			    struct tcpx_p2p_mr **out)
+{
+	return mr_register(s, ptr, len, TCPX_P2P_MEM_CUDA, NULL, true, out);
+}
+
+static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+		       const tcpx_p2p_mr_params *params, bool landing, tcpx_p2p_mr **out)
 {
 	struct tcpx_p2p_mr *mr;
 	uintptr_t base, end;
@@ -94,7 +112,7 @@ int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t len, int mem_
 		return rc;
 	if ((uintptr_t)ptr + len < (uintptr_t)ptr)
 		return tp__error(TCPX_P2P_EINVAL, "mr_register: range wraps around");
-	rc = check_type(s, mem_type);
+	rc = check_type(s, mem_type, landing);
 	if (!rc)
 		rc = check_pointer(s, ptr, mem_type);
 	if (rc)

@@ -37,7 +37,7 @@ static struct {
 	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 	CUresult (*memset8)(CUdeviceptr, unsigned char, size_t);
 	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
-	CUresult (*host_alloc)(void **, size_t);
+	CUresult (*host_alloc)(void **, size_t, unsigned);
 	CUresult (*stream_create)(CUstream *, unsigned);
 	CUresult (*stream_sync)(CUstream);
 	/* optional (CUDA 12.8+ drivers): one call for a receive's fragments */
@@ -72,7 +72,7 @@ static void cuda_load(void)
 	SYM(dtoh, "cuMemcpyDtoH_v2")
 	SYM(memset8, "cuMemsetD8_v2")
 	SYM(ptr_attr, "cuPointerGetAttribute")
-	SYM(host_alloc, "cuMemAllocHost_v2")
+	SYM(host_alloc, "cuMemHostAlloc")
 	SYM(stream_create, "cuStreamCreate")
 	SYM(stream_sync, "cuStreamSynchronize")
 #undef SYM
@@ -207,11 +207,20 @@ static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint3
 	return rc;
 }
 
+/* Pinned (portable) host memory, made in device 0's primary context: the
+ * calling thread may have none current. */
 static uint8_t *gpu_stage(size_t *cap)
 {
 	static uint8_t *stage;
-	if (!stage && cu.host_alloc((void **)&stage, TCPXSIM_STAGE_BYTES) != CUDA_SUCCESS)
-		stage = NULL;
+	CUcontext ctx;
+	CUdevice d;
+	if (!stage && sim_cuda_available() && cu.get(&d, 0) == CUDA_SUCCESS &&
+	    cu.retain(&ctx, d) == CUDA_SUCCESS && with_ctx(ctx) == 0) {
+		if (cu.host_alloc((void **)&stage, TCPXSIM_STAGE_BYTES, CU_MEMHOSTALLOC_PORTABLE) !=
+		    CUDA_SUCCESS)
+			stage = NULL;
+		without_ctx();
+	}
 	*cap = stage ? TCPXSIM_STAGE_BYTES : 0;
 	return stage;
 }
