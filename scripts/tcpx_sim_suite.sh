@@ -49,6 +49,18 @@ export TCPX_P2P_TIMEOUT_MS=${TCPX_P2P_TIMEOUT_MS:-30000}
 summary=()
 status=0
 
+# A crash under the simulator leaves a backtrace of "lib.so(+0xOFF)"
+# frames in the log: name them with addr2line where it is installed.
+symbolize() {
+	command -v addr2line >/dev/null || return 0
+	grep -q "tcpxsim: signal" "$1" || return 0
+	echo "---- frames" >>"$1"
+	grep -A64 "tcpxsim: signal" "$1" | sed -n 's/^\([^( ]*\.so[^( ]*\)(+\(0x[0-9a-f]*\)).*/\1 \2/p' |
+		while read -r lib off; do
+			[[ -f $lib ]] && echo "$(basename "$lib") $off $(addr2line -f -C -e "$lib" "$off" | paste -sd' ')"
+		done >>"$1"
+}
+
 # step NAME EXPECT [VAR=VALUE ...] -- COMMAND...
 # EXPECT: ok (exit 0), or exit:N:TEXT (exit status N and TEXT in the output:
 # a fault the plugin is known to end the process for).
@@ -63,6 +75,7 @@ step() {
 	echo "==== $name"
 	env "${envs[@]}" LD_PRELOAD="$sim" timeout -k 5 "${STEP_TIMEOUT:-300}" "$@" >"$out" 2>&1
 	rc=$?
+	symbolize "$out"
 	tail -n 4 "$out" | sed 's/^/    /'
 	local verdict=FAIL
 	if [[ $expect == ok ]]; then
