@@ -53,6 +53,7 @@ static void plugin_log(ncclDebugLogLevel level, unsigned long flags, const char 
 		       const char *fmt, ...)
 {
 	char msg[1024];
+	unsigned long held;
 	va_list ap;
 	size_t n;
 	int lvl;
@@ -82,13 +83,22 @@ static void plugin_log(ncclDebugLogLevel level, unsigned long flags, const char 
 	/* Filter before formatting: the plugin may call this on its data path. */
 	if (lvl > tp__log_level || !fmt)
 		return;
+	/* A plugin may log one line per request or per poll (TCPX warns on
+	 * every host-memory task and every full task queue): past a burst,
+	 * one line per call site per period, with the count held back. */
+	if (!tp__log_site_allow(file ? file : fmt, line, time(NULL), &held))
+		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	n = strlen(msg);
 	while (n && msg[n - 1] == '\n')
 		msg[--n] = '\0';
-	tp__log(lvl, "plugin", file ? file : "?", line, "%s", msg);
+	if (held)
+		tp__log(lvl, "plugin", file ? file : "?", line, "%s (and %lu more like it in %d s)",
+			msg, held, TP_LOG_SITE_PERIOD);
+	else
+		tp__log(lvl, "plugin", file ? file : "?", line, "%s", msg);
 }
 
 /* The bundled emulator lives beside libtcpx_p2p.so (both in lib/ of the

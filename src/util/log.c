@@ -1,5 +1,6 @@
 /* The library's one logging family: level, replaceable sink, env set-up. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,50 @@ void tp__log(int level, const char *subsys, const char *file, int line, const ch
 	va_start(ap, fmt);
 	tp_log_emit(level, subsys ? subsys : "-", file ? file : "?", line, fmt, ap);
 	va_end(ap);
+}
+
+/* Call sites seen, by (site, line); a full table lets new sites through
+ * unlimited rather than hold back lines it cannot count. */
+#define TP_LOG_SITES 256
+
+static struct {
+	const char *site;
+	int line;
+	unsigned long seen, held;
+	time_t last;
+} tp_sites[TP_LOG_SITES];
+static pthread_mutex_t tp_sites_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tp__log_site_allow(const char *site, int line, time_t now, unsigned long *held)
+{
+	uintptr_t h = ((uintptr_t)site >> 4) * 31u + (unsigned)line;
+	int allow = 1;
+
+	*held = 0;
+	pthread_mutex_lock(&tp_sites_lock);
+	for (unsigned i = 0; i < TP_LOG_SITES; i++) {
+		unsigned k = (unsigned)((h + i) % TP_LOG_SITES);
+
+		if (tp_sites[k].site && (tp_sites[k].site != site || tp_sites[k].line != line))
+			continue;
+		if (!tp_sites[k].site) {
+			tp_sites[k].site = site;
+			tp_sites[k].line = line;
+		}
+		if (++tp_sites[k].seen <= TP_LOG_SITE_BURST) {
+			tp_sites[k].last = now;
+		} else if (now - tp_sites[k].last >= TP_LOG_SITE_PERIOD) {
+			*held = tp_sites[k].held;
+			tp_sites[k].held = 0;
+			tp_sites[k].last = now;
+		} else {
+			tp_sites[k].held++;
+			allow = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&tp_sites_lock);
+	return allow;
 }
 
 int tcpx_p2p_set_log(tcpx_p2p_log_fn fn, void *arg, int level)

@@ -14,6 +14,15 @@ void tp__log(int level, const char *subsys, const char *file, int line, const ch
 /* Reads TCPX_P2P_LOG_LEVEL (alias UCCL_TCPX_DEBUG) once per process. */
 void tp__log_init(void);
 
+/* Repeats of one call site of someone else's code (a plugin's log line):
+ * the first TP_LOG_SITE_BURST lines pass, later ones are counted, and once
+ * per TP_LOG_SITE_PERIOD seconds a line may pass again, carrying the count
+ * of those held back since (*held).  `site` and `line` name the call site.
+ * 1: log it; 0: drop it. */
+#define TP_LOG_SITE_BURST 10
+#define TP_LOG_SITE_PERIOD 10
+int tp__log_site_allow(const char *site, int line, time_t now, unsigned long *held);
+
 #define TP_LOG(lvl, ss, ...)                                                     \
 	do {                                                                     \
 		if ((lvl) <= __atomic_load_n(&tp__log_level, __ATOMIC_RELAXED))  \

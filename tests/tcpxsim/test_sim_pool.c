@@ -118,32 +118,55 @@ static void test_tokens_full_and_wrap(void **state)
 	sim_pool_fini(&p);
 }
 
-/* Packets of mss bytes, each from a fresh page, cut at page boundaries. */
+/* Packets of mss bytes, each from a fresh page, cut at page ends; a read
+ * that stops inside a page leaves the page open for the next one. */
 static void test_cut(void **state)
 {
 	static const uint32_t mss[] = {1, 64, 1448, 4096, 8192, 9000};
+	static const size_t reads[] = {1, 100, 4095, 4096, 5000, 65536};
 	for (size_t m = 0; m < sizeof(mss) / sizeof(mss[0]); m++) {
-		const size_t len = 300000;
-		size_t off = 0, frags = 0;
-		while (off < len) {
-			uint32_t n = sim_cut_next(off, len, mss[m]);
-			assert_true(n > 0 && n <= DEVMEM_PAGE);
-			/* never across a packet's end */
-			assert_true(off / mss[m] == (off + n - 1) / mss[m]);
-			off += n;
-			frags++;
-			/* what fits in `frags` fragments is at least this much */
-			assert_true(sim_cut_fit(len, mss[m], frags) >= off);
+		for (size_t r = 0; r < sizeof(reads) / sizeof(reads[0]); r++) {
+			struct sim_cut c = {0};
+			const size_t len = 100000;
+			size_t off = 0, fresh_pages = 0, in_page = 0;
+			while (off < len) {
+				size_t run = len - off < reads[r] ? len - off : reads[r];
+				size_t end = off + run;
+				assert_int_equal(sim_cut_fit(&c, mss[m], run, 1u << 20, 1u << 20), run);
+				while (off < end) {
+					int fresh;
+					uint32_t n = sim_cut_peek(&c, mss[m], end - off, &fresh);
+					assert_true(n > 0 && n <= DEVMEM_PAGE);
+					/* never across a packet's end */
+					assert_true(off / mss[m] == (off + n - 1) / mss[m]);
+					/* a fresh page exactly where a packet or a page starts */
+					in_page = fresh ? 0 : in_page;
+					if (fresh)
+						assert_true(off % mss[m] % DEVMEM_PAGE == 0);
+					assert_true(in_page + n <= DEVMEM_PAGE);
+					sim_cut_take(&c, mss[m], n, fresh, (uint32_t)fresh_pages);
+					fresh_pages += (size_t)fresh;
+					in_page += n;
+					off += n;
+				}
+			}
+			/* pages used do not depend on how the stream was read */
+			size_t per_packet = (mss[m] + DEVMEM_PAGE - 1) / DEVMEM_PAGE;
+			size_t full = len / mss[m], rest = len % mss[m];
+			assert_int_equal(fresh_pages, full * per_packet +
+							 (rest + DEVMEM_PAGE - 1) / DEVMEM_PAGE);
 		}
-		assert_int_equal(off, len);
-		assert_int_equal(sim_cut_fit(len, mss[m], frags), len);
-		assert_true(sim_cut_fit(len, mss[m], frags - 1) < len);
 	}
-	assert_int_equal(sim_cut_fit(100000, 8192, 2048), 100000);
-	assert_int_equal(sim_cut_fit(1u << 20, 64, 2048), 2048 * 64);
-	assert_int_equal(sim_cut_fit(1u << 20, 9000, 3), 9000);
-	assert_int_equal(sim_cut_fit(1u << 20, 9000, 4), 9000 + 4096);
-	assert_int_equal(sim_cut_fit(1u << 20, 9000, 0), 0);
+	struct sim_cut c = {0};
+	assert_int_equal(sim_cut_fit(&c, 8192, 100000, 2048, 1u << 20), 100000);
+	assert_int_equal(sim_cut_fit(&c, 64, 1u << 20, 2048, 1u << 20), 2048 * 64);
+	assert_int_equal(sim_cut_fit(&c, 9000, 1u << 20, 3, 1u << 20), 9000);
+	assert_int_equal(sim_cut_fit(&c, 9000, 1u << 20, 4, 1u << 20), 9000 + 4096);
+	assert_int_equal(sim_cut_fit(&c, 9000, 1u << 20, 0, 1u << 20), 0);
+	assert_int_equal(sim_cut_fit(&c, 8192, 1u << 20, 2048, 3), 3 * 4096);
+	/* an open page continues without a fresh one */
+	sim_cut_take(&c, 8192, 100, 1, 7);
+	assert_int_equal(sim_cut_fit(&c, 8192, 1u << 20, 2048, 0), 4096 - 100);
 }
 
 int main(void)

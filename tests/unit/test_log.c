@@ -179,6 +179,27 @@ static void test_threads(void **state)
 	assert_int_equal(cap.bad_lines, 0);
 }
 
+/* Repeats of one call site: a burst, then one line per period with the
+ * count held back; other sites are counted apart. */
+static void test_site_limit(void **state)
+{
+	static const char site_a[] = "a.c", site_b[] = "b.c";
+	unsigned long held, passed = 0;
+	time_t t0 = 1000;
+
+	for (int i = 0; i < 1000; i++)
+		passed += (unsigned long)tp__log_site_allow(site_a, 7, t0, &held);
+	assert_int_equal(passed, TP_LOG_SITE_BURST);
+	assert_true(tp__log_site_allow(site_b, 7, t0, &held)); /* another site */
+	assert_true(tp__log_site_allow(site_a, 8, t0, &held)); /* another line */
+	assert_false(tp__log_site_allow(site_a, 7, t0 + TP_LOG_SITE_PERIOD - 1, &held));
+	assert_true(tp__log_site_allow(site_a, 7, t0 + TP_LOG_SITE_PERIOD, &held));
+	assert_int_equal(held, 1000 - TP_LOG_SITE_BURST + 1);
+	assert_false(tp__log_site_allow(site_a, 7, t0 + TP_LOG_SITE_PERIOD, &held));
+	assert_true(tp__log_site_allow(site_a, 7, t0 + 2 * TP_LOG_SITE_PERIOD, &held));
+	assert_int_equal(held, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -188,6 +209,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_long_message_truncated, reset, restore),
 		cmocka_unit_test_setup_teardown(test_default_sink_stderr_only, reset, restore),
 		cmocka_unit_test_setup_teardown(test_threads, reset, restore),
+		cmocka_unit_test(test_site_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

@@ -180,7 +180,7 @@ static int gpu_write(struct sim_bounce *b, size_t off, const void *src, size_t n
 /* Fragments of one receive: their bytes lie back to back in `src` (pinned
  * memory from sim_stage), each goes to its own page.  One batched copy
  * where the driver has it, else a copy each. */
-static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
 			   const uint32_t *lens, size_t n)
 {
 	static CUdeviceptr dst[TCPXSIM_MAX_FRAGS], from[TCPXSIM_MAX_FRAGS];
@@ -191,7 +191,7 @@ static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint3
 	if (!b->stream && cu.stream_create((CUstream *)&b->stream, CU_STREAM_NON_BLOCKING))
 		b->stream = NULL;
 	for (size_t i = 0, off = 0; i < n; off += lens[i], i++) {
-		dst[i] = b->dptr + (CUdeviceptr)pages[i] * DEVMEM_PAGE;
+		dst[i] = b->dptr + offs[i];
 		from[i] = (CUdeviceptr)(uintptr_t)(src + off);
 		len[i] = lens[i];
 	}
@@ -288,7 +288,7 @@ static int gpu_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 	return -ENOTSUP;
 }
 
-static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
 			   const uint32_t *lens, size_t n)
 {
 	return -ENOTSUP;
@@ -383,15 +383,15 @@ int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 	return 0;
 }
 
-int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
 			   const uint32_t *lens, size_t n)
 {
 	if (n > TCPXSIM_MAX_FRAGS)
 		return -EINVAL;
 	if (b->on_gpu)
-		return gpu_write_frags(b, src, pages, lens, n);
+		return gpu_write_frags(b, src, offs, lens, n);
 	for (size_t i = 0, off = 0; i < n; off += lens[i], i++)
-		memcpy(b->host + (size_t)pages[i] * DEVMEM_PAGE, src + off, lens[i]);
+		memcpy(b->host + offs[i], src + off, lens[i]);
 	return 0;
 }
 

@@ -38,9 +38,9 @@ int sim_bounce_write(struct sim_bounce *b, size_t off, const void *src, size_t n
 #define TCPXSIM_MAX_FRAGS 2048
 #define TCPXSIM_STAGE_BYTES (8u << 20)
 
-/* Write n fragments, back to back in `src`, each to the start of its page.
- * Not thread-safe: the caller holds the simulator's lock. */
-int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *pages,
+/* Write n fragments, back to back in `src`, each to its offset in the
+ * buffer.  Not thread-safe: the caller holds the simulator's lock. */
+int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
 			   const uint32_t *lens, size_t n);
 /* Where a receive's bytes are read to first (pinned in GPU mode), and its
  * size; one buffer, under the simulator's lock. */

@@ -144,20 +144,52 @@ void sim_tokens_drop_all(struct sim_tokens *t, struct sim_pool *pool)
 		}
 }
 
-size_t sim_cut_fit(size_t len, uint32_t mss, size_t max_frags)
+void sim_pool_ref(struct sim_pool *p, uint32_t page)
 {
-	size_t per_packet = (mss + DEVMEM_PAGE - 1) / DEVMEM_PAGE;
-	size_t fit = (max_frags / per_packet) * mss + (max_frags % per_packet) * DEVMEM_PAGE;
-	return fit < len ? fit : len;
+	p->refs[page]++;
 }
 
-uint32_t sim_cut_next(size_t off, size_t len, uint32_t mss)
+uint32_t sim_cut_peek(const struct sim_cut *c, uint32_t mss, size_t avail, int *fresh)
 {
-	size_t in_packet = off % mss;
-	size_t n = DEVMEM_PAGE - in_packet % DEVMEM_PAGE;
-	if (n > mss - in_packet)
-		n = mss - in_packet;
-	if (n > len - off)
-		n = len - off;
+	size_t n = c->pkt_left ? c->pkt_left : mss;
+	*fresh = !(c->pkt_left && c->page_left);
+	size_t room = *fresh ? DEVMEM_PAGE : c->page_left;
+	if (n > room)
+		n = room;
+	if (n > avail)
+		n = avail;
 	return (uint32_t)n;
+}
+
+int sim_cut_take(struct sim_cut *c, uint32_t mss, uint32_t len, int fresh, uint32_t page)
+{
+	if (!c->pkt_left)
+		c->pkt_left = mss;
+	if (fresh) {
+		c->page = page;
+		c->page_left = DEVMEM_PAGE;
+	}
+	c->page_left -= len;
+	c->pkt_left -= len;
+	if (c->pkt_left == 0)
+		c->page_left = 0; /* the next packet starts on a fresh page */
+	return c->page_left == 0;
+}
+
+size_t sim_cut_fit(const struct sim_cut *c, uint32_t mss, size_t len, size_t max_frags,
+		   size_t max_fresh)
+{
+	struct sim_cut t = *c;
+	size_t got = 0, frags = 0, fresh_used = 0;
+	while (got < len && frags < max_frags) {
+		int fresh;
+		uint32_t n = sim_cut_peek(&t, mss, len - got, &fresh);
+		if (fresh && fresh_used == max_fresh)
+			break;
+		sim_cut_take(&t, mss, n, fresh, 0);
+		got += n;
+		frags++;
+		fresh_used += (size_t)fresh;
+	}
+	return got;
 }

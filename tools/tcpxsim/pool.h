@@ -55,13 +55,29 @@ int sim_tokens_return(struct sim_tokens *t, struct sim_pool *pool,
 /* The socket closed: its pages go back to the pool. */
 void sim_tokens_drop_all(struct sim_tokens *t, struct sim_pool *pool);
 
-/* How a byte run of a stream is laid into pages: packets of `mss` bytes,
- * each starting at the beginning of a fresh page, cut at page boundaries,
- * so every fragment fills (part of) one fresh page from its start.
- * sim_cut_fit gives how many of `len` bytes fit into at most `max_frags`
- * fragments; sim_cut_next the length of the fragment at offset `off` of a
- * run of `len` bytes. */
-size_t sim_cut_fit(size_t len, uint32_t mss, size_t max_frags);
-uint32_t sim_cut_next(size_t off, size_t len, uint32_t mss);
+/* Where a socket's stream stands in the NIC's layout: packets of `mss`
+ * bytes, each written from the start of a fresh page and cut at page ends.
+ * A receive that ends inside a page leaves the rest of that page to the
+ * next receive (the packet is in the page whatever the reads), so the page
+ * stays open, held by the socket, until the packet or the page ends. */
+struct sim_cut {
+	uint32_t pkt_left;  /* bytes of the current packet still to come; 0: a packet starts */
+	uint32_t page;      /* the open page, while page_left > 0 */
+	uint32_t page_left; /* its room for the current packet; 0: no page open */
+};
+
+/* The next fragment of at most `avail` bytes: its length, and whether it
+ * needs a fresh page (else it continues c->page). */
+uint32_t sim_cut_peek(const struct sim_cut *c, uint32_t mss, size_t avail, int *fresh);
+/* Take that fragment (`page`: the fresh page, when it needed one).
+ * 1 when it closed the open page (the socket's hold on it ends). */
+int sim_cut_take(struct sim_cut *c, uint32_t mss, uint32_t len, int fresh, uint32_t page);
+/* How many of `len` bytes fit in at most `max_frags` fragments that open
+ * at most `max_fresh` fresh pages. */
+size_t sim_cut_fit(const struct sim_cut *c, uint32_t mss, size_t len, size_t max_frags,
+		   size_t max_fresh);
+
+/* One more token names `page`. */
+void sim_pool_ref(struct sim_pool *p, uint32_t page);
 
 #endif

@@ -52,6 +52,7 @@ struct zc_pending {
 struct sock {
 	struct sim_bounce *b;    /* the buffer its flow is steered to, once known */
 	struct sim_tokens tokens;
+	struct sim_cut cut;      /* where its stream stands in packets and pages */
 	int family;
 	int zerocopy;            /* SO_ZEROCOPY set */
 	uint32_t zc_next;        /* next completion id */
@@ -203,6 +204,8 @@ static void sock_forget(int fd)
 		S.st.tokens_held -= s->tokens.held;
 		sim_tokens_drop_all(&s->tokens, &s->b->pool);
 		sim_tokens_fini(&s->tokens);
+		if (s->cut.page_left)
+			sim_pool_put(&s->b->pool, s->cut.page);
 	}
 	free(s->zc);
 	free(s);
@@ -407,21 +410,20 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 	}
 	size_t linear = S.linear < want ? S.linear : want;
 	size_t frags = max_frags - (linear ? 1 : 0);
+	size_t free_tokens = s->tokens.cap - s->tokens.held;
 	if (frags > TCPXSIM_MAX_FRAGS)
 		frags = TCPXSIM_MAX_FRAGS;
-	size_t free_tokens = s->tokens.cap - s->tokens.held;
-	if (frags > b->pool.nfree)
-		frags = b->pool.nfree;
 	if (frags > free_tokens)
 		frags = free_tokens;
-	size_t n = linear + sim_cut_fit(want - linear, S.mss, frags);
-	if (frags == 0) {
+	size_t n = sim_cut_fit(&s->cut, S.mss, want - linear, frags, b->pool.nfree);
+	if (n == 0) {
 		/* No free page: the NIC drops, TCP backs off, nothing to read. */
 		S.st.starved++;
 		pthread_mutex_unlock(&S.lock);
 		errno = EAGAIN;
 		return -1;
 	}
+	n += linear;
 	size_t cap;
 	uint8_t *buf = sim_stage(b->on_gpu, &cap);
 	if (!buf) {
@@ -442,20 +444,27 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 		add_cmsg(m, &used, DEVMEM_SCM_HEADER, 0, (uint32_t)lin, 0);
 		S.st.linear_bytes += lin;
 	}
-	static uint32_t pages[TCPXSIM_MAX_FRAGS], lens[TCPXSIM_MAX_FRAGS];
+	static uint32_t offs[TCPXSIM_MAX_FRAGS], lens[TCPXSIM_MAX_FRAGS];
 	size_t nf = 0;
 	for (size_t off = lin; off < got && nf < TCPXSIM_MAX_FRAGS; nf++) {
-		uint32_t token;
-		lens[nf] = sim_cut_next(off - lin, got - lin, S.mss);
-		if (sim_pool_take(&b->pool, &pages[nf])) /* cannot happen: counted above */
+		uint32_t token, page;
+		int fresh;
+		lens[nf] = sim_cut_peek(&s->cut, S.mss, got - off, &fresh);
+		if (fresh && sim_pool_take(&b->pool, &page)) /* cannot happen: counted above */
 			break;
-		sim_tokens_add(&s->tokens, pages[nf], &token);
-		add_cmsg(m, &used, DEVMEM_SCM_OFFSET, pages[nf] * DEVMEM_PAGE, lens[nf], token);
+		if (!fresh)
+			page = s->cut.page;
+		offs[nf] = page * DEVMEM_PAGE + (fresh ? 0 : DEVMEM_PAGE - s->cut.page_left);
+		sim_pool_ref(&b->pool, page); /* the token's */
+		sim_tokens_add(&s->tokens, page, &token);
+		if (sim_cut_take(&s->cut, S.mss, lens[nf], fresh, page))
+			sim_pool_put(&b->pool, page); /* closed: the socket's hold ends */
+		add_cmsg(m, &used, DEVMEM_SCM_OFFSET, offs[nf], lens[nf], token);
 		S.st.frags++;
 		S.st.tokens_held++;
 		off += lens[nf];
 	}
-	if (sim_bounce_write_frags(b, buf + lin, pages, lens, nf))
+	if (sim_bounce_write_frags(b, buf + lin, offs, lens, nf))
 		say("tcpxsim: writing %zu fragments into the bounce buffer failed", nf);
 	m->msg_controllen = used;
 	m->msg_flags = 0;
