@@ -381,6 +381,27 @@ static void add_cmsg(struct msghdr *m, size_t *used, int type, uint32_t off, uin
 	*used += CMSG_SPACE(sizeof(f));
 }
 
+/* Once per 5 s while starved: who holds the pages (a plugin that does not
+ * return its tokens, or a window larger than the buffer). */
+static void report_starved(const struct sim_bounce *b)
+{
+	static uint64_t last;
+	uint64_t now = now_ns(), held = 0;
+	int socks = 0, open = 0;
+	if (now - last < 5000000000ull)
+		return;
+	last = now;
+	for (int i = 0; i < S.nsocks; i++)
+		if (S.socks[i] && S.socks[i]->b == b) {
+			socks++;
+			held += S.socks[i]->tokens.held;
+			open += S.socks[i]->cut.page_left != 0;
+		}
+	say("tcpxsim: bounce buffer of %s starved: %u of %u pages free, %llu tokens held and %d "
+	    "pages open over %d sockets", b->gpu, b->pool.nfree, b->pool.npages,
+	    (unsigned long long)held, open, socks);
+}
+
 static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 {
 	size_t per = CMSG_SPACE(sizeof(struct devmem_frag));
@@ -419,6 +440,7 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 	if (n == 0) {
 		/* No free page: the NIC drops, TCP backs off, nothing to read. */
 		S.st.starved++;
+		report_starved(b);
 		pthread_mutex_unlock(&S.lock);
 		errno = EAGAIN;
 		return -1;
@@ -589,8 +611,10 @@ static ssize_t devmem_send(int fd, const struct msghdr *m, const struct cmsghdr 
 	memcpy(v, CMSG_DATA(c), sizeof(v));
 	struct region *r = region_find(v[0]);
 	if (!r || !r->pages) {
-		k = violation(EBADF, "devmem sendmsg on fd %d names fd %d, which is no "
-				     "DMA_BUF_CREATE_PAGES file", fd, v[0]);
+		/* What the kernel answers; TCPX's socket threads do this after
+		 * deregMr closed the file under a send still queued. */
+		errno = EBADF;
+		k = -1;
 		goto out;
 	}
 	if (v[1] < 0 || (size_t)v[1] > r->size || len > r->size - (size_t)v[1]) {
