@@ -119,7 +119,7 @@ step perf.host ok -- "${perf[@]}" loopback --mem host --gpu 0,0 --verify -q -b 4
 step perf.pinned ok -- "${perf[@]}" loopback --mem pinned --gpu 0,0 --verify -q -s 16M -n 3 -w 1
 
 # The simulator's fault settings: what the plugin does with each.
-step fault.starved_pool ok TCPXSIM_POOL_PAGES=512 -- \
+step fault.starved_pool ok TCPXSIM_POOL_PAGES=1024 -- \
 	"${perf[@]}" loopback "${cuda[@]}" -s 64M -n 3 -w 1
 step fault.late_completions ok TCPXSIM_TX_DELAY_US=2000 -- \
 	"${perf[@]}" loopback "${cuda[@]}" -s 16M -n 3 -w 1

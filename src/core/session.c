@@ -114,6 +114,37 @@ static int check_chunk(const struct tcpx_p2p_session *s)
 			 (unsigned long long)frags, s->cfg.mss, s->net->name, TP_UNPACK_MAX_PAGES);
 }
 
+/*
+ * TCPX cuts each request into tasks of NCCL_DYNAMIC_CHUNK_SIZE bytes, one
+ * socket each.  Where two tasks of one receive share a socket, the second
+ * restarts the socket's list of page tokens, so irecvConsumed hands back
+ * only the last task's pages: the others stay with the kernel until the
+ * socket closes, and the receive buffer runs dry (seen over Google's plugin
+ * under the simulator: transfers stalled after ~300 MB of 2 MiB chunks).
+ * One task per request is safe however the plugin spreads tasks over
+ * sockets.  Unset (0), the plugin sends nothing at all.
+ */
+static int fit_tcpx_chunk(struct tcpx_p2p_session *s)
+{
+	const char *v = getenv("NCCL_DYNAMIC_CHUNK_SIZE");
+	char *end = NULL;
+	long long task = v ? strtoll(v, &end, 0) : 0;
+
+	if (strncmp(s->net->name, "GPUDirectTCPX", 13))
+		return 0;
+	if (!v || !*v || *end || task <= 0)
+		return tp__error(TCPX_P2P_EINVAL, "plugin %s needs NCCL_DYNAMIC_CHUNK_SIZE (e.g. "
+				 "524288, as scripts/tcpx_env.sh sets it): without it the plugin "
+				 "sends nothing", s->net->name);
+	if (s->cfg.chunk_bytes > (unsigned long long)task) {
+		TP_INFO("session", "chunk_bytes %zu -> %lld (NCCL_DYNAMIC_CHUNK_SIZE): plugin %s "
+			"returns a receive's pages only for one task per socket",
+			s->cfg.chunk_bytes, task, s->net->name);
+		s->cfg.chunk_bytes = (size_t)task;
+	}
+	return 0;
+}
+
 static int open_gpu(struct tcpx_p2p_session *s, int *ngpu)
 {
 	int rc = tp__dev_count(ngpu);
@@ -232,7 +263,9 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 		TP_WARN("session", "TCPX_P2P_TEST_EARLY_CONSUME: receives are consumed before "
 			"their unpack finished; data WILL be corrupted (test use only)");
 #endif
-	rc = check_chunk(s);
+	rc = fit_tcpx_chunk(s);
+	if (!rc)
+		rc = check_chunk(s);
 	if (rc)
 		goto unload;
 	if (pthread_mutex_init(&s->lock, NULL)) {

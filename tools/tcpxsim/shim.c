@@ -437,7 +437,7 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 	if (frags > free_tokens)
 		frags = free_tokens;
 	size_t n = sim_cut_fit(&s->cut, S.mss, want - linear, frags, b->pool.nfree);
-	if (n == 0) {
+	if (n == 0 && want > linear) {
 		/* No free page: the NIC drops, TCP backs off, nothing to read. */
 		S.st.starved++;
 		report_starved(b);
