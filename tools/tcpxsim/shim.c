@@ -942,7 +942,12 @@ __attribute__((constructor)) static void tcpxsim_init(void)
 		return;
 	/* Each process serves its own RxDM, in a directory of its own unless
 	 * the plugin's prefix is set already. */
+	/* A prefix another simulator set (our parent's, inherited) is not
+	 * ours to serve: binding its sockets would take them from it. */
 	v = getenv("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX");
+	const char *owner = getenv("TCPXSIM_PREFIX_OWNER");
+	if (owner && v && atol(owner) != (long)getpid())
+		v = NULL;
 	if (v && *v) {
 		snprintf(S.prefix, sizeof(S.prefix), "%s", v);
 		mkdir(S.prefix, 0700);
@@ -953,7 +958,10 @@ __attribute__((constructor)) static void tcpxsim_init(void)
 			return;
 		}
 		S.own_prefix = 1;
+		char pid[24];
+		snprintf(pid, sizeof(pid), "%ld", (long)getpid());
 		setenv("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", S.prefix, 1);
+		setenv("TCPXSIM_PREFIX_OWNER", pid, 1);
 	}
 	static const struct rxdm_ops ops = {op_buffer, op_rule};
 	if (rxdm_start(S.prefix, S.gpus, S.ngpus, &ops, &S.rxdm, err, sizeof(err)))
