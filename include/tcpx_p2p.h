@@ -184,6 +184,9 @@ typedef struct tcpx_p2p_session_info {
 	int nnics;
 	int nic[TCPX_P2P_MAX_NICS];
 	const char *nic_name[TCPX_P2P_MAX_NICS];
+	/* Added in 0.4.1: bytes per plugin request in effect (GPUDirect-TCPX
+	 * lowers chunk_bytes to NCCL_DYNAMIC_CHUNK_SIZE; docs/tcpx.md). */
+	size_t chunk_bytes;
 } tcpx_p2p_session_info;
 
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */

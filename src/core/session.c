@@ -352,6 +352,7 @@ int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *inf
 		out.nic_name[i] = i < s->nnics ? s->nic_name[i] : NULL;
 	}
 	out.unpack = s->cfg.unpack;
+	out.chunk_bytes = s->cfg.chunk_bytes;
 	memcpy(info, &out, n);
 	return 0;
 }

@@ -1,8 +1,10 @@
 /*
  * GPU checks of the emulator: CUDA regMr alignment, device-mode bounce
  * receives (unpack handle in device memory, meta ring in mapped host
- * memory, fragments in device pages) and CUDA sends.  Exits 77 without a
- * usable GPU.
+ * memory, fragments in device pages) and CUDA sends; a host-memory
+ * receive on a device-bounce comm is refused (TCPX's data sockets are
+ * steered into GPU pages, where its plain recv() fails with EFAULT).  Exits
+ * 77 without a usable GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +36,28 @@ static void test_regmr_alignment(void **state)
 	assert_int_equal(net->regMr(p.rcomm, d, 0, NCCL_PTR_CUDA, &mh), ncclInvalidArgument);
 	cudaFree(raw);
 	emu_pair_close(&p);
+}
+
+/* TCPX receives host memory with recv(), which fails on a flow steered
+ * into the device bounce buffer: the emulator refuses the post. */
+static void test_host_receive_refused(void **state)
+{
+	struct emu_pair p;
+	char *h = aligned_alloc(4096, 1 << 20);
+	void *mh = NULL, *req = NULL;
+
+	assert_non_null(h);
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_int_equal(net->regMr(p.rcomm, h, 1 << 20, NCCL_PTR_HOST, &mh), ncclSuccess);
+	emu_clear_warn();
+	int size = 1 << 20, tag = 1;
+	void *data = h;
+	assert_int_equal(net->irecv(p.rcomm, 1, &data, &size, &tag, &mh, &req), ncclInvalidUsage);
+	assert_null(req);
+	assert_true(emu_warned("EFAULT"));
+	net->deregMr(p.rcomm, mh);
+	emu_pair_close(&p);
+	free(h);
 }
 
 /* Device sends into a device-bounce receive; the CPU gathers the pages. */
@@ -105,6 +129,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_regmr_alignment),
 		cmocka_unit_test(test_device_bounce),
+		cmocka_unit_test(test_host_receive_refused),
 	};
 	int n = 0;
 	cudaError_t err = cudaGetDeviceCount(&n);

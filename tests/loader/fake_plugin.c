@@ -246,6 +246,8 @@ EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
 EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
 #ifdef FAKE_INITFAIL
 	"fake_initfail",
+#elif defined(FAKE_TCPX_NAME)
+	"GPUDirectTCPX_v7", /* what the library keys TCPX's rules on */
 #else
 	"fake_v7",
 #endif
