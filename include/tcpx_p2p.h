@@ -160,7 +160,9 @@ typedef struct tcpx_p2p_xfer tcpx_p2p_xfer;
  * if asked for.
  * RETURN VALUE: 0; EINVAL (bad cfg; or, with a plugin that bounces received
  * data through pages, a chunk_bytes that could need more than the 2048
- * fragments one receive may have at the configured mss), ENOPLUGIN (detail
+ * fragments one receive may have at the configured mss; on GPUDirect-TCPX,
+ * NCCL_DYNAMIC_CHUNK_SIZE unset, which also lowers chunk_bytes to it),
+ * ENOPLUGIN (detail
  * lists each file tried and why), EPLUGIN, ECUDA (gpu given but unusable),
  * ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out);
