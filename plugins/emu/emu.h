@@ -49,6 +49,7 @@ enum emu_bounce { EMU_BOUNCE_OFF, EMU_BOUNCE_HOST, EMU_BOUNCE_DEVICE };
 struct emu_config {
 	enum emu_bounce bounce;
 	int nsocks;      /* total sockets per comm (NSOCKS_PERTHREAD x NTHREADS) */
+	uint64_t task;   /* NCCL_DYNAMIC_CHUNK_SIZE, 0 when unset: TCPX's task size */
 	int nthreads;    /* NCCL_SOCKET_NTHREADS (the emulator runs one helper per socket) */
 	uint32_t pages;  /* bounce pool pages per comm */
 	uint32_t mss;    /* TCPX_EMU_MSS: packet payload; each comm draws from [mss - mss/8, mss] */

@@ -76,6 +76,7 @@ void tp__emu_config_load(struct emu_config *cfg)
 		total = EMU_MAX_SOCKS;
 	}
 	cfg->nsocks = (int)total;
+	cfg->task = (uint64_t)env_long("NCCL_DYNAMIC_CHUNK_SIZE", 0, 0, 1L << 30);
 	cfg->nthreads = (int)(nthr < total ? nthr : total);
 	cfg->pages = (uint32_t)env_long("TCPX_EMU_BOUNCE_PAGES", 8192, 1, 1 << 20);
 	/* The path MSS cuts fragments (emu_bounce.c): 8192 is a jumbo-frame

@@ -73,6 +73,17 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 			 "into it and fail with EFAULT (post device memory)");
 		return ncclInvalidUsage;
 	}
+	if (c->kind == EMU_RECV && c->cfg.task &&
+	    size > c->cfg.task * (uint64_t)c->cfg.nsocks) {
+		/* TCPX cuts a request into tasks of NCCL_DYNAMIC_CHUNK_SIZE, one
+		 * socket each; two tasks of one receive on a socket make it hand
+		 * back only the last one's pages at irecvConsumed, and the rest
+		 * of the receive buffer is lost until the socket closes. */
+		EMU_WARN("irecv of %llu bytes: more than NCCL_DYNAMIC_CHUNK_SIZE (%llu) x %d "
+			 "sockets; TCPX would leak its pages", (unsigned long long)size,
+			 (unsigned long long)c->cfg.task, c->cfg.nsocks);
+		return ncclInvalidUsage;
+	}
 	pthread_mutex_lock(&c->lock);
 	if (null_request(c)) {
 		pthread_mutex_unlock(&c->lock);

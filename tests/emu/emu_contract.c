@@ -578,6 +578,32 @@ static void test_null_mhandle(void **state)
 	emu_pair_close(&p);
 }
 
+/* NCCL_DYNAMIC_CHUNK_SIZE set: a receive of more tasks than the comm has
+ * sockets is refused (TCPX would lose all but the last task's pages). */
+static void test_task_limit(void **state)
+{
+	const long task = atol(getenv("NCCL_DYNAMIC_CHUNK_SIZE"));
+	const int nsocks = atoi(getenv("NCCL_NSOCKS_PERTHREAD"));
+	const int limit = (int)task * nsocks;
+	struct emu_pair p;
+	char *b = calloc(1, (size_t)limit + 1);
+	void *req = NULL, *data = b, *mh = NULL;
+	int size = limit + 1, tag = 0;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_int_equal(net->regMr(p.rcomm, b, limit + 1, NCCL_PTR_HOST, &mh), ncclSuccess);
+	emu_clear_warn();
+	assert_int_equal(net->irecv(p.rcomm, 1, &data, &size, &tag, &mh, &req), ncclInvalidUsage);
+	assert_null(req);
+	assert_true(emu_warned("TCPX would leak its pages"));
+	/* one task per socket is fine */
+	size = limit;
+	assert_int_equal(net->irecv(p.rcomm, 1, &data, &size, &tag, &mh, &req), ncclSuccess);
+	net->deregMr(p.rcomm, mh);
+	emu_pair_close(&p);
+	free(b);
+}
+
 /*
  * Accept holds the comm back for TCPX_EMU_ACCEPT_WAIT_US (flow steering)
  * counted from the moment its sockets are in, on its own clock: two
@@ -866,6 +892,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fragment_limit),
 	};
 	const struct CMUnitTest reap[] = { cmocka_unit_test(test_abandoned_connect) };
+	const struct CMUnitTest task[] = { cmocka_unit_test(test_task_limit) };
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(test_close_in_flight),
 		cmocka_unit_test(test_peer_death_recv),
@@ -896,6 +923,8 @@ int main(int argc, char **argv)
 		return RUN("emu null requests", nullreq) ? 1 : 0;
 	if (!strcmp(group, "progress"))
 		return RUN("emu strict progress", progress) ? 1 : 0;
+	if (!strcmp(group, "task"))
+		return RUN("emu TCPX task limit", task) ? 1 : 0;
 	if (!strcmp(group, "acceptwait"))
 		return RUN("emu accept wait", accept_wait) ? 1 : 0;
 	if (!strcmp(group, "nullbounce"))
