@@ -350,8 +350,11 @@ static void run_basic(void)
 		assert_int_equal(setsockopt(snd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)), 0);
 
 		int v2[2] = {pages, 4096 + 123};
-		char ctl[CMSG_SPACE(sizeof(v2))], dummy[1];
-		struct iovec iov = {dummy, 65536};
+		/* The iovec gives only the length, but a real buffer backs it
+		 * (TCPX passes its host staging buffer; sanitizers read it). */
+		static char unused[65536];
+		char ctl[CMSG_SPACE(sizeof(v2))];
+		struct iovec iov = {unused, 65536};
 		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
 				   .msg_controllen = sizeof(ctl)};
 		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
