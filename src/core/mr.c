@@ -175,9 +175,11 @@ int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 	s = mr->s;
 	pthread_mutex_lock(&s->lock);
 	if (mr->inflight) {
+		long inflight = mr->inflight; /* read under the lock, reported after */
+
 		pthread_mutex_unlock(&s->lock);
 		return tp__error(TCPX_P2P_EBUSY, "mr_deregister: %ld segment(s) of transfers "
-				 "still use it", mr->inflight);
+				 "still use it", inflight);
 	}
 	unlink_mr(s, mr);
 	/* Under the lock: conn teardown drops its comms from every listed
