@@ -162,7 +162,7 @@ struct tp_slot {
  * ring of slots, taken at post and given back at retire, per memory type.
  * Host memory gets 4: with more, a sender gathers chunks so far ahead of
  * its sockets that they have left the CPU caches when the send reads them
- * (docs/performance.md, "Host staging depth").  Device memory keeps 8.
+ * (docs/perf/log.md, "Host staging depth").  Device memory keeps 8.
  * Powers of two, so that the ring's counters may wrap. */
 #define TP_STAGE_SLOTS_HOST 4u
 #define TP_STAGE_SLOTS_DEV 8u
