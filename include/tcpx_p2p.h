@@ -258,8 +258,10 @@ TCPX_P2P_API int tcpx_p2p_server_port(const tcpx_p2p_server *srv, uint16_t *port
 
 /* Accept one peer that called tcpx_p2p_dial and build the connection.
  * timeout_ms: TCPX_P2P_TIMEOUT_DEFAULT, or -1 to wait for ever.
- * RETURN VALUE: 0; ETIMEDOUT; EPROTO (peer's version, channels or chunk size
- * differ: the detail says which); ECLOSED; EPLUGIN; ENET. */
+ * RETURN VALUE: 0; ETIMEDOUT; EPROTO (peer's version, channels, chunk size
+ * or plugin differ, or its token: the detail says which); ECLOSED (the peer
+ * hung up, e.g. refusing this side's token); EPLUGIN; ENET; ECUDA (the
+ * session's GPU cannot be made current); ENOMEM; EINVAL (NULL argument). */
 TCPX_P2P_API int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out);
 
 /* RETURN VALUE: 0.  Connections already accepted stay usable. */
@@ -267,7 +269,11 @@ TCPX_P2P_API int tcpx_p2p_server_destroy(tcpx_p2p_server *srv);
 
 /* Dial host:port (retrying until the deadline while the peer is not yet
  * listening) and build the connection.
- * RETURN VALUE: as tcpx_p2p_server_accept. */
+ * RETURN VALUE: as tcpx_p2p_server_accept, and EINVAL also for a bad host
+ * or port.  The server checks the dialer's settings and closes without a
+ * word on a mismatch, so a peer configured differently (or requiring a
+ * token this side lacks) gives ECLOSED here, EPROTO there; the detail
+ * lists the settings that must match. */
 TCPX_P2P_API int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int timeout_ms,
 			       tcpx_p2p_conn **out);
 
