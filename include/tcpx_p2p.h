@@ -11,8 +11,9 @@
  *   xfer      one posted send or receive
  *
  * Conventions: every function returning int returns 0 (TCPX_P2P_OK) or a
- * negative TCPX_P2P_E* code; tcpx_p2p_last_error() then holds a detail string
- * for the calling thread.  Outputs are written only on success.  The library
+ * negative TCPX_P2P_E* code (tcpx_p2p_config_count, a count, is the one
+ * exception); tcpx_p2p_last_error() then holds a detail string for the
+ * calling thread.  Outputs are written only on success.  The library
  * never prints to stdout and never exits the process.
  *
  * Matching: sends and receives on a connection match in posting order, per
@@ -136,7 +137,12 @@ typedef struct tcpx_p2p_config {
 TCPX_P2P_API int tcpx_p2p_config_init(tcpx_p2p_config *cfg);
 
 /* Number of settings in the configuration table, and one row of it (for
- * --dump-config style listings).  *value is the setting's text in cfg. */
+ * --dump-config style listings).  *value is the setting's text in cfg
+ * (NULL: the defaults).
+ * RETURN VALUE of tcpx_p2p_config_count: the number of rows (> 0), not an
+ * error code.  Of tcpx_p2p_config_describe: 0; EINVAL (index outside
+ * 0..count-1, value NULL with value_len > 0, value_len too small, or
+ * cfg->struct_size too small). */
 TCPX_P2P_API int tcpx_p2p_config_count(void);
 TCPX_P2P_API int tcpx_p2p_config_describe(const tcpx_p2p_config *cfg, int index,
 					  const char **env_name, const char **help,
@@ -180,7 +186,9 @@ typedef struct tcpx_p2p_session_info {
 	int plugin_abi;          /* ncclNetPlugin_vN that was used */
 	int net_dev;
 	int gpu;
-	int unpack;              /* enum tcpx_p2p_unpack in effect */
+	/* enum tcpx_p2p_unpack as configured; a connection may use another
+	 * (kernel needs a device bounce buffer: docs/configuration.md) */
+	int unpack;
 	/* Added in 0.2: the devices the channels are striped over (channel i
 	 * of every conn uses nic[i % nnics]) and their names. */
 	int nnics;
@@ -258,8 +266,10 @@ TCPX_P2P_API int tcpx_p2p_server_port(const tcpx_p2p_server *srv, uint16_t *port
 
 /* Accept one peer that called tcpx_p2p_dial and build the connection.
  * timeout_ms: TCPX_P2P_TIMEOUT_DEFAULT, or -1 to wait for ever.
- * RETURN VALUE: 0; ETIMEDOUT; EPROTO (peer's version, channels or chunk size
- * differ: the detail says which); ECLOSED; EPLUGIN; ENET. */
+ * RETURN VALUE: 0; ETIMEDOUT; EPROTO (peer's version, channels, chunk size
+ * or plugin differ, or its token: the detail says which); ECLOSED (the peer
+ * hung up, e.g. refusing this side's token); EPLUGIN; ENET; ECUDA (the
+ * session's GPU cannot be made current); ENOMEM; EINVAL (NULL argument). */
 TCPX_P2P_API int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out);
 
 /* RETURN VALUE: 0.  Connections already accepted stay usable. */
@@ -267,7 +277,11 @@ TCPX_P2P_API int tcpx_p2p_server_destroy(tcpx_p2p_server *srv);
 
 /* Dial host:port (retrying until the deadline while the peer is not yet
  * listening) and build the connection.
- * RETURN VALUE: as tcpx_p2p_server_accept. */
+ * RETURN VALUE: as tcpx_p2p_server_accept, and EINVAL also for a bad host
+ * or port.  The server checks the dialer's settings and closes without a
+ * word on a mismatch, so a peer configured differently (or requiring a
+ * token this side lacks) gives ECLOSED here, EPROTO there; the detail
+ * lists the settings that must match. */
 TCPX_P2P_API int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int timeout_ms,
 			       tcpx_p2p_conn **out);
 
@@ -276,7 +290,10 @@ TCPX_P2P_API int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t p
 /* Both peers create a listener, exchange their blobs by their own means
  * (MPI, a KV store, NIXL metadata), then each calls tcpx_p2p_connect with
  * the peer's blob.  The blob is at most 4 KiB and valid as long as the
- * listener.  RETURN VALUE: 0; EPLUGIN; ENOMEM. */
+ * listener.  RETURN VALUE: 0; EINVAL (NULL argument); ENOMEM; ECUDA (the
+ * session's GPU cannot be made current); the plugin's listen error: ENET
+ * (a system error, e.g. the emulator cannot listen on TCPX_EMU_ADDR),
+ * EPLUGIN, or another code the plugin's result maps to. */
 TCPX_P2P_API int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out);
 TCPX_P2P_API int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t *len);
 
@@ -300,7 +317,8 @@ TCPX_P2P_API int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c);
 /* Wait until the peer also calls this (over the rendezvous socket).  It
  * does not drive transfers.  After ETIMEDOUT call it again to keep pairing
  * with the peer's barriers.  RETURN VALUE: 0; ETIMEDOUT; ECLOSED; EPROTO;
- * ENOTSUP (conn made by blob exchange). */
+ * ENET (a socket error); ENOTSUP (conn made by blob exchange); EINVAL
+ * (NULL c). */
 TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
 
 /* ---- transfers ------------------------------------------------------------ */
@@ -320,8 +338,9 @@ TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset,
 
 /* Drive every connection of c's session once (one bounded pass; it waits
  * for c's lock but skips connections another thread is progressing).  It
- * does not sleep.  RETURN VALUE: 0; ECLOSED/EPLUGIN/ECUDA when c failed
- * (every pending xfer of c then fails with that code). */
+ * does not sleep.  RETURN VALUE: 0; EINVAL (NULL c); when c has failed,
+ * the code it failed with, whatever it was (ECLOSED, ENET, EPROTO, EPLUGIN,
+ * ECUDA, ENOMEM, ...; every pending xfer of c then fails with it). */
 TCPX_P2P_API int tcpx_p2p_progress(tcpx_p2p_conn *c);
 
 /* Drive every connection of the session once, as tcpx_p2p_progress does.

@@ -265,7 +265,7 @@ struct emu_comm {
 	 * sockets-per-comm contract has it.  The emulator itself runs one helper
 	 * thread per socket (threads[i] serves fds[i]) whatever this says: a
 	 * thread serving several sockets strictly in turn left all but one idle
-	 * (docs/performance.md, "Emulator helper threads").
+	 * (docs/perf/log.md, "Emulator helper threads").
 	 */
 	int nthreads;
 	int fds[EMU_MAX_SOCKS];

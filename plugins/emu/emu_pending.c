@@ -1,12 +1,12 @@
 /*
  * Connects in progress live here, not in the caller's handle: the handle
  * holds only a slot index and a random key, both checked on every call, so
- * handle bytes from a peer can name no memory (DESIGN §4.14).  Because the
- * table owns the half-built comms, it can also release the ones a caller
- * abandoned: NCCL's API has no call that cancels a pending connect (closeSend
- * takes a comm, and a pending connect has none yet), so an entry nobody has
- * advanced for TCPX_EMU_CONNECT_ABANDON_MS is freed by the next listen or
- * connect of the process.
+ * handle bytes from a peer can name no memory (docs/tcpx.md, plugin contract
+ * rule 14).  Because the table owns the half-built comms, it can also
+ * release the ones a caller abandoned: NCCL's API has no call that cancels
+ * a pending connect (closeSend takes a comm, and a pending connect has none
+ * yet), so an entry nobody has advanced for TCPX_EMU_CONNECT_ABANDON_MS is
+ * freed by the next listen or connect of the process.
  */
 #include <pthread.h>
 #include <stdlib.h>

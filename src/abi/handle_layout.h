@@ -1,12 +1,13 @@
 /*
  * Where plugins keep in-progress connect state inside the 128-byte connect
- * handle (DESIGN §4.14).  NCCL-socket-derived plugins let connect() store a
- * pointer in the handle on its first call and dereference it on the next
- * ones, so a handle that arrives from a peer with those bytes set would have
- * the plugin follow a pointer chosen by the peer.  A freshly listened handle
- * always has them zero; the library refuses a peer handle where they are not
- * (src/net/handle.c) and tests/unit/test_handle_layout.c checks the offsets
- * against structs declared as the plugins declare theirs.  x86-64 only.
+ * handle (docs/tcpx.md, plugin contract rule 14).  NCCL-socket-derived
+ * plugins let connect() store a pointer in the handle on its first call and
+ * dereference it on the next ones, so a handle that arrives from a peer
+ * with those bytes set would have the plugin follow a pointer chosen by the
+ * peer.  A freshly listened handle always has them zero; the library
+ * refuses a peer handle where they are not (src/net/handle.c) and
+ * tests/unit/test_handle_layout.c checks the offsets against structs
+ * declared as the plugins declare theirs.  x86-64 only.
  *
  * GPUDirect-TCPX (google/nccl-plugin-gpudirecttcpx, src/common.h):
  *   struct tcpxHandle {

@@ -162,7 +162,7 @@ struct tp_slot {
  * ring of slots, taken at post and given back at retire, per memory type.
  * Host memory gets 4: with more, a sender gathers chunks so far ahead of
  * its sockets that they have left the CPU caches when the send reads them
- * (docs/performance.md, "Host staging depth").  Device memory keeps 8.
+ * (docs/perf/log.md, "Host staging depth").  Device memory keeps 8.
  * Powers of two, so that the ring's counters may wrap. */
 #define TP_STAGE_SLOTS_HOST 4u
 #define TP_STAGE_SLOTS_DEV 8u
@@ -189,7 +189,8 @@ struct tp_comm {
 	struct tcpx_p2p_xfer *cursor;
 	uint64_t next_seq;
 	/* Posted requests a test() may still have to hand to the plugin's
-	 * helpers: TCPX activates at most one per test (DESIGN §4.13). */
+	 * helpers: TCPX activates at most one per test (docs/tcpx.md, plugin
+	 * contract rule 12). */
 	uint32_t handover;
 	/* Registration cache: the region last used on this comm. */
 	uint64_t mr_cached; /* region id, 0: none */
@@ -271,7 +272,8 @@ struct tcpx_p2p_listener {
 
 /* session.c */
 /* Make the session's GPU current on this thread before a plugin or CUDA
- * call that picks its device with cudaGetDevice (DESIGN §4.3). */
+ * call that picks its device with cudaGetDevice (docs/tcpx.md, plugin
+ * contract rule 3). */
 int tp__session_use_gpu(struct tcpx_p2p_session *s);
 /* The calling thread's CUDA context is the application's: a public call
  * that may select the session's GPU saves it on entry (NULL for a

@@ -1,5 +1,5 @@
 /* The session-wide progress engine.  TCPX moves bytes only inside test()
- * (DESIGN §4.13), so a connection nobody progresses stands still: every
+ * (docs/tcpx.md, plugin contract rule 12), so a connection nobody progresses stands still: every
  * wait, test and progress call therefore drives every connection of the
  * session, not only the one it is about, and an optional thread per
  * session does the same on its own so that callers may post and return.

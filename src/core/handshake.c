@@ -306,9 +306,14 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 		if (!rc) {
 			rc = tp__frame_recv(fd, TP_FRAME_HELLO, peer_blob, TP_FRAME_MAX,
 					    &peer_len, tp__left_ms(deadline));
-			if (rc == TCPX_P2P_ECLOSED && !a.token)
-				tp__error(rc, "%s (a server that requires TCPX_P2P_AUTH_TOKEN "
-					  "closes on peers without it)", tcpx_p2p_last_error());
+			/* The server checks our blob and closes on a mismatch
+			 * without a word; only its log names the setting. */
+			if (rc == TCPX_P2P_ECLOSED)
+				tp__error(rc, "%s: the server closed before sending its blob: it "
+					  "refused this peer (TCPX_P2P_NUM_CHANNELS, "
+					  "TCPX_P2P_CHUNK_BYTES or the plugin differ%s) or failed; "
+					  "its log says which", tcpx_p2p_last_error(),
+					  a.token ? "" : ", or it requires TCPX_P2P_AUTH_TOKEN");
 		}
 		if (!rc)
 			rc = hello_open(&a, server, peer_blob, &peer_len);

@@ -74,8 +74,9 @@ int tcpx_p2p_listener_blob(const tcpx_p2p_listener *l, const void **blob, size_t
 	return 0;
 }
 
-/* DESIGN §4.14: a peer's handle never reaches connect with in-progress
- * connect state in it (a pointer the plugin would follow). */
+/* A peer's handle never reaches connect with in-progress connect state in
+ * it (a pointer the plugin would follow; docs/tcpx.md, plugin contract
+ * rule 14). */
 static int handles_check(const struct tcpx_p2p_session *s, unsigned char *handles, int nchan)
 {
 	static atomic_int warned;
@@ -199,7 +200,8 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		return tp__error(TCPX_P2P_EPROTO, "peer blob is this listener's own: "
 				 "a connection to oneself is refused");
 	/* Connect from private copies: plugins keep connect state in the
-	 * handle and each handle serves one connection (DESIGN §4.4). */
+	 * handle and each handle serves one connection (docs/tcpx.md, plugin
+	 * contract rule 4). */
 	hlen = (size_t)l->nchan * NCCL_NET_HANDLE_MAXSIZE;
 	handles = malloc(hlen);
 	send = calloc((size_t)l->nchan, sizeof(*send));

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tcpx_p2p.h"
 #include "util/error.h"
@@ -61,10 +62,12 @@ int tp__nics_pick(const char *spec, const char *const *names, int ndev, const in
 	const char *p;
 	int i, n = 0;
 
-	if (!spec || !*spec || !strcmp(spec, "auto")) {
+	/* The keywords ignore case, as every enumerated setting does; device
+	 * names are matched exactly, as the plugin reports them. */
+	if (!spec || !*spec || !strcasecmp(spec, "auto")) {
 		for (i = 0; i < nclosest; i++)
 			add(out, &n, closest[i]);
-	} else if (!strcmp(spec, "all")) {
+	} else if (!strcasecmp(spec, "all")) {
 		for (i = 0; i < ndev; i++)
 			add(out, &n, i);
 	} else {

@@ -8,7 +8,7 @@
 
 /*
  * spec: NULL, "" or "auto" (the devices in closest[0..nclosest)), "all"
- * (every device, up to TP_MAX_NICS), or a comma-separated list of device
+ * (every device, up to TP_MAX_NICS; both keywords in any case), or a comma-separated list of device
  * names (as the plugin reports them, e.g. "eth1,eth2") and indices.
  * Writes the chosen indices, in order and without repeats, to out and
  * their number to *nout.  Returns 0, or TCPX_P2P_EINVAL naming the entry

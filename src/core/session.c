@@ -51,7 +51,7 @@ static int closest_devs(struct tcpx_p2p_session *s, const struct tp_net_props *p
  * else TCPX_P2P_NICS over the default set, which is the devices closest to
  * the GPU by PCIe distance, else the GPUs spread evenly over the devices
  * (on A3, 8 GPUs and 4 data NICs: GPU g gets NIC g / 2, the NIC on its
- * switch, DESIGN §11), else device 0 for a host-only session.
+ * switch: docs/tcpx.md, "Running on GCP A3"), else device 0 for a host-only session.
  */
 static int pick_nics(struct tcpx_p2p_session *s, int ndev, int ngpu)
 {

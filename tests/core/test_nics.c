@@ -33,6 +33,11 @@ static void test_pick(void **state)
 	assert_int_equal(pick("", out), 1);
 	assert_int_equal(pick("all", out), 4);
 	assert_int_equal(out[3], 3);
+	/* Keywords in any case, as the other enumerated settings; names exact. */
+	assert_int_equal(pick("All", out), 4);
+	assert_int_equal(pick("AUTO", out), 1);
+	assert_int_equal(out[0], 2);
+	assert_int_equal(pick("ETH1", out), -1);
 	assert_int_equal(pick("eth4,eth1", out), 2);
 	assert_int_equal(out[0], 3);
 	assert_int_equal(out[1], 0);

@@ -1,4 +1,5 @@
-/* NIC choice by PCIe distance, on an A3-like tree (DESIGN §11). */
+/* NIC choice by PCIe distance, on an A3-like tree (docs/tcpx.md, "Running on
+ * GCP A3"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -498,9 +498,9 @@ static double now_s(void)
 }
 
 /*
- * TCPX moves bytes only inside test() (DESIGN §4.13): posted requests sit
- * untouched until a test on their comm hands them to the helpers, one
- * request per test.  Bounce off, so the payload lands in the user buffer
+ * TCPX moves bytes only inside test() (docs/tcpx.md, plugin contract rule
+ * 12): posted requests sit untouched until a test on their comm hands them
+ * to the helpers, one request per test.  Bounce off, so the payload lands in the user buffer
  * where the test can watch for it.
  */
 static void test_bytes_move_only_in_test(void **state)
@@ -785,7 +785,7 @@ static void test_pool_too_small(void **state)
 }
 
 /* Handle bytes come from the peer: a forged connect stage names no memory
- * (DESIGN §4.14).  The crafted values would be a wild pointer to a plugin
+ * (docs/tcpx.md, plugin contract rule 14).  The crafted values would be a wild pointer to a plugin
  * that kept its state in the handle. */
 static void test_forged_handle(void **state)
 {

@@ -40,9 +40,9 @@ struct emu_pair {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];  /* the connector's private copy */
 	int connect_calls;
 	int accept_calls;
-	/* The plugin moves bytes only inside test() (DESIGN §4.13): waiting on
-	 * one request tests the oldest open request of both sides, as a real
-	 * caller's progress loop must. */
+	/* The plugin moves bytes only inside test() (docs/tcpx.md, plugin
+	 * contract rule 12): waiting on one request tests the oldest open
+	 * request of both sides, as a real caller's progress loop must. */
 	struct emu_queue sq, rq;
 	/* Registrations the helpers made for posts given no mhandle. */
 	void *auto_mh[EMU_QUEUE];

@@ -172,7 +172,9 @@ static void test_wrong_token_never_reaches_plugin(void **state)
 	char why[512];
 	struct fake_calls *fc;
 
-	assert_int_not_equal(serve_one(OTHER, &d, why, sizeof(why)), 0);
+	/* The dialer checks the server's proof first, refuses it and hangs
+	 * up: the server is left with a closed socket. */
+	assert_int_equal(serve_one(OTHER, &d, why, sizeof(why)), TCPX_P2P_ECLOSED);
 	assert_int_equal(d.rc, TCPX_P2P_EPROTO);
 	assert_non_null(strstr(d.why, "server failed authentication"));
 	assert_non_null(strstr(d.why, "127.0.0.1:")); /* the peer's address */
@@ -191,7 +193,9 @@ static void test_no_token_never_reaches_plugin(void **state)
 
 	assert_int_equal(serve_one(NULL, &d, why, sizeof(why)), TCPX_P2P_EPROTO);
 	assert_non_null(strstr(why, "did not authenticate"));
-	assert_int_not_equal(d.rc, 0);
+	/* The server hangs up; the dialer's detail names the token. */
+	assert_int_equal(d.rc, TCPX_P2P_ECLOSED);
+	assert_non_null(strstr(d.why, "TCPX_P2P_AUTH_TOKEN"));
 	fc = fake();
 	/* The dialer listened (one comm per channel) before it sent its blob;
 	 * the server made none, and nobody connected or accepted. */

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,73 @@ static void test_mismatched_peers(void **state)
 		assert_int_equal(tcpx_p2p_listener_destroy(m.l[i]), 0);
 		assert_int_equal(tcpx_p2p_session_destroy(m.s[i]), 0);
 	}
+}
+
+struct dial_side {
+	tcpx_p2p_session *s;
+	uint16_t port;
+	tcpx_p2p_conn *c;
+	int rc;
+	char why[1024];
+};
+
+static void *dial_main(void *arg)
+{
+	struct dial_side *d = arg;
+
+	d->rc = tcpx_p2p_dial(d->s, "127.0.0.1", d->port, 10000, &d->c);
+	snprintf(d->why, sizeof(d->why), "%s", tcpx_p2p_last_error());
+	return NULL;
+}
+
+/* Over the rendezvous only the server sees the dialer's blob: it refuses
+ * with EPROTO naming the setting and closes, and the dialer gets ECLOSED
+ * whose detail names the settings that must match (docs/reliability.md). */
+static void mismatch_over_rendezvous(const tcpx_p2p_config cfg[2], const char *setting)
+{
+	struct dial_side d = { 0 };
+	tcpx_p2p_session *s;
+	tcpx_p2p_server *srv;
+	tcpx_p2p_conn *c = NULL;
+	pthread_t th;
+	char why[1024];
+	int rc;
+
+	assert_int_equal(tcpx_p2p_session_create(&cfg[0], &s), 0);
+	assert_int_equal(tcpx_p2p_session_create(&cfg[1], &d.s), 0);
+	assert_int_equal(tcpx_p2p_server_create(s, "127.0.0.1", 0, &srv), 0);
+	assert_int_equal(tcpx_p2p_server_port(srv, &d.port), 0);
+	assert_int_equal(pthread_create(&th, NULL, dial_main, &d), 0);
+	rc = tcpx_p2p_server_accept(srv, 10000, &c);
+	snprintf(why, sizeof(why), "%s", tcpx_p2p_last_error());
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(rc, TCPX_P2P_EPROTO);
+	assert_non_null(strstr(why, setting));
+	assert_null(c);
+	assert_int_equal(d.rc, TCPX_P2P_ECLOSED);
+	assert_non_null(strstr(d.why, setting));
+	assert_non_null(strstr(d.why, "TCPX_P2P_AUTH_TOKEN")); /* neither side has one */
+	assert_null(d.c);
+	assert_int_equal(tcpx_p2p_server_destroy(srv), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(d.s), 0);
+}
+
+static void test_mismatch_over_rendezvous(void **state)
+{
+	tcpx_p2p_config cfg[2];
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		tcpx_p2p_config_init(&cfg[i]);
+		cfg[i].num_channels = i + 1;
+	}
+	mismatch_over_rendezvous(cfg, "TCPX_P2P_NUM_CHANNELS");
+	for (i = 0; i < 2; i++) {
+		tcpx_p2p_config_init(&cfg[i]);
+		cfg[i].chunk_bytes = (size_t)(i + 1) << 20;
+	}
+	mismatch_over_rendezvous(cfg, "TCPX_P2P_CHUNK_BYTES");
 }
 
 static void test_bad_arguments_and_busy(void **state)
@@ -285,6 +353,7 @@ int main(void)
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_missing_plugin),
 		cmocka_unit_test(test_mismatched_peers),
+		cmocka_unit_test(test_mismatch_over_rendezvous),
 		cmocka_unit_test(test_bad_arguments_and_busy),
 		cmocka_unit_test(test_peer_gone),
 		cmocka_unit_test(test_destroy_aborts_pending),

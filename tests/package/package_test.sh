@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install the build into a scratch prefix and use it as an application would:
 # the CMake package (find_package + tcpx_p2p::tcpx_p2p), the pkg-config file,
-# the installed emulator plugin found beside the installed library, and an
-# export list of tcpx_p2p_* symbols only.
-# Usage: package_test.sh BUILD_DIR CONSUMER_SRC LIBDIR CMAKE CC GENERATOR [SANITIZE]
+# the installed emulator plugin found beside the installed library, the
+# installed programs finding that library by themselves, and an export list
+# of tcpx_p2p_* symbols only.
+# Usage: package_test.sh BUILD_DIR CONSUMER_SRC LIBDIR CMAKE CC GENERATOR [SANITIZE [BINDIR]]
 # (CTest passes these; SANITIZE is the build's -fsanitize value, if any.)
 set -u
 
-build=$1 consumer=$2 libdir=$3 cmake=$4 cc=$5 generator=$6 sanitize=${7:-}
+build=$1 consumer=$2 libdir=$3 cmake=$4 cc=$5 generator=$6 sanitize=${7:-} bindir=${8:-bin}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -27,7 +28,8 @@ say "install $build into $prefix"
 	{ cat "$tmp/install.log" >&2; bad "cmake --install"; exit 1; }
 lib=$prefix/$libdir/libtcpx_p2p.so
 for f in include/tcpx_p2p.h include/tcpx_p2p_version.h "$libdir/libtcpx_p2p.so" \
-	"$libdir/libnccl-net-tcpxemu.so" "$libdir/cmake/tcpx_p2p/tcpx_p2pConfig.cmake" \
+	"$libdir/libnccl-net-tcpxemu.so" "$bindir/tcpx_perf" "$bindir/tcp_probe" \
+	"$libdir/cmake/tcpx_p2p/tcpx_p2pConfig.cmake" \
 	"$libdir/cmake/tcpx_p2p/tcpx_p2pConfigVersion.cmake" "$libdir/pkgconfig/tcpx_p2p.pc"; do
 	[ -e "$prefix/$f" ] || bad "the install lacks $f"
 done
@@ -59,11 +61,34 @@ fi
 # cannot loop back on one machine): name the installed emulator explicitly
 # there.  Everywhere else the library must find it beside itself.
 run_env=(env -u TCPX_P2P_PLUGIN -u UCCL_TCPX_PLUGIN_PATH "LD_LIBRARY_PATH=$prefix/$libdir")
+# The installed programs must find the installed library through their own
+# RUNPATH, wherever the prefix lies: no LD_LIBRARY_PATH for them.
+prog_env=(env -u TCPX_P2P_PLUGIN -u UCCL_TCPX_PLUGIN_PATH -u LD_LIBRARY_PATH)
 expect_dir=$prefix/$libdir
 if [ -e /usr/local/tcpx/lib64/libnccl-net-tcpx.so ] || [ -e /var/lib/tcpx/lib64/libnccl-net.so ]
 then
 	echo "a TCPX plugin is installed here: naming the installed emulator explicitly"
 	run_env+=("TCPX_P2P_PLUGIN=$prefix/$libdir/libnccl-net-tcpxemu.so")
+	prog_env+=("TCPX_P2P_PLUGIN=$prefix/$libdir/libnccl-net-tcpxemu.so")
+fi
+
+say "installed programs, without LD_LIBRARY_PATH"
+for p in tcpx_perf tcp_probe; do
+	"${prog_env[@]}" "$prefix/$bindir/$p" --help >"$tmp/$p-help.log" 2>&1 ||
+		{ sed 's/^/    /' "$tmp/$p-help.log" >&2; bad "installed $p --help"; }
+done
+if "${prog_env[@]}" "$prefix/$bindir/tcpx_perf" loopback --mem host --size 1M --iters 2 --warmup 1 \
+	--timeout 30000 --verify >"$tmp/perf.log" 2>&1; then
+	grep -q 'verified' "$tmp/perf.log" || bad "installed tcpx_perf loopback did not verify"
+	# "plugin TCPXEmu_v7 (ABI v7, PATH)": PATH may run through bin/../lib.
+	used=$(sed -n 's/.*plugin TCPXEmu_v7 (ABI v7, \(.*\)),.*/\1/p' "$tmp/perf.log" | head -n 1)
+	if [ -z "$used" ] ||
+		[ "$(realpath "$used")" != "$(realpath "$expect_dir/libnccl-net-tcpxemu.so")" ]; then
+		bad "installed tcpx_perf loaded \"${used:-no emulator}\", not the installed emulator"
+	fi
+else
+	sed 's/^/    /' "$tmp/perf.log" >&2
+	bad "installed tcpx_perf loopback --mem host"
 fi
 
 say "CMake consumer: find_package(tcpx_p2p) with CMAKE_PREFIX_PATH=$prefix"
