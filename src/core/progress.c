@@ -2,7 +2,7 @@
  * requests moving through  post -> test -> unpack -> consume  (sends:
  * post -> test).  One pass drives every stage on every channel and never
  * blocks: a stage that cannot move is left for the next pass while the
- * others go on.  The plugin contract (DESIGN §4.6-4.7, §4.13): test only
+ * others go on.  The plugin contract (docs/tcpx.md, rules 6, 7 and 12): test only
  * the oldest incomplete request, irecvConsumed in posting order, at most 16
  * requests per comm, a NULL request means "not now", and a posted request
  * moves no byte until test() hands it to the plugin's helper threads — at

@@ -262,7 +262,7 @@ int tp__net_irecv(struct tp_net *net, tp_nccl_irecv_fn fn, void *recv_comm, void
 int tp__net_test(struct tp_net *net, tp_nccl_test_fn fn, void *request, int *done)
 {
 	/* TCPX never writes it, others may; the received size is not trusted
-	 * anyway (DESIGN §4.8), so it goes nowhere. */
+	 * anyway (docs/tcpx.md, plugin contract rule 8), so it goes nowhere. */
 	int size = 0;
 
 	if (!fn)
