@@ -29,7 +29,8 @@ BENCH_SWEEP_USAGE
 "      --mem host|cuda|pinned|pin  buffer memory (default host; pinned: cudaHostAlloc'd\n"
 "                         host memory; pin: malloc'd host memory registered with\n"
 "                         TCPX_P2P_MR_PIN; both with the session on --gpu)\n"
-"  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 or 0,0)\n"
+"  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 with\n"
+"                         two or more GPUs, else 0,0)\n"
 "      --gpus LIST        multi-session mode with --mem cuda: pair k is a session on\n"
 "                         GPU LIST[k] (e.g. 0-7, 0,1,2,3 or 0,0,0,0; loopback: both\n"
 "                         ends), in its own thread, connected to the peer's pair k\n"
@@ -421,8 +422,11 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	if (parse_mode(o, argv[optind]))
 		return -1;
 	bench_sweep_finish(&o->sweep);
+	/* Loopback's two sessions go on two GPUs where there are two, else
+	 * both on the one: a default naming a GPU the machine lacks only fails. */
 	if (o->gpu[1] < 0)
-		o->gpu[1] = o->mode == PERF_LOOPBACK && o->cuda ? 1 : o->gpu[0];
+		o->gpu[1] = o->mode == PERF_LOOPBACK && perf_mem_on_gpu(o) &&
+					    bench_gpu_count() >= 2 ? 1 : o->gpu[0];
 	if (o->mode == PERF_CLIENT && !o->host) {
 		fprintf(stderr, "tcpx_perf client: give the server with --host or TCPX_P2P_PEER\n");
 		return -1;
