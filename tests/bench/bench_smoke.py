@@ -376,6 +376,35 @@ def case_kv_bad_flag(c):
         check(p.stderr.strip(), "%s: no message on stderr" % args)
 
 
+def case_loopback_fail(c):
+    """One side of a loopback fails (TCPX_P2P_PERF_TEST_FAIL, test builds): the
+    other stops with it instead of waiting out its 120 s deadline in an accept
+    or a dial, and the injected failure is the error printed.  Single, multi-
+    session and kv runs; before the conns exist and at the first timed
+    iteration.  The 60 s limit only catches the old wait; no time is asserted."""
+    modes = {"single": ["loopback", "-s", "1M", "-n", "3"],
+             "pairs": ["loopback", "--pairs", "2", "-s", "1M", "-n", "3"],
+             "kv": ["kv", "loopback", "--layers", "2", "--block-size", "16K", "--blocks", "32",
+                    "-n", "3"]}
+    for mode, args in sorted(modes.items()):
+        for side in ("server", "client"):
+            for point in ("connect", "run"):
+                what = "%s %s:%s" % (mode, side, point)
+                try:
+                    p = run([c.perf] + args + ["--mem", "host", "--verify", "-q",
+                                               "--timeout", "120000"],
+                            env=clean_env(TCPX_P2P_PERF_TEST_FAIL="%s:%s" % (side, point)),
+                            expect=1)
+                except subprocess.TimeoutExpired:
+                    raise Fail("%s: the other side did not stop" % what)
+                errors = [l for l in p.stderr.splitlines()
+                          if l.startswith("tcpx_perf:") and "still blocked" not in l]
+                want = "tcpx_perf: %s: injected failure at %s" % (side, point)
+                check(errors and errors[0].startswith(want),
+                      "%s: first error %r, expected %r" % (what, errors[:1], want))
+                check(len(errors) == 1, "%s: errors after the first: %s" % (what, errors[1:]))
+
+
 def has_gpu():
     try:
         p = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE,
