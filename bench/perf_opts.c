@@ -21,7 +21,7 @@ static void usage(FILE *f)
 BENCH_SWEEP_USAGE
 "                         (env TCPX_P2P_PERF_SIZE, TCPX_P2P_PERF_ITERS)\n"
 "      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
-"      --channels N       channels per connection (TCPX_P2P_NUM_CHANNELS)\n"
+"      --channels N       channels per connection, 1..16 (TCPX_P2P_NUM_CHANNELS)\n"
 "      --conns N          connections between the peers, 1..64 (default 1; env\n"
 "                         TCPX_P2P_PERF_CONNS): each size is split evenly over them\n"
 "      --window N         send and receive window per channel (1..16)\n"
@@ -194,7 +194,8 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 			return bad("--chunk", arg);
 		break;
 	case O_CHANNELS:
-		if (bench_parse_int(arg, 1, 64, &o->cfg.num_channels))
+		/* The library's range, refused here rather than at session creation. */
+		if (bench_parse_int(arg, 1, TCPX_P2P_MAX_CHANNELS, &o->cfg.num_channels))
 			return bad("--channels", arg);
 		break;
 	case O_CONNS:

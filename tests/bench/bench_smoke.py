@@ -326,12 +326,16 @@ def case_dump_config(c):
 def case_bad_flag(c):
     for args in (["loopback", "--bogus"], ["loopback", "--mem", "gpu"], ["loopback", "-n", "0"],
                  ["loopback", "--window", "17"], ["loopback", "--conns", "0"],
-                 ["loopback", "--conns", "65"], ["sideways"], [], ["client", "-p", "99999"]):
+                 ["loopback", "--conns", "65"], ["loopback", "--channels", "0"],
+                 ["loopback", "--channels", "17"], ["sideways"], [], ["client", "-p", "99999"]):
         p = run([c.perf] + args, expect=2)
         check("usage" in p.stderr or "bad value" in p.stderr,
               "%s: no usage message on stderr" % args)
     # auto without a launcher rank cannot pick a side.
     run([c.perf, "auto", "-H", "127.0.0.1"], expect=2)
+    # --channels takes the library's whole range (TCPX_P2P_MAX_CHANNELS): 16 runs.
+    run([c.perf, "loopback", "--mem", "host", "--channels", "16", "-s", "64K", "-n", "1",
+         "-w", "0", "--verify", "-q"])
 
 
 def kv_run(c, op):
