@@ -225,13 +225,15 @@ static void release_all(struct kv_peer *p)
 }
 
 /* Target: poll the session's notifications (each poll drives it) until
- * the batch's arrives; spin, then yield the CPU between empty polls. */
+ * the batch's arrives; spin, then yield the CPU between empty polls.  A
+ * poll says nothing of the conn, so the pending "done" receive is looked at
+ * now and then: it fails with the conn, when the initiator went away. */
 static int wait_notif(struct kv_peer *p, uint64_t key)
 {
 	double deadline = bench_now_s() + p->o->timeout_ms * 1e-3;
 	char want[40];
 	long empty = 0;
-	int n, rc;
+	int n, done, rc;
 
 	snprintf(want, sizeof(want), "kv %016llx", (unsigned long long)key);
 	for (;;) {
@@ -242,7 +244,12 @@ static int wait_notif(struct kv_peer *p, uint64_t key)
 			break;
 		if (++empty > 64)
 			sched_yield();
-		if ((empty & 1023) == 0 && bench_now_s() > deadline)
+		if ((empty & 1023) != 0)
+			continue;
+		rc = tcpx_p2p_test(p->x[X_DONE], &done);
+		if (rc)
+			return fail("waiting for the batch's notification", rc);
+		if (bench_now_s() > deadline)
 			return fail("waiting for the batch's notification", TCPX_P2P_ETIMEDOUT);
 	}
 	if (p->notif.conn == p->c && p->notif.len == strlen(want) + 1 &&

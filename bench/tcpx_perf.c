@@ -145,7 +145,11 @@ static int run_loopback(const struct perf_opts *o)
 	if (ready && start_side(&lb, &arg[1], &th[1]) == 0)
 		started = 2;
 	if (supervise(&lb) > 0) {
-		/* Those threads cannot be joined; the first error is printed. */
+		/* A side still blocked cannot be joined: both go with the process
+		 * (detached, so that a finished one is not a leak), the first
+		 * error already printed. */
+		for (k = 0; k < started; k++)
+			pthread_detach(th[k]);
 		fflush(NULL);
 		_exit(1);
 	}
