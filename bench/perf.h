@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "bench_mem.h"
 #include "bench_util.h"
@@ -58,6 +59,24 @@ struct perf_opts {
 	int sized;                        /* a sweep size flag was given */
 	struct perf_kv_opts kv;
 };
+
+/* After the first failure of a run, how long the rest of it (the other
+ * side of a loopback, the other pairs) gets to unwind on its own before the
+ * process exits without it. */
+#define PERF_STOP_GRACE_MS 500
+
+/* Report an error (perf_fail.c): printed if it is the run's first or comes
+ * from the thread that failed first; the first also calls the hook. */
+void perf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+typedef void perf_failure_fn(void *arg);
+/* Called once, on the run's first failure (loopback: wakes its supervisor). */
+void perf_on_failure(perf_failure_fn *fn, void *arg);
+/* Test builds: -1 (said why) when TCPX_P2P_PERF_TEST_FAIL names this role
+ * ("server"/"client") and point ("connect": the server once it listens,
+ * the client before it dials; "run": the first timed iteration); else 0. */
+int perf_test_fail(int role, const char *point);
+/* ts = CLOCK_REALTIME ms from now, for pthread_cond_timedwait. */
+void perf_deadline(struct timespec *ts, int ms);
 
 /* Parse argv (and TCPX_P2P_PERF_* / launcher environment).
  * Returns 0, 1 when the program should exit successfully (--help), or -1. */

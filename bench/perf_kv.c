@@ -71,8 +71,8 @@ struct kv_peer {
 
 static int fail(const char *what, int rc)
 {
-	fprintf(stderr, "tcpx_perf: kv: %s: %s (%s)\n", what, tcpx_p2p_strerror(rc),
-		tcpx_p2p_last_error());
+	perf_error("tcpx_perf: kv: %s: %s (%s)\n", what, tcpx_p2p_strerror(rc),
+		   tcpx_p2p_last_error());
 	return rc;
 }
 
@@ -162,7 +162,7 @@ static int batch_blocks(struct kv_peer *p, uint64_t key, size_t bs, int it, int 
 				continue;
 			if (bad == (size_t)-2)
 				return fail("copying the pool back for verification", TCPX_P2P_ECUDA);
-			fprintf(stderr, "tcpx_perf: kv: verification FAILED: block size %zu, "
+			perf_error("tcpx_perf: kv: verification FAILED: block size %zu, "
 				"iteration %d, layer %d %c block %u (segment %d of the batch): first "
 				"bad byte at offset %zu\n", bs, it, a / 2, a % 2 ? 'V' : 'K', id[j],
 				a * p->ids + j, bad);
@@ -207,7 +207,7 @@ static int finish(struct kv_peer *p, int slot, const char *what, int is_recv, ui
 	memcpy(&got, (char *)p->ctrl.ptr + off, KV_TOKEN);
 	if (got == v)
 		return 0;
-	fprintf(stderr, "tcpx_perf: kv: %s: the peer is out of step (token %#llx, expected "
+	perf_error("tcpx_perf: kv: %s: the peer is out of step (token %#llx, expected "
 		"%#llx): do both peers run the same kv options?\n", what, (unsigned long long)got,
 		(unsigned long long)v);
 	return -1;
@@ -225,13 +225,15 @@ static void release_all(struct kv_peer *p)
 }
 
 /* Target: poll the session's notifications (each poll drives it) until
- * the batch's arrives; spin, then yield the CPU between empty polls. */
+ * the batch's arrives; spin, then yield the CPU between empty polls.  A
+ * poll says nothing of the conn, so the pending "done" receive is looked at
+ * now and then: it fails with the conn, when the initiator went away. */
 static int wait_notif(struct kv_peer *p, uint64_t key)
 {
 	double deadline = bench_now_s() + p->o->timeout_ms * 1e-3;
 	char want[40];
 	long empty = 0;
-	int n, rc;
+	int n, done, rc;
 
 	snprintf(want, sizeof(want), "kv %016llx", (unsigned long long)key);
 	for (;;) {
@@ -242,13 +244,18 @@ static int wait_notif(struct kv_peer *p, uint64_t key)
 			break;
 		if (++empty > 64)
 			sched_yield();
-		if ((empty & 1023) == 0 && bench_now_s() > deadline)
+		if ((empty & 1023) != 0)
+			continue;
+		rc = tcpx_p2p_test(p->x[X_DONE], &done);
+		if (rc)
+			return fail("waiting for the batch's notification", rc);
+		if (bench_now_s() > deadline)
 			return fail("waiting for the batch's notification", TCPX_P2P_ETIMEDOUT);
 	}
 	if (p->notif.conn == p->c && p->notif.len == strlen(want) + 1 &&
 	    !memcmp(p->notif.msg, want, p->notif.len))
 		return 0;
-	fprintf(stderr, "tcpx_perf: kv: notification of %zu bytes '%.*s', expected '%s'\n",
+	perf_error("tcpx_perf: kv: notification of %zu bytes '%.*s', expected '%s'\n",
 		p->notif.len, (int)(p->notif.len < 40 ? p->notif.len : 40),
 		(const char *)p->notif.msg, want);
 	return -1;
@@ -326,7 +333,7 @@ static int contig_check(struct kv_peer *p, size_t len, uint64_t key)
 		return 0;
 	if (bad == (size_t)-2)
 		return fail("copying the pool back for verification", TCPX_P2P_ECUDA);
-	fprintf(stderr, "tcpx_perf: kv: verification FAILED: contiguous %zu bytes, first bad byte "
+	perf_error("tcpx_perf: kv: verification FAILED: contiguous %zu bytes, first bad byte "
 		"at offset %zu\n", len, bad);
 	return -1;
 }
@@ -484,6 +491,8 @@ static int run_row(struct kv_peer *p, int row, int report, FILE *json)
 	double t;
 	int it;
 
+	if (row == 0 && perf_test_fail(p->role, "run"))
+		return -1;
 	for (it = -o->sweep.warmup; it < o->sweep.iters; it++)
 		if (p->role ? initiator_batch(p, bs, batch_key(p, row, it), it,
 					      it >= 0 ? &p->us[it] : &t) :
@@ -570,7 +579,7 @@ static int exchange_setup(struct kv_peer *p)
 	memset(peer.desc, 0, sizeof(peer.desc));
 	memset(mine.desc, 0, sizeof(mine.desc));
 	if (memcmp(&mine, &peer, sizeof(mine))) {
-		fprintf(stderr, "tcpx_perf: kv: the peer runs another shape: give both the same "
+		perf_error("tcpx_perf: kv: the peer runs another shape: give both the same "
 			"--layers, --block-size, --blocks, --pool-blocks, -n, -w, --seed, --op, "
 			"--verify and --chunk\n");
 		return -1;
@@ -584,7 +593,7 @@ static int exchange_setup(struct kv_peer *p)
 	if (rc)
 		return fail("rmr_query", rc);
 	if (rlen != p->pool.len) {
-		fprintf(stderr, "tcpx_perf: kv: the target exported %zu bytes, expected %zu\n", rlen,
+		perf_error("tcpx_perf: kv: the target exported %zu bytes, expected %zu\n", rlen,
 			p->pool.len);
 		return -1;
 	}
@@ -600,6 +609,8 @@ static int connect_kv(struct kv_peer *p, perf_listening_fn *listening, void *arg
 	int rc;
 
 	if (p->role) {
+		if (perf_test_fail(1, "connect"))
+			return -1;
 		t0 = bench_now_s();
 		rc = tcpx_p2p_dial(p->s, o->host, o->pair_ports ? o->pair_ports[0] : port,
 				   o->timeout_ms, &p->c);
@@ -612,6 +623,10 @@ static int connect_kv(struct kv_peer *p, perf_listening_fn *listening, void *arg
 	tcpx_p2p_server_port(srv, &port);
 	if (listening)
 		listening(arg, 0, port);
+	if (perf_test_fail(0, "connect")) {
+		tcpx_p2p_server_destroy(srv);
+		return -1;
+	}
 	t0 = bench_now_s();
 	rc = tcpx_p2p_server_accept(srv, o->timeout_ms, &p->c);
 	p->setup_ms = (bench_now_s() - t0) * 1e3;
@@ -633,7 +648,7 @@ static int alloc_arrays(struct kv_peer *p)
 	p->cus = calloc(it, sizeof(*p->cus));
 	if (p->perm && p->src && p->dst && p->local && p->remote && p->us && p->cus)
 		return 0;
-	fprintf(stderr, "tcpx_perf: kv: out of memory\n");
+	perf_error("tcpx_perf: kv: out of memory\n");
 	return -1;
 }
 
@@ -668,7 +683,7 @@ static int make_regions(struct kv_peer *p, int gpu)
 
 	if (bench_buf_alloc(&p->pool, len, perf_mem_kind(o), gpu, err, sizeof(err)) ||
 	    bench_buf_alloc(&p->ctrl, 2 * KV_CTRL_HALF, BENCH_HOST, -1, err, sizeof(err))) {
-		fprintf(stderr, "tcpx_perf: kv: %s\n", err);
+		perf_error("tcpx_perf: kv: %s\n", err);
 		if (p->pool.ptr)
 			bench_buf_free(&p->pool);
 		p->pool.ptr = NULL;

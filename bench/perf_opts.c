@@ -21,7 +21,7 @@ static void usage(FILE *f)
 BENCH_SWEEP_USAGE
 "                         (env TCPX_P2P_PERF_SIZE, TCPX_P2P_PERF_ITERS)\n"
 "      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
-"      --channels N       channels per connection (TCPX_P2P_NUM_CHANNELS)\n"
+"      --channels N       channels per connection, 1..16 (TCPX_P2P_NUM_CHANNELS)\n"
 "      --conns N          connections between the peers, 1..64 (default 1; env\n"
 "                         TCPX_P2P_PERF_CONNS): each size is split evenly over them\n"
 "      --window N         send and receive window per channel (1..16)\n"
@@ -29,7 +29,8 @@ BENCH_SWEEP_USAGE
 "      --mem host|cuda|pinned|pin  buffer memory (default host; pinned: cudaHostAlloc'd\n"
 "                         host memory; pin: malloc'd host memory registered with\n"
 "                         TCPX_P2P_MR_PIN; both with the session on --gpu)\n"
-"  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 or 0,0)\n"
+"  -g, --gpu N[,M]        GPU of this peer (loopback: server,client; default 0,1 with\n"
+"                         two or more GPUs, else 0,0)\n"
 "      --gpus LIST        multi-session mode with --mem cuda: pair k is a session on\n"
 "                         GPU LIST[k] (e.g. 0-7, 0,1,2,3 or 0,0,0,0; loopback: both\n"
 "                         ends), in its own thread, connected to the peer's pair k\n"
@@ -193,7 +194,8 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 			return bad("--chunk", arg);
 		break;
 	case O_CHANNELS:
-		if (bench_parse_int(arg, 1, 64, &o->cfg.num_channels))
+		/* The library's range, refused here rather than at session creation. */
+		if (bench_parse_int(arg, 1, TCPX_P2P_MAX_CHANNELS, &o->cfg.num_channels))
 			return bad("--channels", arg);
 		break;
 	case O_CONNS:
@@ -421,8 +423,11 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	if (parse_mode(o, argv[optind]))
 		return -1;
 	bench_sweep_finish(&o->sweep);
+	/* Loopback's two sessions go on two GPUs where there are two, else
+	 * both on the one: a default naming a GPU the machine lacks only fails. */
 	if (o->gpu[1] < 0)
-		o->gpu[1] = o->mode == PERF_LOOPBACK && o->cuda ? 1 : o->gpu[0];
+		o->gpu[1] = o->mode == PERF_LOOPBACK && perf_mem_on_gpu(o) &&
+					    bench_gpu_count() >= 2 ? 1 : o->gpu[0];
 	if (o->mode == PERF_CLIENT && !o->host) {
 		fprintf(stderr, "tcpx_perf client: give the server with --host or TCPX_P2P_PEER\n");
 		return -1;

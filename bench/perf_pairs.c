@@ -13,11 +13,6 @@
 
 #include "perf.h"
 
-/* After a failure, how long the other pairs get to notice and unwind before
- * the process exits without them (an accept or dial waiting for a peer that
- * will never come cannot be interrupted). */
-#define PERF_GRACE_S 5
-
 int perf_group_sync(struct perf_group *g)
 {
 	int gen, rc;
@@ -59,7 +54,7 @@ static void *pair_thread(void *arg)
 }
 
 /* Wait until every pair thread finished; after a failure give the rest
- * PERF_GRACE_S.  Returns the number still running. */
+ * PERF_STOP_GRACE_MS.  Returns the number still running. */
 static int supervise(struct perf_group *g)
 {
 	struct timespec until;
@@ -68,8 +63,7 @@ static int supervise(struct perf_group *g)
 	pthread_mutex_lock(&g->lock);
 	while (g->running > 0 && !g->failed)
 		pthread_cond_wait(&g->cond, &g->lock);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += PERF_GRACE_S;
+	perf_deadline(&until, PERF_STOP_GRACE_MS);
 	while (g->running > 0)
 		if (pthread_cond_timedwait(&g->cond, &g->lock, &until) == ETIMEDOUT)
 			break;
@@ -93,7 +87,7 @@ int perf_run_pairs(const struct perf_opts *o, int role, int report, perf_listeni
 	g.pi = calloc(n, sizeof(*g.pi));
 	g.rows = calloc(n, sizeof(*g.rows));
 	if (!g.t0 || !g.t1 || !g.pi || !g.rows) {
-		fprintf(stderr, "tcpx_perf: out of memory for %d pairs\n", o->npairs);
+		perf_error("tcpx_perf: out of memory for %d pairs\n", o->npairs);
 		goto free_arrays;
 	}
 	pthread_mutex_init(&g.lock, NULL);
@@ -105,7 +99,7 @@ int perf_run_pairs(const struct perf_opts *o, int role, int report, perf_listeni
 		g.running++;
 		pthread_mutex_unlock(&g.lock);
 		if (pthread_create(&th[k], NULL, pair_thread, &args[k])) {
-			fprintf(stderr, "tcpx_perf: cannot start the thread of pair %d\n", k);
+			perf_error("tcpx_perf: cannot start the thread of pair %d\n", k);
 			pthread_mutex_lock(&g.lock);
 			g.running--;
 			g.failed = 1;
@@ -119,8 +113,8 @@ int perf_run_pairs(const struct perf_opts *o, int role, int report, perf_listeni
 	left = supervise(&g);
 	if (left > 0) {
 		fprintf(stderr, "tcpx_perf: a pair failed; %d pair%s still blocked (waiting for "
-			"the peer in set-up?) after %d s: exiting\n", left, left > 1 ? "s are" : " is",
-			PERF_GRACE_S);
+			"the peer in set-up?) %d ms later: exiting\n", left, left > 1 ? "s are" : " is",
+			PERF_STOP_GRACE_MS);
 		fflush(NULL);
 		/* Those threads cannot be joined; let them go with the process. */
 		for (k = 0; k < started; k++)

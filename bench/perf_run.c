@@ -35,8 +35,8 @@ static __thread char who[16];
 
 static int fail(const char *what, int rc)
 {
-	fprintf(stderr, "tcpx_perf: %s%s: %s (%s)\n", who, what, tcpx_p2p_strerror(rc),
-		tcpx_p2p_last_error());
+	perf_error("tcpx_perf: %s%s: %s (%s)\n", who, what, tcpx_p2p_strerror(rc),
+		   tcpx_p2p_last_error());
 	return rc;
 }
 
@@ -153,6 +153,8 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 	size_t bad;
 	int k, rc;
 
+	if (it == 0 && p->pair == 0 && perf_test_fail(p->pi.role, "run"))
+		return -1;
 	if (o->verify && sends(p) &&
 	    bench_buf_fill(&p->buf, 0, size, seed_of(p->pair, size, it, p->pi.role)))
 		return fail("fill", TCPX_P2P_ECUDA);
@@ -184,8 +186,8 @@ static int one_iteration(struct peer *p, size_t size, int it, double *us)
 	if (bad == (size_t)-2)
 		return fail("copying the received buffer back for verification", TCPX_P2P_ECUDA);
 	k = size >= (size_t)o->conns ? (int)(bad / (size / (size_t)o->conns)) : o->conns - 1;
-	fprintf(stderr, "tcpx_perf: %sverification FAILED: size %zu, iteration %d, first bad byte "
-		"at offset %zu (conn %d)\n", who, size, it, bad, k < o->conns ? k : o->conns - 1);
+	perf_error("tcpx_perf: %sverification FAILED: size %zu, iteration %d, first bad byte at "
+		   "offset %zu (conn %d)\n", who, size, it, bad, k < o->conns ? k : o->conns - 1);
 	return -1;
 }
 
@@ -267,6 +269,11 @@ static int connect_peer(struct peer *p, perf_listening_fn *listening, void *arg)
 		if (listening)
 			listening(arg, p->pair, port);
 	}
+	if (p->pair == 0 && perf_test_fail(p->pi.role, "connect")) {
+		if (srv)
+			tcpx_p2p_server_destroy(srv);
+		return -1;
+	}
 	t0 = bench_now_s();
 	for (p->nconns = 0; p->nconns < o->conns; p->nconns++) {
 		if (srv)
@@ -319,9 +326,9 @@ static int hello(struct peer *p)
 	if (bad == (size_t)-2)
 		return fail("hello check", TCPX_P2P_ECUDA);
 	if (bad != (size_t)-1) {
-		fprintf(stderr, "tcpx_perf: %sthe peer did not answer as pair %d of %d: do both "
-			"peers give as many --pairs or --gpus, and does port %u reach the peer's "
-			"pair %d?\n", who, p->pair, o->npairs, (unsigned)pair_port(p), p->pair);
+		perf_error("tcpx_perf: %sthe peer did not answer as pair %d of %d: do both peers "
+			   "give as many --pairs or --gpus, and does port %u reach the peer's pair "
+			   "%d?\n", who, p->pair, o->npairs, (unsigned)pair_port(p), p->pair);
 		return -1;
 	}
 	return 0;
@@ -395,7 +402,7 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 	if (rc)
 		goto close_conns;
 	if (bench_buf_alloc(&p.buf, len ? len : 1, perf_mem_kind(o), cfg.gpu, err, sizeof(err))) {
-		fprintf(stderr, "tcpx_perf: %s%s\n", who, err);
+		perf_error("tcpx_perf: %s%s\n", who, err);
 		rc = -1;
 		goto close_conns;
 	}

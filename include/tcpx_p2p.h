@@ -110,11 +110,14 @@ enum tcpx_p2p_unpack {
 	TCPX_P2P_UNPACK_HOST = 2,   /* through host memory */
 };
 
+/* The most channels a connection may have (tcpx_p2p_config.num_channels). */
+#define TCPX_P2P_MAX_CHANNELS 16
+
 typedef struct tcpx_p2p_config {
 	size_t struct_size;   /* sizeof(tcpx_p2p_config) as the caller compiled it */
 	int gpu;              /* CUDA device of the session; -1 = host memory only */
 	int net_dev;          /* plugin device index; -1 = chosen from gpu */
-	int num_channels;     /* channels per connection, 1..16 */
+	int num_channels;     /* channels per connection, 1..TCPX_P2P_MAX_CHANNELS */
 	size_t chunk_bytes;   /* bytes per plugin request, 1..4 MiB */
 	int send_window;      /* in-flight sends per channel, 1..16 */
 	int recv_window;      /* in-flight receives per channel (until consumed), 1..16 */

@@ -8,8 +8,8 @@ source "$(dirname "$0")/lib.sh"
 
 tp_install_deps
 build="$tp_root/build"
-mkdir -p "$build"
-tp_build "$build" -DBUILD_TESTING=OFF
+tp_suite_args quickstart
+tp_build "$build" "${tp_args[@]}"
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--mem host --size 256M --iters 5 --verify)
 tp_log "tcpx_perf loopback ${args[*]}"

@@ -7,6 +7,26 @@
 #   (with a GPU the emulator would otherwise bounce host receives through
 #   device memory).
 set -u
+
+usage() {
+	cat <<'USAGE'
+usage: [BUILD=build] scripts/ratio_table.sh [size (256M)] [channels (1 2 4 8)]
+One line per channel count: raw loopback TCP (tcp_probe), host and CUDA
+memory over the emulator (tcpx_perf loopback) at 2 sockets per channel,
+their GB/s and ratios.  Without a GPU the CUDA column says "-".
+  -h, --help  this text
+USAGE
+}
+
+for a in "$@"; do
+	case $a in
+	-h|--help) usage; exit 0 ;;
+	-*) usage >&2; exit 2 ;;
+	esac
+done
+for a in "${@:2}"; do
+	[[ $a =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+done
 build=${BUILD:-build}
 size=${1:-256M}
 shift || true

@@ -8,6 +8,26 @@
 # SOCKS are NCCL_NSOCKS_PERTHREAD values (one socket thread per comm).  Host
 # rows run with TCPX_EMU_BOUNCE=off; CUDA rows only where a GPU is seen.
 set -euo pipefail
+
+usage() {
+	cat <<'USAGE'
+usage: [BUILD=build] [CHUNKS="512K 1M 2M 4M"] [CHANNELS="1 2 4"] [SOCKS=2]
+       [MEMS="host cuda"] scripts/sweep.sh [reps (3)] [size (256M)]
+Loopback GB/s of tcpx_perf over the emulator for every chunk size, channel
+count and NCCL_NSOCKS_PERTHREAD value (SOCKS), host and CUDA memory (CUDA
+only where a GPU is seen), repeated reps times, interleaved.  One line per
+run: rep=R mem=M channels=C socks=S chunk=K GB/s=X.
+  -h, --help  this text
+USAGE
+}
+
+case ${1:-} in
+-h|--help) usage; exit 0 ;;
+esac
+if [ $# -gt 2 ] || ! [[ ${1:-3} =~ ^[1-9][0-9]*$ ]] || [[ ${2:-256M} == -* ]]; then
+	usage >&2
+	exit 2
+fi
 build=${BUILD:-build}
 perf=$build/bin/tcpx_perf
 plugin=$build/lib/libnccl-net-tcpxemu.so

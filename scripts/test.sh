@@ -3,11 +3,29 @@
 # warnings as errors, runs CTest; then (unless --quick) the same suite
 # under ASan+UBSan and under TSan, and a bounded libFuzzer run of the fuzz
 # targets (about 60 s; skipped with a message where clang cannot be had).
-# GPU tests skip (exit 77) without a GPU.
-# Usage: scripts/test.sh [--quick] [extra ctest args]
+# GPU tests skip (exit 77) without a GPU.  A suite that runs no test fails.
+# Usage: scripts/test.sh [--quick] [extra ctest args]   (--help: usage)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
+usage() {
+	cat <<'USAGE'
+usage: scripts/test.sh [--quick] [extra ctest args]
+Builds and tests the release suite in build/, then (unless --quick) the
+ASan+UBSan suite in build-asan/, the TSan suite in build-tsan/ and a 20 s
+libFuzzer run per target in build-fuzz/.  Installs missing Debian packages
+first.  Each suite is configured with every option it depends on, so a
+build/ made by scripts/quickstart.sh gets its tests; a suite that runs no
+test fails.  Extra arguments go to every ctest run (e.g. -R unit_).
+  --quick     the release suite only
+  -h, --help  this text
+USAGE
+}
+
+# Help is answered before anything is installed or built.
+for a in "$@"; do
+	case $a in -h|--help) usage; exit 0 ;; esac
+done
 quick=0
 if [ "${1:-}" = "--quick" ]; then
 	quick=1
@@ -16,14 +34,13 @@ fi
 tp_install_deps
 jobs=$(nproc)
 
-run_suite() { # name, build dir, cmake args...
-	local name=$1 dir=$2
-	shift 2
+run_suite() { # name (a tp_suite_args suite), build dir
+	local name=$1 dir=$2 tp_args
 	tp_log "$name: build in $dir"
-	mkdir -p "$dir"
-	tp_build "$dir" -DTCPX_P2P_WERROR=ON -DTCPX_P2P_TEST_HOOKS=ON "$@"
+	tp_suite_args "$name"
+	tp_build "$dir" "${tp_args[@]}"
 	tp_log "$name: ctest"
-	ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 "${ctest_args[@]}"
+	tp_ctest "$dir" "${ctest_args[@]}"
 }
 
 # tests/fuzz: each target 20 s from its committed seeds plus what earlier
@@ -57,15 +74,10 @@ run_fuzz() {
 }
 
 ctest_args=("$@")
-run_suite release "$tp_root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite release "$tp_root/build"
 if [ "$quick" = 0 ]; then
-	# Sanitizer builds leave CUDA out: they check the host code, and the
-	# CUDA runtime is not instrumented.
-	run_suite asan "$tp_root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DTCPX_P2P_CUDA=OFF \
-		-DTCPX_P2P_SANITIZE=address,undefined
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-		run_suite tsan "$tp_root/build-tsan" -DCMAKE_BUILD_TYPE=Debug -DTCPX_P2P_CUDA=OFF \
-		-DTCPX_P2P_SANITIZE=thread
+	run_suite asan "$tp_root/build-asan"
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_suite tsan "$tp_root/build-tsan"
 	run_fuzz
 fi
 tp_log "all test suites passed"

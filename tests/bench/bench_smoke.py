@@ -326,12 +326,16 @@ def case_dump_config(c):
 def case_bad_flag(c):
     for args in (["loopback", "--bogus"], ["loopback", "--mem", "gpu"], ["loopback", "-n", "0"],
                  ["loopback", "--window", "17"], ["loopback", "--conns", "0"],
-                 ["loopback", "--conns", "65"], ["sideways"], [], ["client", "-p", "99999"]):
+                 ["loopback", "--conns", "65"], ["loopback", "--channels", "0"],
+                 ["loopback", "--channels", "17"], ["sideways"], [], ["client", "-p", "99999"]):
         p = run([c.perf] + args, expect=2)
         check("usage" in p.stderr or "bad value" in p.stderr,
               "%s: no usage message on stderr" % args)
     # auto without a launcher rank cannot pick a side.
     run([c.perf, "auto", "-H", "127.0.0.1"], expect=2)
+    # --channels takes the library's whole range (TCPX_P2P_MAX_CHANNELS): 16 runs.
+    run([c.perf, "loopback", "--mem", "host", "--channels", "16", "-s", "64K", "-n", "1",
+         "-w", "0", "--verify", "-q"])
 
 
 def kv_run(c, op):
@@ -374,6 +378,40 @@ def case_kv_bad_flag(c):
                  ["kv", "loopback", "--bidir"], ["loopback", "--layers", "2"]):
         p = run([c.perf] + args, expect=2)
         check(p.stderr.strip(), "%s: no message on stderr" % args)
+
+
+def case_loopback_fail(c):
+    """One side of a loopback fails (TCPX_P2P_PERF_TEST_FAIL, test builds): the
+    other stops with it instead of waiting out its 120 s deadline in an accept
+    or a dial, and the injected failure is the error printed.  Single, multi-
+    session and kv runs; before the conns exist and at the first timed
+    iteration.  The 60 s limit only catches the old wait; no time is asserted.
+    A side still blocked after the grace goes with the process (_exit), its
+    threads unjoined: TSan's thread-leak report would be about that, not a bug."""
+    tsan = os.environ.get("TSAN_OPTIONS", "")
+    tsan = (tsan + " " if tsan else "") + "report_thread_leaks=0"
+    modes = {"single": ["loopback", "-s", "1M", "-n", "3"],
+             "pairs": ["loopback", "--pairs", "2", "-s", "1M", "-n", "3"],
+             "kv": ["kv", "loopback", "--layers", "2", "--block-size", "16K", "--blocks", "32",
+                    "-n", "3"]}
+    for mode, args in sorted(modes.items()):
+        for side in ("server", "client"):
+            for point in ("connect", "run"):
+                what = "%s %s:%s" % (mode, side, point)
+                try:
+                    p = run([c.perf] + args + ["--mem", "host", "--verify", "-q",
+                                               "--timeout", "120000"],
+                            env=clean_env(TCPX_P2P_PERF_TEST_FAIL="%s:%s" % (side, point),
+                                          TSAN_OPTIONS=tsan),
+                            expect=1)
+                except subprocess.TimeoutExpired:
+                    raise Fail("%s: the other side did not stop" % what)
+                errors = [l for l in p.stderr.splitlines()
+                          if l.startswith("tcpx_perf:") and "still blocked" not in l]
+                want = "tcpx_perf: %s: injected failure at %s" % (side, point)
+                check(errors and errors[0].startswith(want),
+                      "%s: first error %r, expected %r" % (what, errors[:1], want))
+                check(len(errors) == 1, "%s: errors after the first: %s" % (what, errors[1:]))
 
 
 def has_gpu():

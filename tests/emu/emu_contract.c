@@ -531,7 +531,7 @@ static void test_bytes_move_only_in_test(void **state)
 	assert_true(memcmp(r[0], (char[64]){ 0 }, 64) == 0);
 	/* One test of the head send activates exactly that send. */
 	assert_int_equal(net->test(sreq[0], &done, NULL), ncclSuccess);
-	for (int i = 0; i < 2000 && !done; i++) {
+	for (int i = 0; i < 60000 && !done; i++) { /* 60 s at least: a hang, not speed */
 		sleep_ms(1);
 		assert_int_equal(net->test(rreq[0], &done, NULL), ncclSuccess);
 	}
@@ -606,13 +606,17 @@ static void test_task_limit(void **state)
 
 /*
  * Accept holds the comm back for TCPX_EMU_ACCEPT_WAIT_US (flow steering)
- * counted from the moment its sockets are in, on its own clock: two
- * pairs driven in one loop take one wait, not two.
+ * counted from the moment its sockets are in: two pairs driven in one loop
+ * both get their comms, neither before the wait.  That the two waits
+ * overlap (one wait in all, each on its own clock) is not asserted: only
+ * an upper bound on the time would show it from here, and a loaded machine
+ * breaks those; test_guards' acceptwait counts the overlap the library
+ * makes instead.  The loop's limit only stops a hang.
  */
 static void test_accept_wait(void **state)
 {
 	const char *env = getenv("TCPX_EMU_ACCEPT_WAIT_US");
-	double wait = env ? atof(env) * 1e-6 : 0, t0 = now_s(), elapsed;
+	double wait = env ? atof(env) * 1e-6 : 0, t0 = now_s();
 	struct emu_pair p[2];
 	char handle[2][NCCL_NET_HANDLE_MAXSIZE];
 
@@ -624,7 +628,8 @@ static void test_accept_wait(void **state)
 		memcpy(p[i].handle, handle[i], sizeof(handle[i]));
 	}
 	while (!p[0].rcomm || !p[1].rcomm || !p[0].scomm || !p[1].scomm) {
-		assert_true(now_s() - t0 < 3 * wait + 5);
+		if (now_s() - t0 > wait + 60)
+			fail_msg("the accepts did not complete within %.0f s", wait + 60);
 		for (int i = 0; i < 2; i++) {
 			if (!p[i].scomm)
 				assert_int_equal(net->connect(0, p[i].handle, &p[i].scomm, NULL),
@@ -635,9 +640,8 @@ static void test_accept_wait(void **state)
 		}
 		sleep_ms(1);
 	}
-	elapsed = now_s() - t0;
-	assert_true(elapsed >= wait);
-	assert_true(elapsed < 1.8 * wait);
+	/* A lower bound: the emulator's clock starts after t0. */
+	assert_true(now_s() - t0 >= wait);
 	for (int i = 0; i < 2; i++)
 		emu_pair_close(&p[i]);
 }

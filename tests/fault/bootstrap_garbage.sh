@@ -38,7 +38,7 @@ else
 	tp_wait_for peer 'peer: listening' 10000
 	tp_spawn perf 60 -- "$perf" client --host 127.0.0.1 "${args[@]}"
 fi
-tp_wait_exit perf $((tmo + 5000))
+tp_wait_exit perf "$tp_hang_ms"
 tp_note "tcpx_perf $(tp_peer_of "$bad") exited $rc_perf after $el_perf ms"
 tp_expect_failure perf "^tcpx_perf: .*($re)"
 if [ "$mode" = silent ] && [ "$el_perf" -lt $((tmo - 1000)) ]; then

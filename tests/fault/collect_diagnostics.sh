@@ -53,7 +53,7 @@ tp_wait_exit diag2 55000
 tp_expect_success diag2
 grep -q '^nic tpnosuchnic0: absent' "$tmp/d2/SUMMARY" || tp_fail "absent NIC not reported"
 tp_spawn bad 10 -- "$diag" --bogus
-tp_wait_exit bad 5000
+tp_wait_exit bad "$tp_hang_ms"
 [ "$rc_bad" -eq 2 ] || tp_fail "a bad option gave $rc_bad, not 2"
 
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then

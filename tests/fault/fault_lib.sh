@@ -86,6 +86,12 @@ tp_spawn() {
 
 tp_now_ms() { date +%s%3N; }
 
+# The LIMIT_MS of a wait for a process that should end soon.  Only a hang
+# may pass it, never a slow or loaded machine: the tests assert what ended a
+# process (its exit status and message), not how long that took.  Below the
+# 50-60 s that tp_spawn gives the processes.
+tp_hang_ms=45000
+
 # tp_wait_exit NAME LIMIT_MS: wait up to LIMIT_MS for NAME to exit; sets rc_NAME
 # and el_NAME (ms waited).  Fails the test if it is still running.
 tp_wait_exit() {

@@ -74,8 +74,8 @@ if [ "$mode" = linkdown ]; then
 	tp_wait_for server 'iteration [0-9]+ of' 30000
 	tp_note "taking the link down mid-run"
 	ip -n "$nsa" link set "$va" down
-	tp_wait_exit server $((tmo + 5000))
-	tp_wait_exit client $((tmo + 5000))
+	tp_wait_exit server "$tp_hang_ms"
+	tp_wait_exit client "$tp_hang_ms"
 	tp_note "server exited $rc_server after $el_server ms, client $rc_client"
 	tp_expect_failure server '^tcpx_perf: .*(timed out|closed|unreachable|network)'
 	tp_expect_failure client '^tcpx_perf: .*(timed out|closed|unreachable|network)'
@@ -86,7 +86,7 @@ if [ "$mode" = linkdown ]; then
 fi
 
 tp_wait_exit client 140000
-tp_wait_exit server 10000
+tp_wait_exit server "$tp_hang_ms"
 tp_expect_success server
 tp_expect_success client
 # Every size of the sweep must have a result row on both sides.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kill -9 one side of a running verified transfer: the survivor must notice
-# (the kernel closes the dead side's sockets), exit non-zero on its own well
-# within its --timeout, and say on stderr that the peer went away.
+# (the kernel closes the dead side's sockets), exit non-zero on its own (by
+# its --timeout at the latest), and say on stderr that the peer went away.
 # Usage: peer_killed.sh BUILD_DIR client|server   (the side to kill)
 # rc_NAME, el_NAME and pid_NAME are set by name in fault_lib.sh.
 # shellcheck disable=SC2154
@@ -15,7 +15,7 @@ tp_start_pair $tmo
 cpid=cpid_$victim
 tp_note "killing the $victim (pid ${!cpid}) mid-run"
 kill -KILL "${!cpid}"
-tp_wait_exit "$survivor" $((tmo + 5000))
+tp_wait_exit "$survivor" "$tp_hang_ms"
 el=el_$survivor rc=rc_$survivor
 tp_note "$survivor exited with ${!rc} after ${!el} ms"
 tp_expect_failure "$survivor" \

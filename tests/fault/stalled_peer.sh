@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SIGSTOP one side of a running verified transfer: its sockets stay open but
 # nothing moves, so only a deadline can end the wait.  The survivor must fail
-# with a timeout error within its --timeout plus a margin; then the stopped
-# side is killed.
+# on its own with a timeout error, not before its --timeout; then the
+# stopped side is killed.
 # Usage: stalled_peer.sh BUILD_DIR client|server   (the side to stop)
 # rc_NAME, el_NAME and pid_NAME are set by name in fault_lib.sh.
 # shellcheck disable=SC2154
@@ -16,7 +16,7 @@ tp_start_pair $tmo
 cpid=cpid_$victim
 tp_note "stopping the $victim (pid ${!cpid}) mid-run"
 kill -STOP "${!cpid}"
-tp_wait_exit "$survivor" $((tmo + 4000))
+tp_wait_exit "$survivor" "$tp_hang_ms"
 el=el_$survivor rc=rc_$survivor
 tp_note "$survivor exited with ${!rc} after ${!el} ms"
 kill -KILL "${!cpid}"

@@ -89,7 +89,7 @@ two_node_mpi)
 	tp_spawn client 50 "${b[@]}" OMPI_COMM_WORLD_RANK=1 TCPX_EMU_ADDR=10.232.0.2 \
 		TCPX_P2P_PEER=10.232.0.1 -- "$two" auto --mem host --build-dir "$1" -- "${sweep[@]}"
 	tp_wait_exit client 45000
-	tp_wait_exit server 5000
+	tp_wait_exit server "$tp_hang_ms"
 	tp_expect_success server
 	tp_expect_success client
 	grep -q '^# tcpx_perf server (receiver)' "$tmp/server.out" || tp_fail "rank 0 was not the server"
@@ -115,7 +115,7 @@ a3_slurm)
 		TCPX_P2P_PEER=10.232.0.1 -- "$a3" auto --pairs 4 --out "$outb" --build-dir "$1" -- \
 		"${sweep[@]}"
 	tp_wait_exit client 45000
-	tp_wait_exit server 5000
+	tp_wait_exit server "$tp_hang_ms"
 	tp_expect_success server
 	tp_expect_success client
 	grep -q 'one process, 4 sessions' "$tmp/client.err" || tp_fail "not the one-process layout"

