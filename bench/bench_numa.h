@@ -1,5 +1,5 @@
 /* Run a benchmark peer on the NUMA node of its GPU (or of a given node):
- * on A3 a GPU's NIC sits on the same node (DESIGN §11), and a peer whose
+ * on A3 a GPU's NIC sits on the same node (docs/tcpx.md, "Running on GCP A3"), and a peer whose
  * CPU and host memory are on the other socket loses bandwidth. */
 #ifndef TP_BENCH_NUMA_H
 #define TP_BENCH_NUMA_H

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # GPUDirect-TCPX settings for GCP a3-highgpu-8g (docs/benchmarks.md,
-# DESIGN §11).  Source it, don't run it:
+# docs/tcpx.md, "Running on GCP A3").  Source it, don't run it:
 #
 #   . scripts/tcpx_env.sh
 #
@@ -13,7 +13,7 @@
 # -> /sys/devices/system/node/nodeN/cpulist, each range of that list split
 # in a first half for TX and the rest for RX (NICs on one node share them).
 # When that cannot be read (no such NIC, NUMA node -1 on a multi-node host)
-# the a3-highgpu-8g values of DESIGN §11 are the fallback.  What it chose is
+# the a3-highgpu-8g values of docs/tcpx.md ("CPU bindings") are the fallback.  What it chose is
 # printed on stderr (TCPX_ENV_QUIET=1 silences it; TCPX_ENV_SYSFS=DIR reads
 # another sysfs tree, for tests).
 # Returns non-zero only when it was run instead of sourced.
@@ -120,7 +120,7 @@ tcpx_env_bindings() {
 
 if [ -z "${NCCL_GPUDIRECTTCPX_TX_BINDINGS+x}" ] || [ -z "${NCCL_GPUDIRECTTCPX_RX_BINDINGS+x}" ]; then
 	if ! tcpx_env_bindings; then
-		# The values of the 208-CPU a3-highgpu-8g (DESIGN §11), for eth1..eth4.
+		# The values of the 208-CPU a3-highgpu-8g (docs/tcpx.md, "CPU bindings"), for eth1..eth4.
 		tcpx_env_how="A3 fallback (topology unreadable: $tcpx_env_how)"
 		tcpx_env_tx="eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"
 		tcpx_env_rx="eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
