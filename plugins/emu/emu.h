@@ -1,7 +1,8 @@
 /*
  * Internal declarations of the TCPX emulator plugin: a real NCCL net plugin
- * over TCP sockets that obeys the GPUDirect-TCPX contract (docs: DESIGN.md
- * sections 4-6).  Nothing here is exported; the only public symbol is
+ * over TCP sockets that obeys the GPUDirect-TCPX contract (docs/tcpx.md,
+ * "The plugin contract" and "The emulator plugin").  Nothing here is
+ * exported; the only public symbol is
  * ncclNetPlugin_v7 in emu_plugin.c.
  */
 #ifndef TP_EMU_H
@@ -66,8 +67,8 @@ struct emu_config {
 	/*
 	 * TCPX_EMU_PROGRESS=strict (default) moves a request's bytes only once a
 	 * test() on its comm handed it to the helper threads, one request per
-	 * test, and publishes finished requests there, as TCPX does (DESIGN
-	 * §4.13); eager (1 here) hands every request over at post time.
+	 * test, and publishes finished requests there, as TCPX does (docs/tcpx.md,
+	 * rule 12); eager (1 here) hands every request over at post time.
 	 */
 	int eager;
 	uint32_t accept_wait_us; /* TCPX_EMU_ACCEPT_WAIT_US: flow-steering set-up */
