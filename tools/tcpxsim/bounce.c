@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "bounce.h"
 
-#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -22,7 +21,6 @@ static struct {
 	CUresult (*init)(unsigned);
 	CUresult (*count)(int *);
 	CUresult (*get)(CUdevice *, int);
-	CUresult (*pci_id)(char *, int, CUdevice);
 	CUresult (*by_pci)(CUdevice *, const char *);
 	CUresult (*retain)(CUcontext *, CUdevice);
 	CUresult (*push)(CUcontext);
@@ -57,7 +55,6 @@ static void cuda_load(void)
 	SYM(init, "cuInit")
 	SYM(count, "cuDeviceGetCount")
 	SYM(get, "cuDeviceGet")
-	SYM(pci_id, "cuDeviceGetPCIBusId")
 	SYM(by_pci, "cuDeviceGetByPCIBusId")
 	SYM(retain, "cuDevicePrimaryCtxRetain")
 	SYM(push, "cuCtxPushCurrent_v2")
@@ -86,23 +83,6 @@ int sim_cuda_available(void)
 {
 	pthread_once(&cu.once, cuda_load);
 	return cu.ok;
-}
-
-int sim_cuda_gpus(char (*pci)[32], int max)
-{
-	int n = 0;
-	if (!sim_cuda_available() || cu.count(&n) != CUDA_SUCCESS)
-		return 0;
-	if (n > max)
-		n = max;
-	for (int i = 0; i < n; i++) {
-		CUdevice d;
-		if (cu.get(&d, i) != CUDA_SUCCESS || cu.pci_id(pci[i], 32, d) != CUDA_SUCCESS)
-			return i;
-		for (char *c = pci[i]; *c; c++)
-			*c = (char)tolower((unsigned char)*c);
-	}
-	return n;
 }
 
 static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
@@ -166,15 +146,6 @@ static void without_ctx(void)
 {
 	CUcontext prev;
 	cu.pop(&prev);
-}
-
-static int gpu_write(struct sim_bounce *b, size_t off, const void *src, size_t n)
-{
-	if (with_ctx(b->ctx))
-		return -EIO;
-	int rc = cu.htod(b->dptr + off, src, n) == CUDA_SUCCESS ? 0 : -EIO;
-	without_ctx();
-	return rc;
 }
 
 /* Fragments of one receive: their bytes lie back to back in `src` (pinned
@@ -267,19 +238,9 @@ int sim_cuda_available(void)
 	return 0;
 }
 
-int sim_cuda_gpus(char (*pci)[32], int max)
-{
-	return 0;
-}
-
 static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "built without CUDA: use TCPXSIM_BOUNCE=host");
-	return -ENOTSUP;
-}
-
-static int gpu_write(struct sim_bounce *b, size_t off, const void *src, size_t n)
-{
 	return -ENOTSUP;
 }
 
@@ -361,16 +322,6 @@ void sim_bounce_destroy(struct sim_bounce *b)
 		close(b->fd);
 	sim_pool_fini(&b->pool);
 	free(b);
-}
-
-int sim_bounce_write(struct sim_bounce *b, size_t off, const void *src, size_t n)
-{
-	if (off > b->size || n > b->size - off)
-		return -EFAULT;
-	if (b->on_gpu)
-		return gpu_write(b, off, src, n);
-	memcpy(b->host + off, src, n);
-	return 0;
 }
 
 int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n)

@@ -25,14 +25,11 @@ struct sim_bounce {
 
 /* Whether the CUDA driver is usable here (loaded, initialised, a device). */
 int sim_cuda_available(void);
-/* Lower-case PCI addresses of the CUDA devices, up to `max`: the count. */
-int sim_cuda_gpus(char (*pci)[32], int max);
 
 /* 0 or a negative errno with `err` saying why. */
 int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
 		      struct sim_bounce **out, char *err, size_t errlen);
 void sim_bounce_destroy(struct sim_bounce *b);
-int sim_bounce_write(struct sim_bounce *b, size_t off, const void *src, size_t n);
 
 /* A receive's fragments at most, and the bytes one receive moves at most. */
 #define TCPXSIM_MAX_FRAGS 2048
@@ -45,6 +42,7 @@ int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint3
 /* Where a receive's bytes are read to first (pinned in GPU mode), and its
  * size; one buffer, under the simulator's lock. */
 uint8_t *sim_stage(int on_gpu, size_t *cap);
+/* Fill [off, off + n) with `byte` (poisoning returned pages). */
 int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n);
 
 /* Copy `n` bytes of registered memory at `src` (a device pointer in GPU
