@@ -106,9 +106,9 @@ fi
 if [[ ${GPU_CI_CTEST:-1} != 0 ]]; then
 	step "ctest -L gpu" "$logs/ctest.log" \
 		ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 600 || true
+	grep -E '^ *[0-9]+/[0-9]+ Test' "$logs/ctest.log" | sed 's/^ */      /' >"$logs/tests.txt" || true
+	while IFS= read -r line; do note "$line"; done <"$logs/tests.txt"
 fi
-grep -E '^ *[0-9]+/[0-9]+ Test' "$logs/ctest.log" | sed 's/^ */      /' >"$logs/tests.txt" || true
-while IFS= read -r line; do note "$line"; done <"$logs/tests.txt"
 
 n=0
 for cmd in "$@"; do
