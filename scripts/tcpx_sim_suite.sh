@@ -15,7 +15,7 @@
 # 1 otherwise, 2 usage.  docs/testing.md describes the steps.
 set -uo pipefail
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -uo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; }
 case ${1:-} in
 -h | --help) usage; exit 0 ;;
 "") usage >&2; exit 2 ;;
