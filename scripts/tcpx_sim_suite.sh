@@ -4,7 +4,7 @@
 # bundled devmem-TCP + RxDM simulator (libtcpxsim.so, preloaded).  Each
 # step runs in its own process: the plugin calls exit() on its fatal paths.
 #
-#   scripts/tcpx_sim_suite.sh PLUGIN.so [PATTERN]
+# Usage: scripts/tcpx_sim_suite.sh PLUGIN.so [PATTERN]   (or --list)
 #
 # PATTERN (an extended regular expression) picks steps by name; --list
 # prints them.  Expects a CUDA build in $BUILD (default build-gpu, as
