@@ -355,8 +355,10 @@ def kv_run(c, op):
               <= 1e-3 * r["gbps"] + 1e-4, "GB/s is not size/time: %s" % r)
         check(r["requests_per_batch"] == -(-r["size"] // (256 << 10)),
               "requests/batch %s for %d bytes" % (r["requests_per_batch"], r["size"]))
-        check(r["contig"]["gbps"] > 0 and abs(r["kv_over_contig"] - r["gbps"] /
-              r["contig"]["gbps"]) <= 1e-3 * r["kv_over_contig"] + 1e-4,
+        # The ratio of equal sizes is the ratio of times; the GB/s fields
+        # carry 4 decimals, too few on a loaded machine (0.0361 / 0.0392).
+        check(r["contig"]["gbps"] > 0 and abs(r["kv_over_contig"] - r["contig"]["time_us"] /
+              r["time_us"]) <= 1e-3 * r["kv_over_contig"] + 1e-4,
               "kv/contig ratio: %s" % r)
         check(r["config"]["layers"] == 2 and r["config"]["pool_blocks"] == 128 and
               r["config"]["verify"] is True, "config %s" % r["config"])
