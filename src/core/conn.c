@@ -32,29 +32,17 @@ static void init_comm(struct tp_comm *cm, void *comm, enum tp_dir dir, int windo
  * their host destination. */
 static int land_create(struct tcpx_p2p_conn *c)
 {
-	struct tcpx_p2p_session *s = c->s;
-	size_t bytes = (s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
+	size_t bytes = (c->s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
 	bool dev = false;
-	int rc;
 
 	for (int i = 0; i < c->nchan; i++)
 		dev |= c->recv[i].bounce_on_device;
-	if (!dev)
-		return 0;
-	rc = s->cfg.gpu >= 0 ? tp__session_use_gpu(s) : 0;
-	if (!rc)
-		rc = tp__dev_malloc((void **)&c->land, bytes);
-	if (!rc)
-		rc = tp__mr_register_landing(s, c->land, bytes, &c->landmr);
-	return rc;
+	return dev ? tp__land_create(c->s, bytes, &c->land, &c->landmr) : 0;
 }
 
 static void land_destroy(struct tcpx_p2p_conn *c)
 {
-	if (c->landmr)
-		tcpx_p2p_mr_deregister(c->landmr);
-	if (c->land)
-		tp__dev_free(c->land);
+	tp__land_destroy(c->land, c->landmr);
 	c->landmr = NULL;
 	c->land = NULL;
 }

@@ -314,8 +314,9 @@ static inline int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void
 	return tp__mr_handle_slow(mr, cm, mhandle);
 }
 void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm);
-int tp__mr_register_landing(struct tcpx_p2p_session *s, void *ptr, size_t len,
-			    struct tcpx_p2p_mr **out);
+int tp__land_create(struct tcpx_p2p_session *s, size_t bytes, char **land,
+		    struct tcpx_p2p_mr **mr);
+void tp__land_destroy(char *land, struct tcpx_p2p_mr *mr);
 void tp__mr_put(struct tcpx_p2p_mr *mr);
 
 /* conn.c */

@@ -65,10 +65,10 @@ static void ctl_free(struct tp_ctl *t)
 {
 	if (t->txmr)
 		tcpx_p2p_mr_deregister(t->txmr);
-	if (t->landmr)
-		tcpx_p2p_mr_deregister(t->landmr);
 	if (t->land_dev)
-		tp__dev_free(t->land);
+		tp__land_destroy(t->land, t->landmr);
+	else if (t->landmr)
+		tcpx_p2p_mr_deregister(t->landmr);
 	free(t->txbuf);
 	free_host(t->rxbuf, t->rx_pinned);
 	free(t->out);
@@ -125,19 +125,13 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	if (rc)
 		return rc;
 	if (t->land_dev) {
-		rc = s->cfg.gpu >= 0 ? tp__session_use_gpu(s) : 0;
-		if (!rc)
-			rc = tp__dev_malloc((void **)&t->land, bytes);
-		if (rc)
-			return rc;
+		rc = tp__land_create(s, bytes, &t->land, &t->landmr);
 	} else {
 		t->land = t->rxbuf;
+		rc = tcpx_p2p_mr_register(s, t->land, bytes, TCPX_P2P_MEM_HOST, &t->landmr);
 	}
-	rc = tcpx_p2p_mr_register(s, t->txbuf, bytes, TCPX_P2P_MEM_HOST, &t->txmr);
 	if (!rc)
-		rc = t->land_dev ? tp__mr_register_landing(s, t->land, bytes, &t->landmr)
-				 : tcpx_p2p_mr_register(s, t->land, bytes, TCPX_P2P_MEM_HOST,
-							&t->landmr);
+		rc = tcpx_p2p_mr_register(s, t->txbuf, bytes, TCPX_P2P_MEM_HOST, &t->txmr);
 	return rc;
 }
 

@@ -89,13 +89,33 @@ int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t len, int mem_
 	return mr_register(s, ptr, len, mem_type, params, false, out);
 }
 
-/* The device landing buffers behind a device bounce (conn.c, ctl.c): CUDA
- * memory also on a host-only session, which then lands on the device the
- * plugin's bounce buffer is on (the current one, as TCPX picks it). */
-int tp__mr_register_landing(struct tcpx_p2p_session *s, void *ptr, size_t len,
-			    struct tcpx_p2p_mr **out)
+/* A device landing buffer behind a device bounce (conn.c, ctl.c): `bytes`
+ * of device memory, registered as CUDA memory also on a host-only session,
+ * which then uses the device the plugin's bounce buffer is on (the current
+ * one, as TCPX picks it).  Nothing is left allocated on failure. */
+int tp__land_create(struct tcpx_p2p_session *s, size_t bytes, char **land,
+		    struct tcpx_p2p_mr **mr)
 {
-	return mr_register(s, ptr, len, TCPX_P2P_MEM_CUDA, NULL, true, out);
+	int rc = s->cfg.gpu >= 0 ? tp__session_use_gpu(s) : 0;
+
+	if (!rc)
+		rc = tp__dev_malloc((void **)land, bytes);
+	if (rc)
+		return rc;
+	rc = mr_register(s, *land, bytes, TCPX_P2P_MEM_CUDA, NULL, true, mr);
+	if (rc) {
+		tp__dev_free(*land);
+		*land = NULL;
+	}
+	return rc;
+}
+
+void tp__land_destroy(char *land, struct tcpx_p2p_mr *mr)
+{
+	if (mr)
+		tcpx_p2p_mr_deregister(mr);
+	if (land)
+		tp__dev_free(land);
 }
 
 static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
