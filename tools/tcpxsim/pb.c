@@ -23,36 +23,43 @@ static int get_varint(struct reader *r, uint64_t *v)
 	return -1;
 }
 
-/* The next field: 1, 0 at the end, -1 for malformed bytes.  A
- * length-delimited field's bytes are in *data (*len long), a varint in *v; fixed
+/* One field of a message: its number and wire type; a varint's value in
+ * v, a length-delimited field's bytes in data (len long). */
+struct field {
+	uint32_t num, wire;
+	uint64_t v;
+	const uint8_t *data;
+	size_t len;
+};
+
+/* The next field: 1, 0 at the end, -1 for malformed bytes.  Fixed-size
  * fields are skipped over but reported. */
-static int next_field(struct reader *r, uint32_t *field, uint32_t *wire, uint64_t *v,
-		      const uint8_t **data, size_t *len)
+static int next_field(struct reader *r, struct field *f)
 {
 	uint64_t key;
 	if (r->p == r->end)
 		return 0;
 	if (get_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > UINT32_MAX)
 		return -1;
-	*field = (uint32_t)(key >> 3);
-	*wire = (uint32_t)(key & 7);
-	switch (*wire) {
+	f->num = (uint32_t)(key >> 3);
+	f->wire = (uint32_t)(key & 7);
+	switch (f->wire) {
 	case WIRE_VARINT:
-		return get_varint(r, v) ? -1 : 1;
+		return get_varint(r, &f->v) ? -1 : 1;
 	case WIRE_I64:
 	case WIRE_I32: {
-		size_t n = *wire == WIRE_I64 ? 8 : 4;
+		size_t n = f->wire == WIRE_I64 ? 8 : 4;
 		if ((size_t)(r->end - r->p) < n)
 			return -1;
 		r->p += n;
 		return 1;
 	}
 	case WIRE_LEN:
-		if (get_varint(r, v) || *v > (uint64_t)(r->end - r->p))
+		if (get_varint(r, &f->v) || f->v > (uint64_t)(r->end - r->p))
 			return -1;
-		*data = r->p;
-		*len = (size_t)*v;
-		r->p += *len;
+		f->data = r->p;
+		f->len = (size_t)f->v;
+		r->p += f->len;
 		return 1;
 	default:
 		return -1; /* groups are not used by these messages */
@@ -72,18 +79,15 @@ static int copy_string(char *dst, size_t cap, const uint8_t *s, size_t n)
 static int parse_address(const uint8_t *buf, size_t len, char *ip, size_t cap, int *port)
 {
 	struct reader r = {buf, buf + len};
-	uint32_t field, wire;
-	uint64_t v = 0;
-	const uint8_t *d = NULL;
-	size_t n = 0;
+	struct field f = {0};
 	int rc;
-	while ((rc = next_field(&r, &field, &wire, &v, &d, &n)) == 1) {
-		if (field == 1 && wire == WIRE_LEN && copy_string(ip, cap, d, n))
+	while ((rc = next_field(&r, &f)) == 1) {
+		if (f.num == 1 && f.wire == WIRE_LEN && copy_string(ip, cap, f.data, f.len))
 			return -1;
-		if (field == 2 && wire == WIRE_VARINT) {
-			if (v > 65535)
+		if (f.num == 2 && f.wire == WIRE_VARINT) {
+			if (f.v > 65535)
 				return -1;
-			*port = (int)v;
+			*port = (int)f.v;
 		}
 	}
 	return rc;
@@ -93,19 +97,16 @@ static int parse_address(const uint8_t *buf, size_t len, char *ip, size_t cap, i
 static int parse_ntuple(const uint8_t *buf, size_t len, struct rxdm_rule *rule)
 {
 	struct reader r = {buf, buf + len};
-	uint32_t field, wire;
-	uint64_t v = 0;
-	const uint8_t *d = NULL;
-	size_t n = 0;
+	struct field f = {0};
 	int rc;
-	while ((rc = next_field(&r, &field, &wire, &v, &d, &n)) == 1) {
-		if (field == 1 && wire == WIRE_VARINT)
-			rule->flow_type = (int)v;
-		else if (field == 2 && wire == WIRE_LEN &&
-			 parse_address(d, n, rule->src_ip, sizeof(rule->src_ip), &rule->src_port))
+	while ((rc = next_field(&r, &f)) == 1) {
+		if (f.num == 1 && f.wire == WIRE_VARINT)
+			rule->flow_type = (int)f.v;
+		else if (f.num == 2 && f.wire == WIRE_LEN &&
+			 parse_address(f.data, f.len, rule->src_ip, sizeof(rule->src_ip), &rule->src_port))
 			return -1;
-		else if (field == 3 && wire == WIRE_LEN &&
-			 parse_address(d, n, rule->dst_ip, sizeof(rule->dst_ip), &rule->dst_port))
+		else if (f.num == 3 && f.wire == WIRE_LEN &&
+			 parse_address(f.data, f.len, rule->dst_ip, sizeof(rule->dst_ip), &rule->dst_port))
 			return -1;
 	}
 	return rc;
@@ -115,20 +116,17 @@ static int parse_ntuple(const uint8_t *buf, size_t len, struct rxdm_rule *rule)
 static int parse_rule(const uint8_t *buf, size_t len, struct rxdm_rule *rule)
 {
 	struct reader r = {buf, buf + len};
-	uint32_t field, wire;
-	uint64_t v = 0;
-	const uint8_t *d = NULL;
-	size_t n = 0;
+	struct field f = {0};
 	int rc;
 	memset(rule, 0, sizeof(*rule));
 	rule->queue_id = -1;
-	while ((rc = next_field(&r, &field, &wire, &v, &d, &n)) == 1) {
-		if (field == 1 && wire == WIRE_LEN && parse_ntuple(d, n, rule))
+	while ((rc = next_field(&r, &f)) == 1) {
+		if (f.num == 1 && f.wire == WIRE_LEN && parse_ntuple(f.data, f.len, rule))
 			return -1;
-		else if (field == 2 && wire == WIRE_VARINT)
-			rule->queue_id = (int)(int32_t)v;
-		else if (field == 3 && wire == WIRE_LEN &&
-			 copy_string(rule->gpu, sizeof(rule->gpu), d, n))
+		else if (f.num == 2 && f.wire == WIRE_VARINT)
+			rule->queue_id = (int)(int32_t)f.v;
+		else if (f.num == 3 && f.wire == WIRE_LEN &&
+			 copy_string(rule->gpu, sizeof(rule->gpu), f.data, f.len))
 			return -1;
 	}
 	return rc;
@@ -137,36 +135,30 @@ static int parse_rule(const uint8_t *buf, size_t len, struct rxdm_rule *rule)
 int rxdm_parse(const uint8_t *buf, size_t len, struct rxdm_request *req)
 {
 	struct reader r = {buf, buf + len};
-	uint32_t field, wire;
-	uint64_t v = 0;
-	const uint8_t *d = NULL;
-	size_t n = 0;
+	struct field f = {0};
 	int rc, seen = 0;
 	memset(req, 0, sizeof(*req));
-	while ((rc = next_field(&r, &field, &wire, &v, &d, &n)) == 1) {
-		if (wire != WIRE_LEN)
+	while ((rc = next_field(&r, &f)) == 1) {
+		if (f.wire != WIRE_LEN)
 			continue;
-		if (field == 1) {
+		if (f.num == 1) {
 			req->kind = RXDM_REQ_RAW;
-			req->raw = d;
-			req->raw_len = n;
+			req->raw = f.data;
+			req->raw_len = f.len;
 			seen = 1;
-		} else if (field == 2) {
-			if (parse_rule(d, n, &req->rule))
+		} else if (f.num == 2) {
+			if (parse_rule(f.data, f.len, &req->rule))
 				return -EPROTO;
 			req->kind = RXDM_REQ_RULE;
 			seen = 1;
-		} else if (field == 6) {
+		} else if (f.num == 6) {
 			/* ApplicationRegisterRequest { bool register_client = 1; } */
-			struct reader a = {d, d + n};
-			uint32_t f2, w2;
-			uint64_t v2 = 0;
-			const uint8_t *d2;
-			size_t n2;
+			struct reader a = {f.data, f.data + f.len};
+			struct field g = {0};
 			int rc2;
-			while ((rc2 = next_field(&a, &f2, &w2, &v2, &d2, &n2)) == 1)
-				if (f2 == 1 && w2 == WIRE_VARINT)
-					req->register_client = v2 != 0;
+			while ((rc2 = next_field(&a, &g)) == 1)
+				if (g.num == 1 && g.wire == WIRE_VARINT)
+					req->register_client = g.v != 0;
 			if (rc2 < 0)
 				return -EPROTO;
 			req->kind = RXDM_REQ_REGISTER;
