@@ -53,6 +53,7 @@ struct sock {
 	struct sim_bounce *b;    /* the buffer its flow is steered to, once known */
 	struct sim_tokens tokens;
 	struct sim_cut cut;      /* where its stream stands in packets and pages */
+	uint64_t rules_seen;     /* S.rule_gen when steer() last found no rule */
 	int family;
 	int zerocopy;            /* SO_ZEROCOPY set */
 	uint32_t zc_next;        /* next completion id */
@@ -82,11 +83,12 @@ static struct {
 	struct sim_bounce *bounce[MAX_GPUS];
 	struct rxdm_rule rules[MAX_RULES];
 	int nrules;
+	uint64_t rule_gen;       /* bumped at every rule change; starts at 1 */
 	struct sock **socks;
 	int nsocks;
 	struct region *regions;
 	struct tcpxsim_stats st;
-} S = {.lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP};
+} S = {.lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .rule_gen = 1};
 /* Recursive: the simulator's own close() calls come back through close(). */
 
 static struct {
@@ -264,7 +266,7 @@ static struct sim_bounce *steer(int fd, struct sock *s)
 	char mip[64], pip[64], err[256];
 	int mport, pport;
 	const char *gpu = NULL;
-	if (s->b || S.steering == STEER_NONE)
+	if (s->b || S.steering == STEER_NONE || s->rules_seen == S.rule_gen)
 		return s->b;
 	if (S.steering == STEER_ALL) {
 		gpu = S.gpus[0];
@@ -280,8 +282,10 @@ static struct sim_bounce *steer(int fd, struct sock *s)
 				gpu = r->gpu[0] ? r->gpu : S.gpus[0];
 		}
 	}
-	if (!gpu)
+	if (!gpu) {
+		s->rules_seen = S.rule_gen; /* no need to look again until they change */
 		return NULL;
+	}
 	struct sim_bounce *b = bounce_of(gpu, err, sizeof(err));
 	if (!b) {
 		say("tcpxsim: no bounce buffer for %s: %s", gpu, err);
@@ -354,6 +358,7 @@ static int op_rule(const struct rxdm_rule *rule, int install, char *err, size_t 
 		rc = -ENOENT;
 	}
 	S.st.rules = (uint64_t)S.nrules;
+	S.rule_gen++;
 	pthread_mutex_unlock(&S.lock);
 	if (S.verbose)
 		say("tcpxsim: rule %s %s:%d -> %s:%d gpu %s%s", install ? "install" : "remove", r.src_ip,
@@ -708,6 +713,19 @@ static int plain_read_refused(int fd)
 	return 1;
 }
 
+/* A plain send asked for MSG_ZEROCOPY (sent without it): the simulator
+ * owns the socket's completion ids, so that host and devmem sends share one
+ * sequence as they do in the kernel.  Returns `sent`, errno kept. */
+static ssize_t zc_sent(int fd, int flags, ssize_t sent)
+{
+	int e = errno;
+	pthread_mutex_lock(&S.lock);
+	zc_account(fd, flags, sent);
+	pthread_mutex_unlock(&S.lock);
+	errno = e;
+	return sent;
+}
+
 /* ---- interposed calls ---- */
 
 ssize_t recvmsg(int fd, struct msghdr *m, int flags)
@@ -735,28 +753,14 @@ ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		return devmem_send(fd, m, c, flags);
 	if (!(flags & MSG_ZEROCOPY))
 		return REAL(sendmsg)(fd, m, flags);
-	/* The simulator owns the socket's completion ids, so that host and
-	 * devmem sends share one sequence as they do in the kernel. */
-	ssize_t k = REAL(sendmsg)(fd, m, flags & ~MSG_ZEROCOPY);
-	int e = errno;
-	pthread_mutex_lock(&S.lock);
-	zc_account(fd, flags, k);
-	pthread_mutex_unlock(&S.lock);
-	errno = e;
-	return k;
+	return zc_sent(fd, flags, REAL(sendmsg)(fd, m, flags & ~MSG_ZEROCOPY));
 }
 
 ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
 	if (!(flags & MSG_ZEROCOPY))
 		return REAL(send)(fd, buf, len, flags);
-	ssize_t k = REAL(send)(fd, buf, len, flags & ~MSG_ZEROCOPY);
-	int e = errno;
-	pthread_mutex_lock(&S.lock);
-	zc_account(fd, flags, k);
-	pthread_mutex_unlock(&S.lock);
-	errno = e;
-	return k;
+	return zc_sent(fd, flags, REAL(send)(fd, buf, len, flags & ~MSG_ZEROCOPY));
 }
 
 int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
