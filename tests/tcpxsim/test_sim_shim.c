@@ -146,6 +146,13 @@ static void tcp_pair(int *snd, int *rcv)
 	close(ls);
 }
 
+/* A pair whose flow a rule steers into the bounce buffer. */
+static void steered_pair(int *snd, int *rcv)
+{
+	tcp_pair(snd, rcv);
+	rxdm_rule(RXDM_RULE_INSTALL, *snd, *rcv);
+}
+
 static void fill_random(uint8_t *p, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -451,8 +458,7 @@ static void run_starve(void)
 	uint8_t src[65536], dst[65536];
 	struct got *g = calloc(1, sizeof(*g));
 	fill_random(src, sizeof(src), 3);
-	tcp_pair(&snd, &rcv);
-	rxdm_rule(RXDM_RULE_INSTALL, snd, rcv);
+	steered_pair(&snd, &rcv);
 	assert_int_equal(send(snd, src, sizeof(src), 0), (ssize_t)sizeof(src));
 	while (g->bytes < 8 * DEVMEM_PAGE) {
 		assert_true(wait_readable(rcv));
@@ -484,8 +490,7 @@ static void run_linear(void)
 	uint8_t src[100000], dst[100000];
 	struct got *g = calloc(1, sizeof(*g));
 	fill_random(src, sizeof(src), 4);
-	tcp_pair(&snd, &rcv);
-	rxdm_rule(RXDM_RULE_INSTALL, snd, rcv);
+	steered_pair(&snd, &rcv);
 	assert_int_equal(send(snd, src, sizeof(src), 0), (ssize_t)sizeof(src));
 	receive_all(rcv, &b, dst, sizeof(src), g, 1);
 	assert_memory_equal(dst, src, sizeof(src));
@@ -505,8 +510,7 @@ static void run_mss(void)
 	uint8_t *src = malloc(len), *dst = malloc(len);
 	struct got *g = calloc(1, sizeof(*g));
 	fill_random(src, len, 5);
-	tcp_pair(&snd, &rcv);
-	rxdm_rule(RXDM_RULE_INSTALL, snd, rcv);
+	steered_pair(&snd, &rcv);
 	size_t sent = 0;
 	while (sent < len) {
 		ssize_t k = send(snd, src + sent, len - sent, MSG_DONTWAIT);
@@ -533,13 +537,11 @@ static void run_mss(void)
 /* Strict (the default): a contract violation ends the process. */
 static void run_strict(void)
 {
-	import_bounce();
+	struct bounce_map b = import_bounce();
 	int snd, rcv;
-	tcp_pair(&snd, &rcv);
-	rxdm_rule(RXDM_RULE_INSTALL, snd, rcv);
+	steered_pair(&snd, &rcv);
 	assert_int_equal(send(snd, "x", 1, 0), 1);
 	struct got *g = calloc(1, sizeof(*g));
-	struct bounce_map b = import_bounce();
 	uint8_t dst[1];
 	assert_true(wait_readable(rcv));
 	assert_int_equal(devmem_recv(rcv, &b, dst, 1, g), 1);
