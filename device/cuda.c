@@ -203,6 +203,13 @@ int tp__dev_malloc(void **p, size_t n)
 	err = TP_CUDA(cudaMalloc, &d, n);
 	if (err)
 		return err;
+	/* Cleared: the library's device buffers (staging, landing) must never
+	 * show a peer what earlier allocations of this process left there. */
+	err = TP_CUDA(cudaMemset, d, 0, n);
+	if (err) {
+		cudaFree(d);
+		return err;
+	}
 	*p = d;
 	return 0;
 }

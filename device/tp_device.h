@@ -96,7 +96,7 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job);
  * it in place.  n > 0; free it once no queued work uses it. */
 int tp__dev_host_alloc(void **p, size_t n);
 void tp__dev_host_free(void *p);
-/* Device memory of the current device; n > 0. */
+/* Device memory of the current device, cleared to zero; n > 0. */
 int tp__dev_malloc(void **p, size_t n);
 void tp__dev_free(void *p);
 

@@ -74,6 +74,14 @@ struct emu_config {
 	uint32_t accept_wait_us; /* TCPX_EMU_ACCEPT_WAIT_US: flow-steering set-up */
 	int null_bounce;         /* TCPX_EMU_NULL_BOUNCE: device handle without a bounce buffer */
 	int connect_abandon_ms; /* TCPX_EMU_CONNECT_ABANDON_MS: see emu_pending.c */
+	/*
+	 * Faults and plain-plugin behaviour for tests: TCPX_EMU_SHORT_SEND=MIN:DROP
+	 * sends every request of at least MIN bytes DROP bytes short (a peer that
+	 * announces more than it sends); TCPX_EMU_SIZES=1 reports received sizes
+	 * from test(), as TCP plugins do (TCPX never does).
+	 */
+	uint64_t short_min, short_drop;
+	int sizes;
 	struct in_addr addr;
 };
 

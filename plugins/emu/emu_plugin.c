@@ -62,6 +62,23 @@ static int progress_mode(void)
 	return 0;
 }
 
+/* TCPX_EMU_SHORT_SEND=MIN:DROP (both > 0). */
+static void short_send(struct emu_config *cfg)
+{
+	const char *s = getenv("TCPX_EMU_SHORT_SEND");
+	unsigned long long min, drop;
+	int end = 0;
+
+	if (!s || !*s)
+		return;
+	if (sscanf(s, "%llu:%llu%n", &min, &drop, &end) != 2 || s[end] || !min || !drop) {
+		EMU_WARN("ignoring TCPX_EMU_SHORT_SEND=%s (want MIN:DROP, both > 0)", s);
+		return;
+	}
+	cfg->short_min = min;
+	cfg->short_drop = drop;
+}
+
 void tp__emu_config_load(struct emu_config *cfg)
 {
 	long per = env_long("NCCL_NSOCKS_PERTHREAD", 2, 1, 64);
@@ -91,6 +108,8 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->accept_wait_us = (uint32_t)env_long("TCPX_EMU_ACCEPT_WAIT_US", 5000, 0, 60000000);
 	cfg->null_bounce = env_long("TCPX_EMU_NULL_BOUNCE", 0, 0, 1) != 0;
 	cfg->connect_abandon_ms = (int)env_long("TCPX_EMU_CONNECT_ABANDON_MS", 30000, 1, 86400000);
+	short_send(cfg);
+	cfg->sizes = env_long("TCPX_EMU_SIZES", 0, 0, 1) != 0;
 }
 
 static ncclResult_t emu_init(ncclDebugLogger_t logger)

@@ -129,6 +129,8 @@ ncclResult_t tp__emu_isend(void *send_comm, void *data, int size, int tag, void 
 		EMU_WARN("isend: bad arguments (size %d)", size);
 		return ncclInvalidArgument;
 	}
+	if (c->cfg.short_drop && (uint64_t)size >= c->cfg.short_min)
+		size -= (int)(c->cfg.short_drop < (uint64_t)size ? c->cfg.short_drop : (uint64_t)size);
 	return post(c, data, (uint64_t)size, tag, mhandle, request);
 }
 
@@ -237,6 +239,8 @@ ncclResult_t tp__emu_test(void *request, int *done, int *sizes)
 		goto unlock;
 	*done = 1;
 	ret = r->result;
+	if (sizes && c->cfg.sizes)
+		*sizes = (int)r->size;
 	c->ntested++;
 	if (c->kind == EMU_SEND) {
 		r->state = EMU_REQ_FREE;

@@ -7,6 +7,7 @@
  * requests per comm, a NULL request means "not now", and a posted request
  * moves no byte until test() hands it to the plugin's helper threads — at
  * most one per test, so a pass tests once per request it posted. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -209,12 +210,12 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	struct tp_net *net = c->s->net;
 	struct tp_slot *sl;
-	int done, rc;
+	int done, size, rc;
 
 	while (cm->win.tested != cm->issued) {
 		sl = &cm->slot[tp_window_slot(cm->win.tested)];
 		done = 0;
-		rc = net->ops->test(net, sl->request, &done);
+		rc = net->ops->test(net, sl->request, &done, &size);
 		if (rc)
 			return rc;
 		if (cm->handover)
@@ -226,6 +227,7 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		}
 		cm->win.tested++;
 		*moved = true;
+		sl->got = size;
 		if (cm->dir == TP_SEND) {
 			cm->win.unpacked = cm->win.retired = cm->win.tested;
 			if (sl->stage)
@@ -236,6 +238,39 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		}
 	}
 	return 0;
+}
+
+/* A receive chunk must land whole: as many bytes as the plugin says
+ * arrived, where it says (TCP plugins), and as its fragment records add up
+ * to, where it has them (TCPX).  A peer that sent fewer (or a plugin that
+ * lost some) fails the chunk's transfer with EPROTO: nothing of the chunk
+ * is unpacked or copied out of staging, so bytes that never arrived are
+ * never taken from a bounce page or a staging slot.  The chunks still
+ * retire in order; a write's target then refuses it (rma.c). */
+static bool landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned mslot)
+{
+	uint64_t sum = 0, i, cnt;
+	const tp_unpack_rec *r;
+	bool whole = sl->got == TP_NET_SIZE_UNKNOWN || sl->got == (int)sl->len;
+
+	if (whole && cm->meta) {
+		r = cm->meta->mem[mslot];
+		cnt = *(volatile uint64_t *)&cm->meta->cnt[mslot];
+		if (cnt > TP_UNPACK_MAX_PAGES)
+			return true; /* the unpack refuses it, failing the conn (EPLUGIN) */
+		for (i = 0; i < cnt; i++)
+			sum += r[i].len;
+		whole = sum == sl->len;
+	}
+	if (whole)
+		return true;
+	if (!sl->x->err) {
+		sl->x->err = TCPX_P2P_EPROTO;
+		snprintf(sl->x->why, sizeof(sl->x->why), "chunk %llu arrived with %lld of its %u "
+			 "bytes", (unsigned long long)(sl->seq - sl->x->first_seq),
+			 cm->meta && sl->got < 0 ? (long long)sum : (long long)sl->got, sl->len);
+	}
+	return false;
 }
 
 /* Host bounce buffer to host memory: copy each record, checking that the
@@ -328,7 +363,8 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
-			if (sl->x->op == TP_OP_DISCARD) {
+			if (sl->x->op == TP_OP_DISCARD ||
+			    !landed_whole(cm, sl, tp_window_slot(cm->win.unpacked))) {
 				sl->unpack = TP_UNPACK_NONE;
 			} else if (sl->multi) {
 				rc = unpack_multi(c, cm, sl, tp_window_slot(cm->win.unpacked));

@@ -48,13 +48,18 @@ struct tp_net_ops {
 		     void *mhandle, void **request);
 	int (*irecv)(struct tp_net *net, void *recv_comm, void *data, size_t size, int tag,
 		     void *mhandle, void **request);
-	int (*test)(struct tp_net *net, void *request, int *done);
+	/* *size: the bytes the plugin says the request moved, or
+	 * TP_NET_SIZE_UNKNOWN where it did not say (TCPX never does). */
+	int (*test)(struct tp_net *net, void *request, int *done, int *size);
 	/* No-op (0) before v7, where receives end at test. */
 	int (*irecv_consumed)(struct tp_net *net, void *recv_comm, void *request);
 	int (*close_send)(struct tp_net *net, void *send_comm);
 	int (*close_recv)(struct tp_net *net, void *recv_comm);
 	int (*close_listen)(struct tp_net *net, void *listen_comm);
 };
+
+/* test() left the size alone: the plugin does not report sizes. */
+#define TP_NET_SIZE_UNKNOWN (-1)
 
 struct tp_net {
 	const struct tp_net_ops *ops;

@@ -259,17 +259,16 @@ int tp__net_irecv(struct tp_net *net, tp_nccl_irecv_fn fn, void *recv_comm, void
 			   fn(recv_comm, 1, &data, &isize, &tag, &mhandle, request));
 }
 
-int tp__net_test(struct tp_net *net, tp_nccl_test_fn fn, void *request, int *done)
+int tp__net_test(struct tp_net *net, tp_nccl_test_fn fn, void *request, int *done, int *size)
 {
-	/* TCPX never writes it, others may; the received size is not trusted
-	 * anyway (docs/tcpx.md, plugin contract rule 8), so it goes nowhere. */
-	int size = 0;
-
+	/* TCPX never writes the size, TCP plugins do (docs/tcpx.md, plugin
+	 * contract rule 8): a value that stays below zero means "not said". */
 	if (!fn)
 		return tp__net_unsupported(net, "test");
 	/* Some plugins write done only once the request completes. */
 	*done = 0;
-	return tp__net_err(net, "test", fn(request, done, &size));
+	*size = TP_NET_SIZE_UNKNOWN;
+	return tp__net_err(net, "test", fn(request, done, size));
 }
 
 int tp__net_irecv_consumed(struct tp_net *net, tp_nccl_consumed_fn fn, void *recv_comm,

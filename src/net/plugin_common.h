@@ -61,7 +61,7 @@ int tp__net_isend(struct tp_net *net, tp_nccl_isend_fn fn, void *send_comm, void
 		  size_t size, int tag, void *mhandle, void **request);
 int tp__net_irecv(struct tp_net *net, tp_nccl_irecv_fn fn, void *recv_comm, void *data,
 		  size_t size, int tag, void *mhandle, void **request);
-int tp__net_test(struct tp_net *net, tp_nccl_test_fn fn, void *request, int *done);
+int tp__net_test(struct tp_net *net, tp_nccl_test_fn fn, void *request, int *done, int *size);
 int tp__net_irecv_consumed(struct tp_net *net, tp_nccl_consumed_fn fn, void *recv_comm,
 			   void *request);
 int tp__net_close(struct tp_net *net, tp_nccl_close_fn fn, const char *op, void *comm);
@@ -99,9 +99,10 @@ int tp__net_close(struct tp_net *net, tp_nccl_close_fn fn, const char *op, void 
 		return tp__net_irecv(net, TP_NET_TABLE(net, type)->irecv, comm, data,    \
 				     size, tag, mhandle, request);                       \
 	}                                                                                \
-	static int pfx##_test(struct tp_net *net, void *request, int *done)              \
+	static int pfx##_test(struct tp_net *net, void *request, int *done, int *size)   \
 	{                                                                                \
-		return tp__net_test(net, TP_NET_TABLE(net, type)->test, request, done);  \
+		return tp__net_test(net, TP_NET_TABLE(net, type)->test, request, done,   \
+				    size);                                               \
 	}                                                                                \
 	static int pfx##_close_send(struct tp_net *net, void *comm)                      \
 	{                                                                                \

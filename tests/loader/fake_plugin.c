@@ -101,6 +101,8 @@ static ncclResult_t fake_test(void *request, int *done, int *sizes)
 	fake_calls.request = request;
 	fake_calls.sizes_given = sizes != NULL;
 	*done = 1;
+	if (sizes)
+		*sizes = 1234;
 	return fake_calls.result;
 }
 

@@ -96,7 +96,7 @@ static void check_forwarding(const char *path, int abi)
 	struct tp_net_props props;
 	void *comm = NULL, *mh = NULL, *req = NULL;
 	char buf[64];
-	int ndev = 0, done = 0;
+	int ndev = 0, done = 0, size = 0;
 
 	assert_int_equal(ops->devices(net, &ndev), 0);
 	assert_int_equal(ndev, FAKE_NDEV);
@@ -188,11 +188,12 @@ static void check_forwarding(const char *path, int abi)
 	assert_ptr_equal(c->mhandle, mh);
 	assert_ptr_equal(req, FAKE_RECV_REQ);
 
-	assert_int_equal(ops->test(net, req, &done), 0);
+	assert_int_equal(ops->test(net, req, &done, &size), 0);
 	assert_int_equal(c->test, 1);
 	assert_ptr_equal(c->request, FAKE_RECV_REQ);
 	assert_int_equal(done, 1);
 	assert_true(c->sizes_given);
+	assert_int_equal(size, 1234); /* what the plugin reported passes through */
 
 	c->n = 0;
 	assert_int_equal(ops->irecv_consumed(net, FAKE_RECV_COMM, req), 0);
@@ -291,7 +292,7 @@ static void test_empty_slots(void **state)
 	ncclNetDeviceHandle_v7_t devh = { 0 };
 	struct tp_net_props props;
 	void *p = NULL;
-	int ndev = 0, done = 0;
+	int ndev = 0, done = 0, size = 0;
 
 	assert_int_equal(net->abi, 7);
 	assert_int_equal(ops->devices(net, &ndev), 0);
@@ -311,7 +312,7 @@ static void test_empty_slots(void **state)
 	EXPECT_ENOTSUP(ops->dereg_mr(net, p, p), "deregMr");
 	EXPECT_ENOTSUP(ops->isend(net, p, handle, 16, 0, p, &p), "isend");
 	EXPECT_ENOTSUP(ops->irecv(net, p, handle, 16, 0, p, &p), "irecv");
-	EXPECT_ENOTSUP(ops->test(net, p, &done), "test");
+	EXPECT_ENOTSUP(ops->test(net, p, &done, &size), "test");
 	EXPECT_ENOTSUP(ops->close_send(net, p), "closeSend");
 	EXPECT_ENOTSUP(ops->close_recv(net, p), "closeRecv");
 	EXPECT_ENOTSUP(ops->close_listen(net, p), "closeListen");
