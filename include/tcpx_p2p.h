@@ -130,6 +130,13 @@ typedef struct tcpx_p2p_config {
 	const char *nics;     /* devices to stripe channels over: NULL/"auto", "all", "eth1,eth2" */
 	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
 	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
+	/* Fields below were added in 0.5: what one peer may make this side hold
+	 * per connection (docs/reliability.md "Bounds"); exceeding one fails
+	 * that connection with EPROTO, the others go on. */
+	int peer_max_items;       /* announced transfers queued plus their items in flight */
+	int peer_max_segments;    /* remote segments of those, queued or in flight */
+	int peer_max_notifs;      /* notifications received and not yet taken by notif_poll */
+	size_t peer_max_ctl_bytes; /* control bytes waiting to go to the peer */
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -440,6 +447,14 @@ enum tcpx_p2p_access {
  * unknown bits, mr of another session); ENOMEM; the connection's error. */
 TCPX_P2P_API int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 				    unsigned access, tcpx_p2p_rdesc *out);
+
+/* Revoke one export of c (desc as tcpx_p2p_mr_export gave it) at once: a
+ * peer's transfer that names it and is not yet under way here is refused
+ * (EINVAL at the peer, nothing written or read); one already under way (its
+ * data moving, the region held) finishes.  Again on a revoked export: 0.
+ * The region stays registered and its other exports stay valid.
+ * RETURN VALUE: 0; EINVAL (NULL argument, not an export of c) (0.5). */
+TCPX_P2P_API int tcpx_p2p_mr_unexport(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc);
 
 /* A peer's exported region, imported on the connection to that peer. */
 typedef struct tcpx_p2p_rmr tcpx_p2p_rmr;

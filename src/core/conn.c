@@ -157,6 +157,8 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
 	TP_WARN("conn", "connection to %s failed: %s (%s)", c->peer[0] ? c->peer : "peer",
 		tcpx_p2p_strerror(err), c->why);
 	fail_pending(c, err);
+	/* A target that only polls notifications hears of it there too. */
+	tp__rma_tell_failed(c);
 	return err;
 }
 

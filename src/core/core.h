@@ -47,7 +47,11 @@ struct tcpx_p2p_session {
 	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
-	struct tcpx_p2p_mr *mrs;      /* registered regions (for conn teardown) */
+	/* Registered regions in ascending id order (ids only grow, so a new
+	 * one is appended): a peer's export names a region by id, looked up
+	 * by binary search whatever the count (tp__mr_find). */
+	struct tcpx_p2p_mr **mrs;
+	size_t nmrs, mrs_cap;
 	uint64_t mr_ids;              /* last region id handed out */
 	int nconns, nlisteners, nservers;
 	char *auth_token;             /* cfg.auth_token points here when set */
@@ -75,8 +79,7 @@ struct tcpx_p2p_mr {
 	size_t reg_len;
 	struct tp_mr_reg *regs; /* guarded by s->lock */
 	int nregs, cap;
-	long inflight;      /* segments of transfers using it; guarded by s->lock */
-	struct tcpx_p2p_mr *next;
+	long inflight;      /* holds of transfers using it; guarded by s->lock */
 };
 
 enum tp_dir { TP_SEND = 0, TP_RECV = 1 };
@@ -108,6 +111,12 @@ struct tcpx_p2p_xfer {
 	struct tp_vseg *seg; /* nseg segments (seg1 when there is one) */
 	size_t nseg;
 	struct tp_vseg seg1;
+	/* The regions it holds (their inflight counts) while it may touch
+	 * them: one entry per run of segments in one region, or per export a
+	 * peer's transfer names (held1 when there is one). */
+	struct tcpx_p2p_mr **held;
+	size_t nheld;
+	struct tcpx_p2p_mr *held1;
 	int mtype;          /* TCPX_P2P_MEM_* of every segment (0: no bytes) */
 	bool mapped;        /* every segment's region is mapped host memory */
 	size_t len;         /* total bytes */
@@ -140,6 +149,7 @@ struct tp_slot {
 	void *request;      /* NULL between preparing and issuing (gathers) */
 	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
 	uint32_t len;
+	int got;            /* bytes test() said arrived; TP_NET_SIZE_UNKNOWN: not said */
 	size_t soff;        /* the chunk's offset in its transfer's stream */
 	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
 	enum tp_unpack_kind unpack;
@@ -314,10 +324,11 @@ static inline int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void
 	return tp__mr_handle_slow(mr, cm, mhandle);
 }
 void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm);
+/* The registered region with this id, or NULL (s->lock held). */
+struct tcpx_p2p_mr *tp__mr_find(const struct tcpx_p2p_session *s, uint64_t id);
 int tp__land_create(struct tcpx_p2p_session *s, size_t bytes, char **land,
 		    struct tcpx_p2p_mr **mr);
 void tp__land_destroy(char *land, struct tcpx_p2p_mr *mr);
-void tp__mr_put(struct tcpx_p2p_mr *mr);
 
 /* conn.c */
 int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
@@ -366,6 +377,9 @@ void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
 int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_p2p_seg *segs,
 		   size_t n, const char *what);
 void tp__segs_free(struct tcpx_p2p_xfer *x);
+/* Room for n held regions (x->held). */
+int tp__held_alloc(struct tcpx_p2p_xfer *x, size_t n);
+/* Take and drop x's holds on its regions (x->held). */
 void tp__segs_get(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
 void tp__segs_put(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
 /* The address of stream range [o, o + n) when it lies in one segment. */
@@ -414,6 +428,10 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c);
 /* The conn failed: drop what waits inbound. */
 void tp__rma_fail(struct tcpx_p2p_conn *c);
+/* ... and queue the notification (len 0) that tells notif_poll of it. */
+void tp__rma_tell_failed(struct tcpx_p2p_conn *c);
+/* One of the library's own items ends: give back what it counted. */
+void tp__rma_item_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x);
 
 /* engine.c: the session-wide progress engine and the optional thread. */
 int tp__engine_create(struct tcpx_p2p_session *s);

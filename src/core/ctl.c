@@ -36,8 +36,16 @@ unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_
 			  TP_CTL_MSG_MAX);
 		return NULL;
 	}
-	if (t->out_off == t->out_len)
+	/* Sent bytes are dropped from the front once they are as many as the
+	 * unsent ones: a stream that never drains still stays within twice
+	 * what waits in it. */
+	if (t->out_off == t->out_len) {
 		t->out_off = t->out_len = 0;
+	} else if (t->out_off >= t->out_len - t->out_off) {
+		memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
+		t->out_len -= t->out_off;
+		t->out_off = 0;
+	}
 	if (grow(&t->out, &t->out_cap, t->out_len + TP_CTL_MSG_HDR + body_len))
 		return NULL;
 	m = t->out + t->out_len;
@@ -306,6 +314,11 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 		*moved = true;
 	}
 	return 0;
+}
+
+size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->out_len - c->ctl->out_off;
 }
 
 bool tp__ctl_queued(const struct tcpx_p2p_conn *c)

@@ -34,10 +34,6 @@
 /* Largest transfer a peer may announce (256 TiB): keeps chunk numbers far
  * from wrapping whatever the peer sends. */
 #define TP_CTL_LEN_MAX (1ull << 48)
-/* Announcements and the library's own items (in-writes, in-reads,
- * discards) a peer may have outstanding on one conn: bounds what it can
- * make this side hold. */
-#define TP_CTL_INBOUND_MAX 65536u
 
 enum tp_ctl_type {
 	TP_CTL_SEND = 1,      /* {id, len}: next item of the sender's stream is a send */
@@ -48,12 +44,17 @@ enum tp_ctl_type {
 	TP_CTL_NOTIF = 6,     /* {len, msg}: deliver after the items before it */
 };
 
-/* A remote segment as it travels: an export of the target and a range in it. */
+/* An export's secret: 128 random bits a peer must name with its index. */
+#define TP_KEY_BYTES 16u
+
+/* A remote segment as it travels: an export of the target and a range in
+ * it (u32 idx, u32 0, key, u64 off, u64 len). */
 struct tp_wseg {
-	uint32_t idx, key;
+	uint32_t idx;
+	unsigned char key[TP_KEY_BYTES];
 	uint64_t off, len;
 };
-#define TP_WSEG_BYTES 24u
+#define TP_WSEG_BYTES 40u
 
 /* Little-endian fields (the stream is the library's own; explicit byte
  * order keeps it a format, not a struct dump). */
@@ -126,8 +127,9 @@ void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir);
  * lock is held. */
 unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len);
 
-/* Bytes wait in the outgoing stream. */
+/* Bytes wait in the outgoing stream; how many. */
 bool tp__ctl_queued(const struct tcpx_p2p_conn *c);
+size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c);
 /* This side still owes the peer control bytes that no plugin thread has:
  * queued, or posted and not yet handed over by a test(). */
 bool tp__ctl_owes(const struct tcpx_p2p_conn *c);

@@ -74,6 +74,23 @@ static int host_for_gpu(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr, bool
 	return pin ? rc : 0; /* without a pin asked for, an unusable GPU only means "not mapped" */
 }
 
+/* Give mr the next id and append it to the session's regions (s->lock held). */
+static int list_mr(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr)
+{
+	if (s->nmrs == s->mrs_cap) {
+		size_t cap = s->mrs_cap ? 2 * s->mrs_cap : 16;
+		struct tcpx_p2p_mr **a = realloc(s->mrs, cap * sizeof(*a));
+
+		if (!a)
+			return tp__error(TCPX_P2P_ENOMEM, "mr_register: out of memory");
+		s->mrs = a;
+		s->mrs_cap = cap;
+	}
+	mr->id = ++s->mr_ids;
+	s->mrs[s->nmrs++] = mr;
+	return 0;
+}
+
 int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 			 tcpx_p2p_mr **out)
 {
@@ -164,23 +181,48 @@ static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 	mr->reg_base = (char *)base;
 	mr->reg_len = end - base;
 	pthread_mutex_lock(&s->lock);
-	mr->id = ++s->mr_ids;
-	mr->next = s->mrs;
-	s->mrs = mr;
+	rc = list_mr(s, mr);
 	pthread_mutex_unlock(&s->lock);
+	if (rc) {
+		if (mr->pin)
+			tp__pin_release(mr->pin);
+		free(mr);
+		return rc;
+	}
 	*out = mr;
 	return 0;
 }
 
+/* Index of the first region with id >= id (s->lock held). */
+static size_t mr_lower_bound(const struct tcpx_p2p_session *s, uint64_t id)
+{
+	size_t lo = 0, hi = s->nmrs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->mrs[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct tcpx_p2p_mr *tp__mr_find(const struct tcpx_p2p_session *s, uint64_t id)
+{
+	size_t i = mr_lower_bound(s, id);
+
+	return i < s->nmrs && s->mrs[i]->id == id ? s->mrs[i] : NULL;
+}
+
 static void unlink_mr(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr)
 {
-	struct tcpx_p2p_mr **p;
+	size_t i = mr_lower_bound(s, mr->id);
 
-	for (p = &s->mrs; *p; p = &(*p)->next) {
-		if (*p == mr) {
-			*p = mr->next;
-			return;
-		}
+	if (i < s->nmrs && s->mrs[i] == mr) {
+		memmove(&s->mrs[i], &s->mrs[i + 1], (s->nmrs - i - 1) * sizeof(*s->mrs));
+		s->nmrs--;
 	}
 }
 
@@ -292,7 +334,8 @@ void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm)
 	int i;
 
 	pthread_mutex_lock(&s->lock);
-	for (mr = s->mrs; mr; mr = mr->next) {
+	for (size_t k = 0; k < s->nmrs; k++) {
+		mr = s->mrs[k];
 		for (i = 0; i < mr->nregs; i++) {
 			if (mr->regs[i].comm != comm)
 				continue;
@@ -302,11 +345,4 @@ void tp__mr_drop_comm(struct tcpx_p2p_session *s, void *comm)
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
-}
-
-void tp__mr_put(struct tcpx_p2p_mr *mr)
-{
-	pthread_mutex_lock(&mr->s->lock);
-	mr->inflight--;
-	pthread_mutex_unlock(&mr->s->lock);
 }

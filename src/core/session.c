@@ -310,7 +310,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 	if (!s)
 		return tp__error(TCPX_P2P_EINVAL, "session_destroy: NULL session");
 	pthread_mutex_lock(&s->lock);
-	busy = s->nconns || s->nlisteners || s->nservers || s->mrs;
+	busy = s->nconns || s->nlisteners || s->nservers || s->nmrs;
 	pthread_mutex_unlock(&s->lock);
 	if (busy)
 		return tp__error(TCPX_P2P_EBUSY,
@@ -322,6 +322,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 	pthread_mutex_destroy(&s->notif_lock);
 	pthread_mutex_destroy(&s->lock);
 	drop_token(s);
+	free(s->mrs);
 	free(s);
 	return 0;
 }

@@ -10,6 +10,8 @@
 #include "core/core.h"
 #include "util/error.h"
 
+static int hold_runs(struct tcpx_p2p_xfer *x, const char *what);
+
 int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_p2p_seg *segs,
 		   size_t n, const char *what)
 {
@@ -52,6 +54,28 @@ int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_
 	x->seg = v;
 	x->nseg = n;
 	x->len = total;
+	return hold_runs(x, what);
+}
+
+int tp__held_alloc(struct tcpx_p2p_xfer *x, size_t n)
+{
+	x->held = n <= 1 ? &x->held1 : malloc(n * sizeof(*x->held));
+	x->nheld = 0;
+	return x->held ? 0 : tp__error(TCPX_P2P_ENOMEM, "out of memory for %zu regions", n);
+}
+
+/* One hold per run of segments in one region. */
+static int hold_runs(struct tcpx_p2p_xfer *x, const char *what)
+{
+	size_t i, runs = 0;
+
+	for (i = 0; i < x->nseg; i++)
+		runs += !i || x->seg[i].mr != x->seg[i - 1].mr;
+	if (tp__held_alloc(x, runs))
+		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory for %zu regions", what, runs);
+	for (i = 0; i < x->nseg; i++)
+		if (!i || x->seg[i].mr != x->seg[i - 1].mr)
+			x->held[x->nheld++] = x->seg[i].mr;
 	return 0;
 }
 
@@ -59,23 +83,28 @@ void tp__segs_free(struct tcpx_p2p_xfer *x)
 {
 	if (x->seg != &x->seg1)
 		free(x->seg);
+	if (x->held != &x->held1)
+		free(x->held);
 	x->seg = NULL;
 	x->nseg = 0;
+	x->held = NULL;
+	x->nheld = 0;
 }
 
 void tp__segs_get(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x)
 {
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < x->nseg; i++)
-		x->seg[i].mr->inflight++;
+	for (size_t i = 0; i < x->nheld; i++)
+		x->held[i]->inflight++;
 	pthread_mutex_unlock(&s->lock);
 }
 
 void tp__segs_put(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x)
 {
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < x->nseg; i++)
-		x->seg[i].mr->inflight--;
+	for (size_t i = 0; i < x->nheld; i++)
+		x->held[i]->inflight--;
+	x->nheld = 0; /* dropped once */
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -254,6 +283,10 @@ static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev
 	} else {
 		p = aligned_alloc(4096, bytes);
 		rc = p ? 0 : tp__error(TCPX_P2P_ENOMEM, "staging: out of memory (%zu bytes)", bytes);
+		/* Cleared (tp__dev_malloc clears device staging): a slot holds
+		 * only bytes this comm carried, never the heap's old contents. */
+		if (p)
+			memset(p, 0, bytes);
 	}
 	if (rc)
 		return rc;

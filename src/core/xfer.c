@@ -59,6 +59,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	tp__segs_put(c->s, x);
 	if (internal(x)) {
 		c->inbound--;
+		tp__rma_item_end(c, x);
 		tp__xfer_free(x);
 		return;
 	}

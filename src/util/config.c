@@ -102,6 +102,25 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "(none)", "any text; at least 16 bytes recommended",
 	  "shared secret: peers must prove they hold it before any blob is sent or plugin "
 	  "called; never sent, never shown" },
+	{ "TCPX_P2P_PEER_MAX_ITEMS", NULL, "peer_max_items", TP_CFG_INT, TP_OFF(peer_max_items),
+	  1, 1 << 24, 0, NULL, 0,
+	  "65536", "1..16777216",
+	  "per connection: transfers the peer may have announced and not yet finished here" },
+	{ "TCPX_P2P_PEER_MAX_SEGMENTS", NULL, "peer_max_segments", TP_CFG_INT,
+	  TP_OFF(peer_max_segments), 1, 1 << 26, 0, NULL, 0,
+	  "1048576", "1..67108864",
+	  "per connection: remote segments of those transfers this side holds (about 40 "
+	  "bytes each)" },
+	{ "TCPX_P2P_PEER_MAX_NOTIFS", NULL, "peer_max_notifs", TP_CFG_INT,
+	  TP_OFF(peer_max_notifs), 1, 1 << 20, 0, NULL, 0,
+	  "4096", "1..1048576",
+	  "per connection: notifications received and not yet taken by notif_poll (at most "
+	  "1 KiB each)" },
+	{ "TCPX_P2P_PEER_MAX_CTL_BYTES", NULL, "peer_max_ctl_bytes", TP_CFG_SIZE,
+	  TP_OFF(peer_max_ctl_bytes), 1 << 20, 1LL << 32, 0, NULL, 0,
+	  "64M", "1M..4096M (K, M, KiB, MiB suffixes = 1024-multiples)",
+	  "per connection: control bytes waiting to go to the peer; an answer beyond it fails "
+	  "the connection, a transfer posted beyond half of it gets EAGAIN" },
 	{ "TCPX_P2P_LOG_LEVEL", "UCCL_TCPX_DEBUG", NULL, TP_CFG_LOG, 0, 0, 4, 0, NULL, 0,
 	  "warn", "none|warn|info|debug|trace or 0..4",
 	  "process-wide log level (UCCL_TCPX_DEBUG set to non-zero means debug)" },

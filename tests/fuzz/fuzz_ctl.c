@@ -1,12 +1,13 @@
 /* libFuzzer target: the control channel's incoming stream (src/core/ctl.c
  * framing of messages, src/core/rma.c decoding and the in-queue that acts
- * on them) on a connection built without a plugin.  The connection has one
- * export (index 0, key TP_FUZZ_KEY, 64 KiB of host memory, read and write),
- * two receives waiting for a sender (100 and 4096 bytes) and a write
- * waiting for its answer (id 1), so that matched, mismatched, refused and
- * accepted items are all reachable: the bytes "AAAA" of an input stand for
- * the export's random key.  The first input byte says where the stream is
- * cut in two (messages spanning deliveries). */
+ * on them) on a connection built without a plugin.  The connection has
+ * three exports (exports() below: two live ones over two regions, one
+ * revoked), two receives waiting for a sender (100 and 4096 bytes) and a
+ * write waiting for its answer (id 1), and small peer_max_* bounds, so that
+ * matched, mismatched, refused, accepted and over-the-bound items are all
+ * reachable: 16 bytes 'A', 'C' or 'D' in an input stand for the random key
+ * of export 0, 1 or 2.  The first input byte says where the stream is cut
+ * in two (messages spanning deliveries). */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,33 +22,58 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct tcpx_p2p_session s;
 static struct tcpx_p2p_conn c;
-static struct tcpx_p2p_mr mr;
+static struct tcpx_p2p_mr mr, mr2, *mrs[2];
 static struct tp_comm comms[4];
 static struct tp_ctl ctl;
-static char pool[64 << 10];
-static unsigned char key[4]; /* the export's key as it travels */
+static char pool[64 << 10], pool2[16 << 10];
+/* The exports' keys as they travel, and the 16-byte input markers that
+ * stand for them. */
+static unsigned char key[3][TP_KEY_BYTES];
+static const char marker[3] = { 'A', 'C', 'D' };
 
 static void setup(void)
 {
-	tcpx_p2p_rdesc d;
-
 	s.cfg.chunk_bytes = 64 << 10;
 	s.cfg.num_channels = 2;
+	s.cfg.peer_max_items = 64;
+	s.cfg.peer_max_segments = 4096;
+	s.cfg.peer_max_notifs = 16;
+	s.cfg.peer_max_ctl_bytes = 1 << 20;
 	pthread_mutex_init(&s.lock, NULL);
 	pthread_mutex_init(&s.notif_lock, NULL);
 	mr = (struct tcpx_p2p_mr){ .s = &s, .id = 1, .ptr = pool, .len = sizeof(pool),
 				   .type = TCPX_P2P_MEM_HOST };
-	s.mrs = &mr;
+	mr2 = (struct tcpx_p2p_mr){ .s = &s, .id = 2, .ptr = pool2, .len = sizeof(pool2),
+				    .type = TCPX_P2P_MEM_HOST };
+	mrs[0] = &mr;
+	mrs[1] = &mr2;
+	s.mrs = mrs;
+	s.nmrs = s.mrs_cap = 2;
 	c.s = &s;
 	c.nchan = 2;
 	c.send = &comms[0];
 	c.recv = &comms[2];
 	c.ctl = &ctl;
 	pthread_mutex_init(&c.lock, NULL);
-	if (tp__rma_create(&c) || tcpx_p2p_mr_export(&c, &mr, 0, sizeof(pool),
-						     TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, &d))
+}
+
+/* A fresh one-sided state per input: export 0 is all of mr (read and
+ * write), export 1 the second half of mr2 (write only), export 2 all of mr
+ * again, revoked. */
+static void exports(void)
+{
+	tcpx_p2p_rdesc d[3];
+
+	if (tp__rma_create(&c) ||
+	    tcpx_p2p_mr_export(&c, &mr, 0, sizeof(pool),
+			       TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, &d[0]) ||
+	    tcpx_p2p_mr_export(&c, &mr2, sizeof(pool2) / 2, sizeof(pool2) / 2,
+			       TCPX_P2P_ACCESS_WRITE, &d[1]) ||
+	    tcpx_p2p_mr_export(&c, &mr, 0, sizeof(pool), TCPX_P2P_ACCESS_WRITE, &d[2]) ||
+	    tcpx_p2p_mr_unexport(&c, &d[2]))
 		abort();
-	memcpy(key, d.bytes + 12, sizeof(key)); /* rma.c: u32 key at byte 12, little-endian */
+	for (int i = 0; i < 3; i++)
+		memcpy(key[i], d[i].bytes + 24, TP_KEY_BYTES); /* rma.c: TP_RDESC_KEY */
 }
 
 static struct tcpx_p2p_xfer *user_xfer(enum tp_op op, enum tp_dir dir, size_t len)
@@ -96,9 +122,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!in)
 		return 0;
 	memcpy(in, data + 1, size - 1);
-	for (size_t i = 0; i + 4 <= size - 1; i++)
-		if (!memcmp(in + i, "AAAA", 4))
-			memcpy(in + i, key, 4);
+	exports();
+	for (size_t i = 0; i + TP_KEY_BYTES <= size - 1; i++) {
+		for (int k = 0; k < 3; k++) {
+			size_t j = 0;
+
+			while (j < TP_KEY_BYTES && in[i + j] == (unsigned char)marker[k])
+				j++;
+			if (j == TP_KEY_BYTES)
+				memcpy(in + i, key[k], TP_KEY_BYTES);
+		}
+	}
 	mine[0] = user_xfer(TP_OP_RECV, TP_RECV, 100);
 	mine[1] = user_xfer(TP_OP_RECV, TP_RECV, 4096);
 	mine[2] = user_xfer(TP_OP_WRITE, TP_SEND, 100);
@@ -126,9 +160,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tp__xlist_remove(&c.settling, c.settling.head);
 	for (int i = 0; i < 3; i++)
 		tp__xfer_free(mine[i]);
-	tp__rma_fail(&c);
-	tp__rma_drop_notifs(&c);
-	mr.inflight = 0;
+	tp__rma_destroy(&c);
+	mr.inflight = mr2.inflight = 0;
 	memset(comms, 0, sizeof(comms));
 	ctl.in_off = ctl.in_len = 0;
 	ctl.out_off = ctl.out_len = 0;

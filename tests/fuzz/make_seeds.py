@@ -39,12 +39,14 @@ def ctl(mtype, body):
     return struct.pack("<BBHI", mtype, 0, 0, len(body)) + body
 
 
+# A remote segment: u32 export index, u32 0, 16-byte key, u64 off, u64 len.
+# fuzz_ctl puts export k's key where a seed has 16 times "ACD"[k].
 def wseg(idx, key, off, n):
-    return struct.pack("<I", idx) + key + struct.pack("<QQ", off, n)
+    return struct.pack("<II", idx, 0) + key * (16 // len(key)) + struct.pack("<QQ", off, n)
 
 
 def ctl_write(mid, segs, notif=b"", mtype=2):
-    total = sum(struct.unpack("<Q", g[16:24])[0] for g in segs)
+    total = sum(struct.unpack("<Q", g[32:40])[0] for g in segs)
     return ctl(mtype, struct.pack("<QQII", mid, total, len(segs), len(notif)) + b"".join(segs) + notif)
 
 
@@ -68,10 +70,17 @@ SEEDS = {
     "ctl": {
         "send_match": b"\x05" + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(1, struct.pack("<QQ", 8, 4096)),
         "send_mismatch": b"\x00" + ctl(1, struct.pack("<QQ", 7, 99)),
-        "write_ok": b"\x09" + ctl_write(3, [wseg(0, b"AAAA", 0, 100), wseg(0, b"AAAA", 4096, 1)], b"done"),
-        "write_refused": b"\x00" + ctl_write(3, [wseg(0, b"BBBB", 0, 100)]) + ctl_write(4, [wseg(5, b"AAAA", 0, 1)]),
-        "write_range": b"\x00" + ctl_write(3, [wseg(0, b"AAAA", 65535, 2)]),
-        "read_req": b"\x00" + ctl_write(9, [wseg(0, b"AAAA", 0, 4096)], mtype=3),
+        "write_ok": b"\x09" + ctl_write(3, [wseg(0, b"A", 0, 100), wseg(0, b"A", 4096, 1)], b"done"),
+        "write_refused": b"\x00" + ctl_write(3, [wseg(0, b"B", 0, 100)]) + ctl_write(4, [wseg(5, b"A", 0, 1)]),
+        "write_range": b"\x00" + ctl_write(3, [wseg(0, b"A", 65535, 2)]),
+        "read_req": b"\x00" + ctl_write(9, [wseg(0, b"A", 0, 4096)], mtype=3),
+        "write_two_exports": b"\x11" + ctl_write(3, [wseg(0, b"A", 100, 3000), wseg(1, b"C", 0, 8192),
+                                                       wseg(0, b"A", 0, 7), wseg(1, b"C", 9, 1)], b"kv"),
+        "write_revoked": b"\x00" + ctl_write(3, [wseg(2, b"D", 0, 10)]),
+        "read_write_only": b"\x00" + ctl_write(9, [wseg(1, b"C", 0, 10)], mtype=3),
+        "bad_keys": b"\x00" + b"".join(ctl_write(10 + i, [wseg(0, b"B", 0, 1)]) for i in range(10)),
+        "too_many_segs": b"\x00" + ctl_write(3, [wseg(0, b"A", 0, 1)] * 5000),
+        "too_many_notifs": b"\x07" + b"".join(ctl(6, struct.pack("<I", 1) + b"n") for _ in range(20)),
         "read_resp": b"\x00" + ctl(4, struct.pack("<QQ", 1, 100)),
         "ack": b"\x00" + ctl(5, struct.pack("<QiIQ", 1, 0, 0, 0)) + ctl(5, struct.pack("<QiIQ", 1, 2, 0, 5)),
         "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
