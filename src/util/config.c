@@ -118,7 +118,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "1 KiB each)" },
 	{ "TCPX_P2P_PEER_MAX_CTL_BYTES", NULL, "peer_max_ctl_bytes", TP_CFG_SIZE,
 	  TP_OFF(peer_max_ctl_bytes), 1 << 20, 1LL << 32, 0, NULL, 0,
-	  "64M", "1M..4096M (K, M, KiB, MiB suffixes = 1024-multiples)",
+	  "67108864", "1M..4096M (K, M, KiB, MiB suffixes = 1024-multiples)",
 	  "per connection: control bytes waiting to go to the peer; an answer beyond it fails "
 	  "the connection, a transfer posted beyond half of it gets EAGAIN" },
 	{ "TCPX_P2P_LOG_LEVEL", "UCCL_TCPX_DEBUG", NULL, TP_CFG_LOG, 0, 0, 4, 0, NULL, 0,

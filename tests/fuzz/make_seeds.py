@@ -24,7 +24,7 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 3, nchan, 524288, 128, plugin)
+    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 4, nchan, 524288, 128, plugin)
     return hdr + (handle or emu_handle()) * nchan
 
 

@@ -365,6 +365,10 @@ static void test_resolve_old_struct(void **state)
 	in.mss = 1448;
 	in.plugin_path = NULL;
 	in.handshake_ms = 1000;
+	in.peer_max_items = 10;
+	in.peer_max_segments = 100;
+	in.peer_max_notifs = 10;
+	in.peer_max_ctl_bytes = 1 << 20;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_int_equal(out.struct_size, sizeof(out));
 	assert_int_equal(out.num_channels, 8);
@@ -439,6 +443,10 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_NICS", "auto" },
 		{ "TCPX_P2P_AUTH_TOKEN", "(none)" },
+		{ "TCPX_P2P_PEER_MAX_ITEMS", "65536" },
+		{ "TCPX_P2P_PEER_MAX_SEGMENTS", "1048576" },
+		{ "TCPX_P2P_PEER_MAX_NOTIFS", "4096" },
+		{ "TCPX_P2P_PEER_MAX_CTL_BYTES", "67108864" },
 		{ "TCPX_P2P_LOG_LEVEL", "info" }, /* set_log(INFO) in setup */
 	};
 	tcpx_p2p_config c;

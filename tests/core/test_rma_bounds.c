@@ -1,0 +1,370 @@
+/* What a peer's control messages can make this side hold, and what a
+ * peer can learn by probing, on a connection built without a plugin (as
+ * tests/fuzz/fuzz_ctl.c builds one): messages go in through tp__ctl_feed,
+ * answers pile up in the outgoing stream (nothing sends them), so every
+ * bound is reached deterministically.  Each test builds a fresh conn. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "core/ctl.h"
+
+#define POOL (64u << 10)
+#define NREG 1000 /* regions registered, each exported once */
+
+struct fx {
+	struct tcpx_p2p_session s;
+	struct tcpx_p2p_conn c;
+	struct tcpx_p2p_mr mr[NREG], *mrs[NREG];
+	struct tp_comm comms[4];
+	struct tp_ctl ctl;
+	char pool[POOL];
+	tcpx_p2p_rdesc d[NREG];
+	unsigned char *msg; /* message being built */
+	size_t len, cap;
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->s.cfg.chunk_bytes = 64 << 10;
+	f->s.cfg.num_channels = 2;
+	f->s.cfg.peer_max_items = 64;
+	f->s.cfg.peer_max_segments = 4096;
+	f->s.cfg.peer_max_notifs = 16;
+	f->s.cfg.peer_max_ctl_bytes = 1 << 20;
+	pthread_mutex_init(&f->s.lock, NULL);
+	pthread_mutex_init(&f->s.notif_lock, NULL);
+	for (int i = 0; i < NREG; i++) {
+		f->mr[i] = (struct tcpx_p2p_mr){ .s = &f->s, .id = (uint64_t)i + 1, .ptr = f->pool,
+						 .len = POOL, .type = TCPX_P2P_MEM_HOST };
+		f->mrs[i] = &f->mr[i];
+	}
+	f->s.mrs = f->mrs;
+	f->s.nmrs = f->s.mrs_cap = NREG;
+	f->c.s = &f->s;
+	f->c.nchan = 2;
+	f->c.send = &f->comms[0];
+	f->c.recv = &f->comms[2];
+	f->c.ctl = &f->ctl;
+	pthread_mutex_init(&f->c.lock, NULL);
+	assert_int_equal(tp__rma_create(&f->c), 0);
+	/* Export i: region i, all of it, read and write. */
+	for (int i = 0; i < NREG; i++)
+		assert_int_equal(tcpx_p2p_mr_export(&f->c, &f->mr[i], 0, POOL,
+						    TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ,
+						    &f->d[i]), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	struct tcpx_p2p_xfer *x, *next;
+
+	for (int d = 0; d < 2; d++)
+		for (x = f->c.dir[d].head; x; x = next) {
+			next = x->next;
+			tp__xfer_free(x);
+		}
+	tp__rma_destroy(&f->c);
+	free(f->ctl.in);
+	free(f->ctl.out);
+	free(f->msg);
+	free(f);
+	return 0;
+}
+
+/* ---- building messages ---------------------------------------------------- */
+
+static unsigned char *put(struct fx *f, size_t n)
+{
+	if (f->len + n > f->cap) {
+		f->cap = (f->len + n) * 2;
+		f->msg = realloc(f->msg, f->cap);
+		assert_non_null(f->msg);
+	}
+	f->len += n;
+	return f->msg + f->len - n;
+}
+
+static void hdr(struct fx *f, enum tp_ctl_type type, size_t body)
+{
+	unsigned char *m = put(f, TP_CTL_MSG_HDR);
+
+	m[0] = (unsigned char)type;
+	m[1] = m[2] = m[3] = 0;
+	tp_put32(m + 4, (uint32_t)body);
+}
+
+/* A remote segment naming export idx with the key of descriptor d. */
+static void seg_key(struct fx *f, uint32_t idx, const tcpx_p2p_rdesc *d, uint64_t off,
+		    uint64_t len)
+{
+	unsigned char *p = put(f, TP_WSEG_BYTES);
+
+	tp_put32(p, idx);
+	tp_put32(p + 4, 0);
+	memcpy(p + 8, d->bytes + 24, TP_KEY_BYTES); /* rma.c: TP_RDESC_KEY */
+	tp_put64(p + 8 + TP_KEY_BYTES, off);
+	tp_put64(p + 16 + TP_KEY_BYTES, len);
+}
+
+/* ... with the key of export `keyof`. */
+static void seg(struct fx *f, uint32_t idx, int keyof, uint64_t off, uint64_t len)
+{
+	seg_key(f, idx, &f->d[keyof], off, len);
+}
+
+static void one_sided(struct fx *f, enum tp_ctl_type type, uint64_t id, uint64_t total,
+		      uint32_t nseg, const char *notif)
+{
+	size_t nlen = notif ? strlen(notif) : 0;
+	unsigned char *m;
+
+	hdr(f, type, 24 + (size_t)nseg * TP_WSEG_BYTES + nlen);
+	m = put(f, 24);
+	tp_put64(m, id);
+	tp_put64(m + 8, total);
+	tp_put32(m + 16, nseg);
+	tp_put32(m + 20, (uint32_t)nlen);
+	/* the caller appends the segments, then the notification */
+}
+
+static void notif(struct fx *f, const char *text)
+{
+	hdr(f, TP_CTL_NOTIF, 4 + strlen(text));
+	tp_put32(put(f, 4), (uint32_t)strlen(text));
+	memcpy(put(f, strlen(text)), text, strlen(text));
+}
+
+static void send_ann(struct fx *f, uint64_t id, uint64_t len)
+{
+	unsigned char *m;
+
+	hdr(f, TP_CTL_SEND, 16);
+	m = put(f, 16);
+	tp_put64(m, id);
+	tp_put64(m + 8, len);
+}
+
+/* Feed what was built and act on it; the first error, or 0. */
+static int feed(struct fx *f)
+{
+	bool moved;
+	int rc = tp__ctl_feed(&f->c, f->msg, f->len);
+
+	f->len = 0;
+	for (int i = 0; !rc && i < 2; i++)
+		rc = tp__rma_progress(&f->c, &moved);
+	return rc;
+}
+
+/* The acks in the outgoing stream, in order: status and value of each. */
+static int acks(struct fx *f, uint32_t *status, uint64_t *value, int max)
+{
+	size_t o = f->ctl.out_off;
+	int n = 0;
+
+	while (o + TP_CTL_MSG_HDR <= f->ctl.out_len && n < max) {
+		const unsigned char *m = f->ctl.out + o;
+		uint32_t body = tp_get32(m + 4);
+
+		if (m[0] == TP_CTL_ACK) {
+			status[n] = tp_get32(m + TP_CTL_MSG_HDR + 8);
+			value[n] = tp_get64(m + TP_CTL_MSG_HDR + 16);
+			n++;
+		}
+		o += TP_CTL_MSG_HDR + body;
+	}
+	return n;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* Every reason a peer could probe with is one answer: unknown index, wrong
+ * key, outside the export, an access it does not give, revoked,
+ * deregistered.  (READ_REQs: no discard items to drain.) */
+static void test_one_refusal(void **state)
+{
+	struct fx *f = *state;
+	uint32_t st[8];
+	uint64_t val[8];
+	tcpx_p2p_rdesc ro;
+
+	/* export NREG: region 0, write-only... */
+	assert_int_equal(tcpx_p2p_mr_export(&f->c, &f->mr[0], 0, POOL, TCPX_P2P_ACCESS_WRITE,
+					    &ro), 0);
+	/* ...and export 1 revoked, region 2 deregistered (gone from the index). */
+	assert_int_equal(tcpx_p2p_mr_unexport(&f->c, &f->d[1]), 0);
+	assert_int_equal(tcpx_p2p_mr_unexport(&f->c, &f->d[1]), 0);
+	memmove(&f->mrs[2], &f->mrs[3], (NREG - 3) * sizeof(f->mrs[0]));
+	f->s.nmrs--;
+
+	one_sided(f, TP_CTL_READ_REQ, 1, 10, 1, NULL);
+	seg(f, NREG + 5, 0, 0, 10);             /* no such export */
+	one_sided(f, TP_CTL_READ_REQ, 2, 10, 1, NULL);
+	seg(f, 3, 4, 0, 10);                    /* export 3 with export 4's key */
+	one_sided(f, TP_CTL_READ_REQ, 3, 10, 1, NULL);
+	seg(f, 3, 3, POOL - 5, 10);             /* across the export's end */
+	one_sided(f, TP_CTL_READ_REQ, 4, 10, 1, NULL);
+	seg_key(f, NREG, &ro, 0, 10);           /* read from a write-only export */
+	one_sided(f, TP_CTL_READ_REQ, 5, 10, 1, NULL);
+	seg(f, 1, 1, 0, 10);                    /* revoked */
+	one_sided(f, TP_CTL_READ_REQ, 6, 10, 1, NULL);
+	seg(f, 2, 2, 0, 10);                    /* deregistered region */
+	assert_int_equal(feed(f), 0);
+	assert_int_equal(acks(f, st, val, 8), 6);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(st[i], 2);  /* rma.c: TP_ACK_REFUSED */
+		assert_int_equal(val[i], 1); /* rma.c: TP_REFUSE_DENIED, for every reason */
+	}
+}
+
+/* Unknown keys: TP_BAD_KEYS_MAX (8) are refused, the next fails the conn;
+ * a revoked export's right key is not a guess. */
+static void test_bad_keys_fail_the_conn(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(tcpx_p2p_mr_unexport(&f->c, &f->d[7]), 0);
+	for (int i = 0; i < 20; i++) {
+		one_sided(f, TP_CTL_READ_REQ, 100 + (uint64_t)i, 1, 1, NULL);
+		seg(f, 7, 7, 0, 1);
+	}
+	for (int i = 0; i < 8; i++) {
+		one_sided(f, TP_CTL_READ_REQ, (uint64_t)i + 1, 1, 1, NULL);
+		seg(f, 9, 10, 0, 1);
+	}
+	assert_int_equal(feed(f), 0);
+	one_sided(f, TP_CTL_READ_REQ, 9, 1, 1, NULL);
+	seg(f, 9, 10, 0, 1);
+	assert_int_equal(feed(f), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "guesses keys"));
+}
+
+/* One message naming every one of 1,000 exports many times resolves to one
+ * hold per region, and a good one is accepted. */
+static void test_many_exports_one_hold_each(void **state)
+{
+	struct fx *f = *state;
+	enum { PER = 4 };
+
+	one_sided(f, TP_CTL_READ_REQ, 1, (uint64_t)NREG * PER * 8, NREG * PER, NULL);
+	for (int k = 0; k < PER; k++)
+		for (int i = 0; i < NREG; i++)
+			seg(f, (uint32_t)i, i, (uint64_t)k * 8, 8);
+	assert_int_equal(feed(f), 0);
+	for (int i = 0; i < NREG; i++)
+		assert_int_equal(f->mr[i].inflight, 1);
+	assert_non_null(f->c.dir[TP_SEND].head); /* the in-read, queued */
+	assert_int_equal(f->c.dir[TP_SEND].head->nheld, NREG);
+	assert_int_equal(f->c.dir[TP_SEND].head->nseg, NREG * PER);
+}
+
+/* Queued announcements behind a send nobody matched: items and segments
+ * are bounded, and the message that crosses one fails the conn. */
+static void test_items_bound(void **state)
+{
+	struct fx *f = *state;
+
+	send_ann(f, 1, 100); /* no receive posted: everything behind it queues */
+	for (int i = 0; i < 63; i++)
+		notif(f, "n");
+	f->s.cfg.peer_max_notifs = 1000;
+	assert_int_equal(feed(f), 0);
+	send_ann(f, 2, 100);
+	assert_int_equal(feed(f), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "peer_max_items"));
+}
+
+static void test_segments_bound(void **state)
+{
+	struct fx *f = *state;
+
+	send_ann(f, 1, 100);
+	for (int w = 0; w < 4; w++) {
+		one_sided(f, TP_CTL_WRITE, 10 + (uint64_t)w, 1000, 1000, NULL);
+		for (int i = 0; i < 1000; i++)
+			seg(f, 0, 0, (uint64_t)i, 1);
+	}
+	assert_int_equal(feed(f), 0); /* 4,000 of 4,096 */
+	one_sided(f, TP_CTL_WRITE, 20, 97, 97, NULL);
+	for (int i = 0; i < 97; i++)
+		seg(f, 0, 0, (uint64_t)i, 1);
+	assert_int_equal(feed(f), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "peer_max_segments"));
+}
+
+/* Notifications: waiting for data or delivered and not polled, together. */
+static void test_notifs_bound(void **state)
+{
+	struct fx *f = *state;
+	for (int i = 0; i < 16; i++)
+		notif(f, "layer");
+	assert_int_equal(feed(f), 0); /* all 16 delivered, none taken */
+	assert_int_equal(f->s.notifs != NULL, 1);
+	notif(f, "one more");
+	assert_int_equal(feed(f), TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "peer_max_notifs"));
+}
+
+/* Answers a peer does not read: the outgoing stream stops at
+ * peer_max_ctl_bytes and the conn fails; the application's own posts stop
+ * at half of it with EAGAIN. */
+static void test_ctl_bytes_bound(void **state)
+{
+	struct fx *f = *state;
+	int rc = 0, i;
+
+	/* Refused reads (outside the export, not guesses): one 32-byte ack each. */
+	for (i = 0; i < 200000 && !rc; i++) {
+		one_sided(f, TP_CTL_READ_REQ, (uint64_t)i + 1, 1, 1, NULL);
+		seg(f, 0, 0, POOL, 1);
+		if (i % 50 == 49) /* under peer_max_items queued at once */
+			rc = feed(f);
+	}
+	assert_int_equal(rc, TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "peer_max_ctl_bytes"));
+	assert_true(tp__ctl_out_bytes(&f->c) <= (1u << 20) + 50 * 32);
+}
+
+static void test_own_posts_eagain(void **state)
+{
+	struct fx *f = *state;
+	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_SEND, TP_SEND);
+	unsigned char *m;
+
+	assert_non_null(x);
+	x->c = &f->c;
+	m = tp__ctl_msg(&f->c, TP_CTL_NOTIF, (1u << 19) + 8); /* half the bound, plus */
+	assert_non_null(m);
+	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, NULL, 0), TCPX_P2P_EAGAIN);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "drive progress"));
+	tp__xfer_free(x);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_one_refusal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_keys_fail_the_conn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_exports_one_hold_each, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_items_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_segments_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_notifs_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_bytes_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_posts_eagain, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
