@@ -491,8 +491,11 @@ typedef struct tcpx_p2p_rseg {
  * may land in either order: wait for the first (or its notification)
  * before writing the same remote bytes again.
  * RETURN VALUE: 0; EINVAL (arguments, totals, a remote segment outside its
- * rmr or lacking the access); the connection's error; ENOMEM.  The target's
- * refusal (a segment it does not export, a deregistered region) fails the
+ * rmr or lacking the access, more than config.peer_max_segments remote
+ * segments); EAGAIN (half of config.peer_max_ctl_bytes of control messages
+ * wait for the peer: drive progress, post again); the connection's error;
+ * ENOMEM.  The target's refusal (a segment it does not export, a revoked
+ * export, a deregistered region, a write that arrived short) fails the
  * transfer with EINVAL, and then nothing of it was written. */
 TCPX_P2P_API int tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
 				const tcpx_p2p_rseg *remote, size_t nremote,
@@ -521,6 +524,9 @@ typedef struct tcpx_p2p_notif {
 /* Take up to max delivered notifications of the session, oldest first
  * (per connection in the peer's posting order); *n is how many.  Drives
  * the session once first (unless a progress thread does).  Never blocks.
+ * One of len 0 is the library's own (0.5): its conn failed, after what it
+ * delivered before; tcpx_p2p_progress(conn) gives the error.  A conn holds
+ * at most config.peer_max_notifs not yet taken; one more fails it.
  * RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 
