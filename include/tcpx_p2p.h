@@ -130,6 +130,9 @@ typedef struct tcpx_p2p_config {
 	const char *nics;     /* devices to stripe channels over: NULL/"auto", "all", "eth1,eth2" */
 	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
 	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
+	/* Added in 0.5: 1 = fail with ENOPLUGIN rather than fall back to the
+	 * bundled emulator when the plugin search finds nothing. */
+	int require_plugin;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -200,6 +203,16 @@ typedef struct tcpx_p2p_session_info {
 	/* Added in 0.4.1: bytes per plugin request in effect (GPUDirect-TCPX
 	 * lowers chunk_bytes to NCCL_DYNAMIC_CHUNK_SIZE; docs/tcpx.md). */
 	size_t chunk_bytes;
+	/* Added in 0.5.  plugin_fallback: 1 when no plugin was found and the
+	 * search fell back to the bundled emulator (a warning said so);
+	 * plugin_tried: the files the search tried before the one used and
+	 * why each was not used ("" when the first served).  send_window and
+	 * recv_window: the windows in effect, configured ones lowered to the
+	 * requests per comm the plugin takes (docs/configuration.md). */
+	int plugin_fallback;
+	const char *plugin_tried;
+	int send_window;
+	int recv_window;
 } tcpx_p2p_session_info;
 
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */
