@@ -52,8 +52,6 @@ static void test_transfers(void **state)
 	rc = tp_pair_open(&p, NULL, 1);
 	if (rc)
 		fail_msg("pair: %d %s", rc, tcpx_p2p_last_error());
-	check_session(p.s[0]);
-	check_session(p.s[1]);
 	for (i = 0; i < 2; i++)
 		for (k = 0; k < 2; k++) {
 			/* k = 0: what side i sends, k = 1: what it receives */
@@ -76,6 +74,8 @@ static void test_transfers(void **state)
 		fail_msg("transfers: %d %s", rc, tcpx_p2p_last_error());
 	for (i = 0; i < 2; i++)
 		assert_true(tp_check(buf[i][1], total, 100 + (uint64_t)(1 - i)) == (size_t)-1);
+	check_session(p.s[0]);
+	check_session(p.s[1]);
 	for (i = 0; i < 2; i++)
 		for (k = 0; k < 2; k++) {
 			assert_int_equal(tcpx_p2p_mr_deregister(mr[i][k]), 0);
