@@ -130,13 +130,16 @@ typedef struct tcpx_p2p_config {
 	const char *nics;     /* devices to stripe channels over: NULL/"auto", "all", "eth1,eth2" */
 	int handshake_ms;     /* rendezvous: a peer's deadline to authenticate and send its blob */
 	const char *auth_token; /* shared secret peers must prove; NULL = none (docs/reliability.md) */
-	/* Fields below were added in 0.5: what one peer may make this side hold
-	 * per connection (docs/reliability.md "Bounds"); exceeding one fails
-	 * that connection with EPROTO, the others go on. */
+	/* Fields below were added in 0.5.  What one peer may make this side
+	 * hold per connection (docs/reliability.md, "What a peer can make this
+	 * side hold"); exceeding one fails that connection with EPROTO. */
 	int peer_max_items;       /* announced transfers queued plus their items in flight */
 	int peer_max_segments;    /* remote segments of those, queued or in flight */
 	int peer_max_notifs;      /* notifications received and not yet taken by notif_poll */
 	size_t peer_max_ctl_bytes; /* control bytes waiting to go to the peer */
+	/* 1 = fail with ENOPLUGIN rather than fall back to the
+	 * bundled emulator when the plugin search finds nothing. */
+	int require_plugin;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -207,6 +210,16 @@ typedef struct tcpx_p2p_session_info {
 	/* Added in 0.4.1: bytes per plugin request in effect (GPUDirect-TCPX
 	 * lowers chunk_bytes to NCCL_DYNAMIC_CHUNK_SIZE; docs/tcpx.md). */
 	size_t chunk_bytes;
+	/* Added in 0.5.  plugin_fallback: 1 when no plugin was found and the
+	 * search fell back to the bundled emulator (a warning said so);
+	 * plugin_tried: the files the search tried before the one used and
+	 * why each was not used ("" when the first served).  send_window and
+	 * recv_window: the windows in effect, configured ones lowered to the
+	 * requests per comm the plugin takes (docs/configuration.md). */
+	int plugin_fallback;
+	const char *plugin_tried;
+	int send_window;
+	int recv_window;
 } tcpx_p2p_session_info;
 
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */

@@ -2,8 +2,8 @@
  * Internal declarations of the TCPX emulator plugin: a real NCCL net plugin
  * over TCP sockets that obeys the GPUDirect-TCPX contract (docs/tcpx.md,
  * "The plugin contract" and "The emulator plugin").  Nothing here is
- * exported; the only public symbol is
- * ncclNetPlugin_v7 in emu_plugin.c.
+ * exported; the only public symbols are the ncclNetPlugin_vN tables of
+ * emu_abi.c.
  */
 #ifndef TP_EMU_H
 #define TP_EMU_H
@@ -17,6 +17,7 @@
 #include "abi/nccl_net.h"
 
 #define EMU_MAX_REQS 16
+#define EMU_MAX_REQS_V6 8 /* driven through a v5 or v6 table */
 #define EMU_MAX_SOCKS 8
 #define EMU_MAX_DEVS 16
 #define EMU_PAGE TP_UNPACK_PAGE_SIZE
@@ -32,6 +33,8 @@
 /* ---- logging: everything goes through the logger given to init ------- */
 
 extern ncclDebugLogger_t tp__emu_logger;
+/* The ABI version whose table's init was called (0 before init). */
+extern int tp__emu_abi;
 
 #define EMU_NET_FLAG 0x10 /* NCCL_NET */
 #define EMU_LOG(lvl, fmt, ...)                                                          \
@@ -82,6 +85,8 @@ struct emu_config {
 	 */
 	uint64_t short_min, short_drop;
 	int sizes;
+	int max_reqs;           /* requests per comm: 16, 8 before ABI v7 */
+	int consume_at_test;    /* before ABI v7: a receive ends when test reports it */
 	struct in_addr addr;
 };
 
@@ -348,7 +353,10 @@ void tp__emu_req_publish(struct emu_comm *c, struct emu_req *r);
 void *tp__emu_send_thread(void *arg);
 void *tp__emu_recv_thread(void *arg);
 
-/* entry points, one file each group */
+/* entry points, one file each group; emu_abi.c adapts them to each ABI */
+ncclResult_t tp__emu_init(ncclDebugLogger_t logger);
+ncclResult_t tp__emu_devices(int *ndev);
+ncclResult_t tp__emu_get_properties(int dev, ncclNetProperties_v7_t *props);
 ncclResult_t tp__emu_listen(int dev, void *handle, void **listen_comm);
 ncclResult_t tp__emu_connect(int dev, void *handle, void **send_comm,
 			     ncclNetDeviceHandle_v7_t **dev_handle);

@@ -1,5 +1,6 @@
 /*
- * The exported table plus init, devices, properties and the environment.
+ * init, devices, properties and the environment (the exported tables are
+ * in emu_abi.c).
  * Settings are read for every new comm, so one process can try several
  * modes; the properties reflect the settings at the time they are asked.
  */
@@ -11,6 +12,7 @@
 #include "emu.h"
 
 ncclDebugLogger_t tp__emu_logger;
+int tp__emu_abi;
 
 static long env_long(const char *name, long def, long lo, long hi)
 {
@@ -110,9 +112,20 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->connect_abandon_ms = (int)env_long("TCPX_EMU_CONNECT_ABANDON_MS", 30000, 1, 86400000);
 	short_send(cfg);
 	cfg->sizes = env_long("TCPX_EMU_SIZES", 0, 0, 1) != 0;
+	/* Driven through a table before v7 there is no device handle to
+	 * describe bounce pages and no irecvConsumed to return them: receives
+	 * land in place and end at test.  NCCL promised such plugins at most
+	 * 8 requests per comm, and its socket transport of the time had
+	 * exactly 8: so does the emulator. */
+	cfg->max_reqs = EMU_MAX_REQS;
+	if (tp__emu_abi && tp__emu_abi < 7) {
+		cfg->bounce = EMU_BOUNCE_OFF;
+		cfg->consume_at_test = 1;
+		cfg->max_reqs = EMU_MAX_REQS_V6;
+	}
 }
 
-static ncclResult_t emu_init(ncclDebugLogger_t logger)
+ncclResult_t tp__emu_init(ncclDebugLogger_t logger)
 {
 	tp__emu_logger = logger;
 	EMU_INFO("initialised (GPU %s)", tp__emu_cuda_usable() ? "usable" : "not usable");
@@ -126,7 +139,7 @@ int tp__emu_ndev(void)
 	return (int)env_long("TCPX_EMU_NDEV", 1, 1, EMU_MAX_DEVS);
 }
 
-static ncclResult_t emu_devices(int *ndev)
+ncclResult_t tp__emu_devices(int *ndev)
 {
 	*ndev = tp__emu_ndev();
 	return ncclSuccess;
@@ -141,7 +154,7 @@ static char *const prop_names[EMU_MAX_DEVS] = {
 };
 static char prop_pci[] = "";
 
-static ncclResult_t emu_get_properties(int dev, ncclNetProperties_v7_t *props)
+ncclResult_t tp__emu_get_properties(int dev, ncclNetProperties_v7_t *props)
 {
 	int unpack;
 
@@ -165,25 +178,3 @@ static ncclResult_t emu_get_properties(int dev, ncclNetProperties_v7_t *props)
 					 : NCCL_NET_DEVICE_INVALID_VERSION;
 	return ncclSuccess;
 }
-
-__attribute__((visibility("default"))) const ncclNet_v7_t ncclNetPlugin_v7 = {
-	.name = "TCPXEmu_v7",
-	.init = emu_init,
-	.devices = emu_devices,
-	.getProperties = emu_get_properties,
-	.listen = tp__emu_listen,
-	.connect = tp__emu_connect,
-	.accept = tp__emu_accept,
-	.regMr = tp__emu_reg_mr,
-	.regMrDmaBuf = NULL,
-	.deregMr = tp__emu_dereg_mr,
-	.isend = tp__emu_isend,
-	.irecv = tp__emu_irecv,
-	.iflush = NULL,
-	.test = tp__emu_test,
-	.closeSend = tp__emu_close_send,
-	.closeRecv = tp__emu_close_recv,
-	.closeListen = tp__emu_close_listen,
-	.getDeviceMr = NULL,
-	.irecvConsumed = tp__emu_irecv_consumed,
-};

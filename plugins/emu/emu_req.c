@@ -89,7 +89,7 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 		pthread_mutex_unlock(&c->lock);
 		return ncclSuccess;
 	}
-	if (c->npost - oldest >= EMU_MAX_REQS) {
+	if (c->npost - oldest >= (uint64_t)c->cfg.max_reqs) {
 		pthread_mutex_unlock(&c->lock);
 		EMU_WARN("unable to allocate requests");
 		return ncclInternalError;
@@ -158,13 +158,15 @@ static void release_pages(struct emu_comm *c, struct emu_req *r)
 	r->npages = 0;
 }
 
-/* Failed receives need no consume: free them once they reach the head. */
+/* Failed receives need no consume: free them once they reach the head.
+ * So do all receives of a comm driven without irecvConsumed (before v7). */
 static void release_failed_prefix(struct emu_comm *c)
 {
 	while (c->nconsumed < c->ntested) {
 		struct emu_req *r = &c->reqs[c->nconsumed % EMU_MAX_REQS];
 
-		if (r->state != EMU_REQ_REPORTED || r->result == ncclSuccess)
+		if (r->state != EMU_REQ_REPORTED ||
+		    (r->result == ncclSuccess && !c->cfg.consume_at_test))
 			break;
 		release_pages(c, r);
 		r->state = EMU_REQ_FREE;
@@ -247,7 +249,7 @@ ncclResult_t tp__emu_test(void *request, int *done, int *sizes)
 		pthread_cond_broadcast(&c->cv);
 	} else {
 		r->state = EMU_REQ_REPORTED;
-		if (ret != ncclSuccess)
+		if (ret != ncclSuccess || c->cfg.consume_at_test)
 			release_failed_prefix(c);
 	}
 unlock:

@@ -106,6 +106,10 @@ static int check_chunk(const struct tcpx_p2p_session *s)
 {
 	uint64_t frags = tp_chunk_max_frags(s->cfg.chunk_bytes, (uint64_t)s->cfg.mss);
 
+	if (s->props.max_p2p_bytes && s->cfg.chunk_bytes > s->props.max_p2p_bytes)
+		return tp__error(TCPX_P2P_EINVAL, "chunk_bytes %zu exceeds the %zu bytes per request "
+				 "plugin %s takes (its maxP2pBytes): lower TCPX_P2P_CHUNK_BYTES",
+				 s->cfg.chunk_bytes, s->props.max_p2p_bytes, s->net->name);
 	if (s->props.dev_type != NCCL_NET_DEVICE_UNPACK || frags <= TP_UNPACK_MAX_PAGES)
 		return 0;
 	return tp__error(TCPX_P2P_EINVAL, "chunk_bytes %zu could need %llu fragments per "
@@ -241,7 +245,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	rc = open_gpu(s, &ngpu);
 	if (rc)
 		goto free_session;
-	rc = tp__net_load(s->cfg.plugin_path, &s->net);
+	rc = tp__net_load(s->cfg.plugin_path, s->cfg.require_plugin, &s->net);
 	if (rc)
 		goto free_session;
 	rc = s->net->ops->devices(s->net, &ndev);
@@ -259,6 +263,7 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	rc = s->net->ops->get_properties(s->net, s->net_dev, &s->props);
 	if (rc)
 		goto unload;
+	tp__net_cap_windows(s->net, &s->cfg.send_window, &s->cfg.recv_window);
 #if TP_TEST_HOOKS
 	/* Test builds only: proves that the GPU poison tests catch a consume
 	 * that does not wait for its unpack (tests/gpu/test_cuda_transfer.c). */
@@ -358,6 +363,10 @@ int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *inf
 	}
 	out.unpack = s->cfg.unpack;
 	out.chunk_bytes = s->cfg.chunk_bytes;
+	out.plugin_fallback = s->net->fallback;
+	out.plugin_tried = s->net->tried;
+	out.send_window = s->cfg.send_window;
+	out.recv_window = s->cfg.recv_window;
 	memcpy(info, &out, n);
 	return 0;
 }

@@ -1,5 +1,5 @@
 /* The internal, version-independent view of an NCCL net plugin ("net ops").
- * One adapter per plugin ABI version (plugin_v5.c .. plugin_v8.c) fills a
+ * One adapter per plugin ABI version (plugin_v5.c .. plugin_v12.c) fills a
  * tp_net_ops table; everything above src/net/ calls only these.  Every op
  * returns 0 or a TCPX_P2P_E* code; an empty slot in the plugin's table
  * answers TCPX_P2P_ENOTSUP.  ncclResult_t is translated in tp__net_err only. */
@@ -25,11 +25,21 @@ struct tp_net_props {
 	int max_recvs;
 	int dev_type;    /* ncclNetDeviceType; HOST before v7 */
 	int dev_version;
+	/* v9+; before v9: 0, 0 (no limit), 0, NCCL_NET_ID_UNDEF twice. */
+	int force_flush;
+	size_t max_p2p_bytes;
+	int max_multi_request; /* v11+; 1 before */
+	int rail_id;           /* v12+ */
+	int plane_id;
 };
 
 struct tp_net;
 
 struct tp_net_ops {
+	/* Called by the loader: once per process up to v10, once per session
+	 * (net->ctx) from v11 on, with finalize at the session's end. */
+	int (*init)(struct tp_net *net, ncclDebugLogger_t log);
+	void (*finalize)(struct tp_net *net);
 	int (*devices)(struct tp_net *net, int *ndev);
 	int (*get_properties)(struct tp_net *net, int dev, struct tp_net_props *props);
 	int (*listen)(struct tp_net *net, int dev, void *handle, void **listen_comm);
@@ -43,7 +53,8 @@ struct tp_net_ops {
 	int (*reg_mr)(struct tp_net *net, void *comm, void *data, size_t size, int type,
 		      void **mhandle);
 	int (*dereg_mr)(struct tp_net *net, void *comm, void *mhandle);
-	/* May leave *request NULL (not ready): retry later. */
+	/* May leave *request NULL (not ready): retry later.  *request is set
+	 * to NULL before the plugin sees it (v9+ read flags from it). */
 	int (*isend)(struct tp_net *net, void *send_comm, void *data, size_t size, int tag,
 		     void *mhandle, void **request);
 	int (*irecv)(struct tp_net *net, void *recv_comm, void *data, size_t size, int tag,
@@ -61,6 +72,8 @@ struct tp_net_ops {
 /* test() left the size alone: the plugin does not report sizes. */
 #define TP_NET_SIZE_UNKNOWN (-1)
 
+/* What one session holds of a plugin: tp__net_load gives every caller its
+ * own, over a plugin file loaded once per process. */
 struct tp_net {
 	const struct tp_net_ops *ops;
 	const void *table;  /* the plugin's ncclNet_vN_t */
@@ -68,10 +81,20 @@ struct tp_net {
 	const char *name;   /* the plugin's own name */
 	void *dl;           /* dlopen handle */
 	char path[PATH_MAX];
-	int refs;           /* sessions using it; guarded by the loader's lock */
+	void *ctx;          /* v11+: what init returned for this session */
+	/* Requests the library may keep outstanding per comm (docs/configuration.md,
+	 * "Windows"): NCCL's promise for the ABI, lowered to what the plugin
+	 * is known to take. */
+	int max_requests;
+	/* Loaded by the search as its last resort, the bundled emulator:
+	 * tried says what came before and why it was not used. */
+	int fallback;
+	char tried[2048];
+	struct tp_net_file *file; /* the loader's record of the file */
 };
 
-extern const struct tp_net_ops tp__net_ops_v5, tp__net_ops_v6, tp__net_ops_v7, tp__net_ops_v8;
+extern const struct tp_net_ops tp__net_ops_v5, tp__net_ops_v6, tp__net_ops_v7, tp__net_ops_v8,
+	tp__net_ops_v9, tp__net_ops_v10, tp__net_ops_v11, tp__net_ops_v12;
 
 /* Translate a plugin result into a TCPX_P2P_E* code and record the detail
  * ("<plugin> <op>: <what>").  The one place ncclResult_t is interpreted. */
@@ -81,13 +104,20 @@ static inline int tp__net_err(const struct tp_net *net, const char *op, ncclResu
 	return r == ncclSuccess ? 0 : tp__net_fail(net, op, r);
 }
 
-/* Load a plugin.  explicit_path non-NULL: only that file.  Otherwise the
- * search order of docs/configuration.md: the two TCPX paths, then the
- * bundled emulator beside this library.  The same file loaded twice is
- * shared (refcounted) and init()ed once per process.
+/* Load a plugin for one session.  explicit_path non-empty: only that file.
+ * Otherwise the search order of docs/configuration.md: NCCL_NET_PLUGIN
+ * when set, else the places TCPX is installed, then libnccl-net.so on the
+ * library path; the bundled emulator beside this library last, unless
+ * require (TCPX_P2P_REQUIRE_PLUGIN) forbids it.  A file is dlopen()ed once
+ * per process and never closed; up to v10 its init runs once per process,
+ * from v11 on once per load (and finalize at unload).
  * ENOPLUGIN: the detail names every file tried and why it failed. */
-int tp__net_load(const char *explicit_path, struct tp_net **out);
+int tp__net_load(const char *explicit_path, int require, struct tp_net **out);
 void tp__net_unload(struct tp_net *net);
+
+/* Lower *send_window and *recv_window to net->max_requests (INFO when it
+ * does); returns the cap. */
+int tp__net_cap_windows(const struct tp_net *net, int *send_window, int *recv_window);
 
 /* Zero the in-progress connect fields (src/abi/handle_layout.h) of a
  * NCCL_NET_HANDLE_MAXSIZE-byte handle received from a peer, for the plugin

@@ -1,11 +1,14 @@
 /* What the per-version adapters share: result translation, property
  * conversion, and the calls whose signature every ABI version has in common. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "net/plugin_common.h"
 #include "util/error.h"
+#include "util/log.h"
 
 /*
  * Set-up calls (listen, connect, accept, regMr, deregMr) go to the plugin
@@ -111,6 +114,9 @@ static void copy_str(char *dst, size_t len, const char *src)
 		(out)->latency = (p)->latency;                             \
 		(out)->max_comms = (p)->maxComms;                          \
 		(out)->max_recvs = (p)->maxRecvs;                          \
+		(out)->max_multi_request = 1;                              \
+		(out)->rail_id = NCCL_NET_ID_UNDEF;                        \
+		(out)->plane_id = NCCL_NET_ID_UNDEF;                       \
 	} while (0)
 
 void tp__net_props_v6(struct tp_net_props *out, const ncclNetProperties_v6_t *p)
@@ -133,6 +139,36 @@ void tp__net_props_v8(struct tp_net_props *out, const ncclNetProperties_v8_t *p)
 	out->reg_is_global = p->regIsGlobal;
 	out->dev_type = p->netDeviceType;
 	out->dev_version = p->netDeviceVersion;
+}
+
+/* The fields v9 added, by name; v10..v12 keep them. */
+#define TP_PROPS_V9(out, p)                                                \
+	do {                                                               \
+		TP_PROPS_COMMON(out, p);                                   \
+		(out)->reg_is_global = (p)->regIsGlobal;                   \
+		(out)->dev_type = (p)->netDeviceType;                      \
+		(out)->dev_version = (p)->netDeviceVersion;                \
+		(out)->force_flush = (p)->forceFlush;                      \
+		(out)->max_p2p_bytes = (p)->maxP2pBytes;                   \
+	} while (0)
+
+void tp__net_props_v9(struct tp_net_props *out, const ncclNetProperties_v9_t *p)
+{
+	TP_PROPS_V9(out, p);
+}
+
+void tp__net_props_v11(struct tp_net_props *out, const ncclNetProperties_v11_t *p)
+{
+	TP_PROPS_V9(out, p);
+	out->max_multi_request = p->maxMultiRequestSize;
+}
+
+void tp__net_props_v12(struct tp_net_props *out, const ncclNetProperties_v12_t *p)
+{
+	TP_PROPS_V9(out, p);
+	out->max_multi_request = p->maxMultiRequestSize;
+	out->rail_id = p->railId;
+	out->plane_id = p->planeId;
 }
 
 int tp__net_devices(struct tp_net *net, tp_nccl_devices_fn fn, int *ndev)
@@ -237,6 +273,7 @@ int tp__net_isend(struct tp_net *net, tp_nccl_isend_fn fn, void *send_comm, void
 {
 	int isize = 0, rc;
 
+	*request = NULL;
 	if (!fn)
 		return tp__net_unsupported(net, "isend");
 	rc = int_size(net, "isend", size, &isize);
@@ -250,6 +287,7 @@ int tp__net_irecv(struct tp_net *net, tp_nccl_irecv_fn fn, void *recv_comm, void
 {
 	int isize = 0, rc;
 
+	*request = NULL;
 	if (!fn)
 		return tp__net_unsupported(net, "irecv");
 	rc = int_size(net, "irecv", size, &isize);
@@ -285,4 +323,120 @@ int tp__net_close(struct tp_net *net, tp_nccl_close_fn fn, const char *op, void 
 	if (!fn)
 		return tp__net_unsupported(net, op);
 	return tp__net_err(net, op, fn(comm));
+}
+
+int tp__net_init_log(struct tp_net *net, tp_nccl_init_fn fn, ncclDebugLogger_t log)
+{
+	if (!fn)
+		return 0;
+	return tp__net_err(net, "init", fn(log));
+}
+
+ncclResult_t tp__net_profiler(void **eHandle, int type, void *pHandle, int64_t pluginId,
+			      void *extData)
+{
+	if (eHandle)
+		*eHandle = NULL;
+	return ncclSuccess;
+}
+
+/* From v9 on the plugin reads *request as flags before it writes the
+ * request: NULL asks for an ordinary, tested receive. */
+int tp__net_isend_v9(struct tp_net *net, tp_nccl_isend_v9_fn fn, void *send_comm, void *data,
+		     size_t size, int tag, void *mhandle, void **request)
+{
+	*request = NULL;
+	if (!fn)
+		return tp__net_unsupported(net, "isend");
+	return tp__net_err(net, "isend", fn(send_comm, data, size, tag, mhandle, request));
+}
+
+int tp__net_irecv_v9(struct tp_net *net, tp_nccl_irecv_v9_fn fn, void *recv_comm, void *data,
+		     size_t size, int tag, void *mhandle, void **request)
+{
+	*request = NULL;
+	if (!fn)
+		return tp__net_unsupported(net, "irecv");
+	return tp__net_err(net, "irecv", fn(recv_comm, 1, &data, &size, &tag, &mhandle, request));
+}
+
+int tp__net_isend_v10(struct tp_net *net, tp_nccl_isend_v10_fn fn, void *send_comm, void *data,
+		      size_t size, int tag, void *mhandle, void **request)
+{
+	*request = NULL;
+	if (!fn)
+		return tp__net_unsupported(net, "isend");
+	return tp__net_err(net, "isend", fn(send_comm, data, size, tag, mhandle, NULL, request));
+}
+
+int tp__net_irecv_v10(struct tp_net *net, tp_nccl_irecv_v10_fn fn, void *recv_comm, void *data,
+		      size_t size, int tag, void *mhandle, void **request)
+{
+	/* One profiler handle per buffer, none of them an event. */
+	void *phandle = NULL;
+
+	*request = NULL;
+	if (!fn)
+		return tp__net_unsupported(net, "irecv");
+	return tp__net_err(net, "irecv",
+			   fn(recv_comm, 1, &data, &size, &tag, &mhandle, &phandle, request));
+}
+
+int tp__net_connect_v10(struct tp_net *net, tp_nccl_connect_v10_fn fn, int dev, void *handle,
+			void **send_comm)
+{
+	ncclNetCommConfig_v10_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+	ncclNetDeviceHandle_v7_t storage = { 0 };
+	ncclNetDeviceHandle_v7_t *ptr = &storage;
+
+	if (!fn)
+		return tp__net_unsupported(net, "connect");
+	return tp__net_err(net, "connect",
+			   SETUP_CALL(fn(dev, &config, handle, send_comm, &ptr)));
+}
+
+int tp__net_listen_v11(struct tp_net *net, tp_nccl_listen_v11_fn fn, int dev, void *handle,
+		       void **listen_comm)
+{
+	if (!fn)
+		return tp__net_unsupported(net, "listen");
+	return tp__net_err(net, "listen", SETUP_CALL(fn(net->ctx, dev, handle, listen_comm)));
+}
+
+int tp__net_connect_v11(struct tp_net *net, tp_nccl_connect_v11_fn fn, int dev, void *handle,
+			void **send_comm)
+{
+	ncclNetDeviceHandle_v7_t storage = { 0 };
+	ncclNetDeviceHandle_v7_t *ptr = &storage;
+
+	if (!fn)
+		return tp__net_unsupported(net, "connect");
+	return tp__net_err(net, "connect",
+			   SETUP_CALL(fn(net->ctx, dev, handle, send_comm, &ptr)));
+}
+
+int tp__net_init_v11(struct tp_net *net, tp_nccl_init_v11_fn fn, ncclDebugLogger_t log)
+{
+	static atomic_uint_fast32_t seq;
+	ncclNetCommConfig_v11_t config = { .trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF };
+	/* NCCL passes a hash unique to the communicator; a plugin may key
+	 * state on it, so no two sessions of the process share one. */
+	uint64_t comm_id = (uint64_t)getpid() << 32 | (uint32_t)(atomic_fetch_add(&seq, 1) + 1);
+
+	net->ctx = NULL;
+	if (!fn)
+		return 0;
+	return tp__net_err(net, "init", fn(&net->ctx, comm_id, &config, log, tp__net_profiler));
+}
+
+void tp__net_finalize_v11(struct tp_net *net, tp_nccl_finalize_fn fn)
+{
+	ncclResult_t r;
+
+	if (!fn)
+		return;
+	r = fn(net->ctx);
+	if (r != ncclSuccess)
+		TP_WARN("net", "%s finalize: %s (%d)", net->name, tp__net_result_name(r), (int)r);
+	net->ctx = NULL;
 }

@@ -85,6 +85,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  TP_OFF(plugin_path), 0, 0, 0, NULL, 0,
 	  "(search)", "a file path",
 	  "NCCL net plugin to load instead of searching the default locations" },
+	{ "TCPX_P2P_REQUIRE_PLUGIN", NULL, "require_plugin", TP_CFG_INT,
+	  TP_OFF(require_plugin), 0, 1, 0, NULL, 0,
+	  "0", "0|1",
+	  "1 = fail session_create when the plugin search finds no plugin, instead of "
+	  "using the bundled emulator" },
 	{ "TCPX_P2P_PROGRESS_THREAD", NULL, "progress_thread", TP_CFG_INT,
 	  TP_OFF(progress_thread), 0, 1, 0, NULL, 0,
 	  "0", "0|1",
@@ -328,11 +333,26 @@ static int config_init(tcpx_p2p_config *cfg)
  * struct_size, so that session_create reads no further).
  */
 #define TP_CONFIG_V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
+#define TP_CONFIG_V02_SIZE offsetof(tcpx_p2p_config, peer_max_items) /* the first 0.5 field */
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.2")))
-int tp__config_init_v02(tcpx_p2p_config *cfg)
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.5")))
+int tp__config_init_v05(tcpx_p2p_config *cfg)
 {
 	return config_init(cfg);
+}
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.2")))
+int tp__config_init_v02(tcpx_p2p_config *cfg)
+{
+	tcpx_p2p_config full;
+	int rc;
+
+	if (!cfg)
+		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
+	rc = config_init(&full);
+	memcpy(cfg, &full, TP_CONFIG_V02_SIZE);
+	cfg->struct_size = TP_CONFIG_V02_SIZE;
+	return rc;
 }
 
 TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.1")))

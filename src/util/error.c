@@ -5,7 +5,7 @@
 
 #include "util/error.h"
 
-#define TP_ERROR_DETAIL 512
+#define TP_ERROR_DETAIL 1024 /* room for the list of plugin files tried */
 
 static _Thread_local char tp_last_error[TP_ERROR_DETAIL];
 

@@ -30,6 +30,23 @@ struct fake_calls {
 	/* accept (v7+): replace *devComm with the plugin's own handle instead
 	 * of filling the caller's storage. */
 	int swap_dev_handle;
+	void *request_in;         /* *request as isend/irecv found it */
+	void *phandle;            /* v10+: isend's profiler handle */
+	int phandles_given;       /* v10+: irecv got a phandles array */
+	ncclProfilerCallback_t profiler; /* v10+: what init got */
+	int traffic_class;        /* v10: connect's config; v11+: init's */
+	int finalize;             /* v11+ */
+	void *ctx;                /* v11+: the ctx listen/connect/finalize got */
+	uint64_t comm_id;         /* v11+: init's */
+	int live_ctx;             /* v11+: contexts made and not finalized */
+	/* Requests outstanding per direction: a send until test reports it,
+	 * a receive until test (before v7) or irecvConsumed; a post beyond
+	 * max_requests fails as NCCL's socket plugin fails it. */
+	int out_send, out_recv, max_requests;
 };
+
+/* The most requests per comm the fake takes: 8 before ABI v7 (what NCCL
+ * promised such plugins), 16 after (TCPX's limit). */
+#define FAKE_MAX_REQUESTS(abi) ((abi) < 7 ? 8 : 16)
 
 #endif

@@ -1,4 +1,4 @@
-/* The plugin loader and the v5..v8 adapters, against the fake plugins of
+/* The plugin loader and the v5..v12 adapters, against the fake plugins of
  * fake_plugin.c (each records its calls in a fake_calls struct). */
 #include <dlfcn.h>
 #include <limits.h>
@@ -27,7 +27,7 @@ static struct fake_calls *calls_of(struct tp_net *net)
 static struct tp_net *load(const char *path)
 {
 	struct tp_net *net = NULL;
-	int rc = tp__net_load(path, &net);
+	int rc = tp__net_load(path, 0, &net);
 
 	if (rc)
 		print_error("load %s: %d %s\n", path, rc, tcpx_p2p_last_error());
@@ -41,11 +41,14 @@ static struct fake_calls *reset_calls(struct tp_net *net)
 {
 	struct fake_calls *c = calls_of(net);
 	ncclDebugLogger_t logger = c->logger;
-	int init = c->init;
+	ncclProfilerCallback_t profiler = c->profiler;
+	int init = c->init, live_ctx = c->live_ctx;
 
 	memset(c, 0, sizeof(*c));
 	c->logger = logger;
+	c->profiler = profiler;
 	c->init = init;
+	c->live_ctx = live_ctx;
 	return c;
 }
 
@@ -69,6 +72,12 @@ static void test_version_preference(void **state)
 		{ FAKE_V7_PATH, "fake_v7", 7, &tp__net_ops_v7 },
 		/* exports ncclNetPlugin_v7 too */
 		{ FAKE_V8_PATH, "fake_v8", 8, &tp__net_ops_v8 },
+		{ FAKE_V9_PATH, "fake_v9", 9, &tp__net_ops_v9 },
+		{ FAKE_V10_PATH, "fake_v10", 10, &tp__net_ops_v10 },
+		{ FAKE_V11_PATH, "fake_v11", 11, &tp__net_ops_v11 },
+		{ FAKE_V12_PATH, "fake_v12", 12, &tp__net_ops_v12 },
+		/* exports v5..v12: the newest wins */
+		{ FAKE_ALL_PATH, "fake_v12", 12, &tp__net_ops_v12 },
 	};
 	size_t i;
 
@@ -116,15 +125,29 @@ static void check_forwarding(const char *path, int abi)
 	assert_int_equal(props.reg_is_global, abi >= 8);
 	assert_int_equal(props.dev_type, abi >= 7 ? NCCL_NET_DEVICE_UNPACK : NCCL_NET_DEVICE_HOST);
 	assert_int_equal(props.dev_version, abi >= 7 ? NCCL_NET_DEVICE_UNPACK_VERSION : 0);
+	assert_int_equal(props.force_flush, abi >= 9);
+	assert_true(props.max_p2p_bytes == (abi >= 9 ? (size_t)1 << 33 : 0));
+	assert_int_equal(props.max_multi_request, abi >= 11 ? 4 : 1);
+	assert_int_equal(props.rail_id, abi >= 12 ? 5 : NCCL_NET_ID_UNDEF);
+	assert_int_equal(props.plane_id, abi >= 12 ? 6 : NCCL_NET_ID_UNDEF);
 
 	assert_int_equal(ops->listen(net, 1, handle, &comm), 0);
 	assert_int_equal(c->listen, 1);
 	assert_ptr_equal(c->handle, handle);
 	assert_string_equal(handle, "fake-handle");
 	assert_ptr_equal(comm, FAKE_LISTEN_COMM);
+	if (abi >= 11) {
+		assert_non_null(net->ctx);
+		assert_ptr_equal(c->ctx, net->ctx);
+		c->ctx = NULL;
+	}
 
 	comm = NULL;
 	assert_int_equal(ops->connect(net, 0, handle, &comm), 0);
+	if (abi >= 11)
+		assert_ptr_equal(c->ctx, net->ctx);
+	if (abi == 10)
+		assert_int_equal(c->traffic_class, NCCL_NET_TRAFFIC_CLASS_UNDEF);
 	assert_int_equal(c->connect, 1);
 	assert_int_equal(c->dev, 0);
 	assert_ptr_equal(c->handle, handle);
@@ -168,7 +191,12 @@ static void check_forwarding(const char *path, int abi)
 	assert_int_equal(c->type, NCCL_PTR_CUDA);
 	assert_ptr_equal(mh, FAKE_MHANDLE);
 
+	req = (void *)0x1234; /* callers need not clear it */
+	c->phandle = (void *)0x1;
 	assert_int_equal(ops->isend(net, FAKE_SEND_COMM, buf + 1, 1000, 77, mh, &req), 0);
+	assert_null(c->request_in);
+	if (abi >= 10)
+		assert_null(c->phandle);
 	assert_int_equal(c->isend, 1);
 	assert_ptr_equal(c->comm, FAKE_SEND_COMM);
 	assert_ptr_equal(c->data, buf + 1);
@@ -177,8 +205,11 @@ static void check_forwarding(const char *path, int abi)
 	assert_ptr_equal(c->mhandle, mh);
 	assert_ptr_equal(req, FAKE_SEND_REQ);
 
-	req = NULL;
+	/* From v9 the plugin reads *request as flags: the adapter clears it. */
+	req = (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
 	assert_int_equal(ops->irecv(net, FAKE_RECV_COMM, buf + 2, 2000, 78, mh, &req), 0);
+	assert_null(c->request_in);
+	assert_int_equal(c->phandles_given, abi >= 10);
 	assert_int_equal(c->irecv, 1);
 	assert_int_equal(c->n, 1);
 	assert_ptr_equal(c->comm, FAKE_RECV_COMM);
@@ -238,6 +269,124 @@ static void test_forward_v8(void **state)
 	check_forwarding(FAKE_V8_PATH, 8);
 }
 
+static void test_forward_v9(void **state)
+{
+	check_forwarding(FAKE_V9_PATH, 9);
+}
+
+static void test_forward_v10(void **state)
+{
+	check_forwarding(FAKE_V10_PATH, 10);
+}
+
+static void test_forward_v11(void **state)
+{
+	check_forwarding(FAKE_V11_PATH, 11);
+}
+
+static void test_forward_v12(void **state)
+{
+	check_forwarding(FAKE_V12_PATH, 12);
+}
+
+/* Up to v10 init runs once per process, with the profiler from v10 on. */
+static void test_init_once(void **state)
+{
+	struct tp_net *a = load(FAKE_V10_PATH), *b = load(FAKE_V10_PATH);
+
+	assert_ptr_not_equal(a, b); /* each caller its own view */
+	assert_ptr_equal(a->table, b->table);
+	assert_int_equal(calls_of(a)->init, 1);
+	assert_non_null(calls_of(a)->profiler);
+	assert_null(a->ctx);
+	tp__net_unload(b);
+	tp__net_unload(a);
+	assert_int_equal(calls_of(load(FAKE_V10_PATH))->init, 1);
+}
+
+/* From v11 on every load is a user with a context of its own, finalized at
+ * unload; the plugin's devices are asked once. */
+static void check_context_per_session(const char *path)
+{
+	struct tp_net *a = load(path), *b;
+	struct fake_calls *c = calls_of(a);
+	char handle[NCCL_NET_HANDLE_MAXSIZE] = { 0 };
+	int init = c->init, devices = c->devices, fin = c->finalize, live = c->live_ctx;
+	uint64_t id_a = c->comm_id;
+	void *lc = NULL;
+
+	b = load(path);
+	assert_int_equal(c->init, init + 1);
+	assert_int_equal(c->devices, devices);
+	assert_non_null(a->ctx);
+	assert_non_null(b->ctx);
+	assert_ptr_not_equal(a->ctx, b->ctx);
+	assert_true(c->comm_id != id_a);
+	assert_non_null(c->profiler);
+	assert_int_equal(c->traffic_class, NCCL_NET_TRAFFIC_CLASS_UNDEF);
+	assert_int_equal(b->ops->listen(b, 0, handle, &lc), 0);
+	assert_ptr_equal(c->ctx, b->ctx);
+	assert_int_equal(a->ops->listen(a, 0, handle, &lc), 0);
+	assert_ptr_equal(c->ctx, a->ctx);
+	tp__net_unload(a);
+	assert_int_equal(c->finalize, fin + 1);
+	tp__net_unload(b);
+	assert_int_equal(c->finalize, fin + 2);
+	assert_int_equal(c->live_ctx, live - 1);
+}
+
+static void test_context_per_session(void **state)
+{
+	check_context_per_session(FAKE_V11_PATH);
+	check_context_per_session(FAKE_V12_PATH);
+}
+
+/* Windows: what NCCL promised the ABI (8 requests per comm before v7), a
+ * plugin's own smaller limit (TCPX: 16), and the library's 16. */
+static void test_window_cap(void **state)
+{
+	static const struct {
+		const char *path;
+		int max;
+	} cases[] = {
+		{ FAKE_V5_PATH, 8 },  { FAKE_V6_PATH, 8 },  { FAKE_V7_PATH, 16 },
+		{ FAKE_V8_PATH, 16 }, { FAKE_V9_PATH, 16 }, { FAKE_V12_PATH, 16 },
+		{ FAKE_TCPXNAME_PATH, 16 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tp_net *net = load(cases[i].path);
+		int sw = 16, rw = 3;
+
+		assert_int_equal(net->max_requests, cases[i].max);
+		assert_int_equal(tp__net_cap_windows(net, &sw, &rw), cases[i].max);
+		assert_int_equal(sw, cases[i].max);
+		assert_int_equal(rw, 3);
+		tp__net_unload(net);
+	}
+}
+
+/* The fake before v7 takes 8 requests per comm, as NCCL's socket plugin of
+ * that time did: a window of 8 fits, a 9th post fails. */
+static void test_fake_refuses_ninth(void **state)
+{
+	struct tp_net *net = load(FAKE_V6_PATH);
+	struct fake_calls *c = reset_calls(net);
+	void *req = NULL;
+	char buf[8];
+	int i, done = 0;
+
+	for (i = 0; i < net->max_requests; i++)
+		assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, 8, i, NULL, &req), 0);
+	assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, 8, i, NULL, &req),
+			 TCPX_P2P_EPLUGIN);
+	assert_int_equal(net->ops->test(net, FAKE_SEND_REQ, &done), 0);
+	assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, 8, i, NULL, &req), 0);
+	assert_int_equal(c->out_send, 8);
+	tp__net_unload(net);
+}
+
 static void check_overflow(const char *path, int regmr_is_int)
 {
 	struct tp_net *net = load(path);
@@ -275,12 +424,32 @@ static void check_overflow(const char *path, int regmr_is_int)
 	tp__net_unload(net);
 }
 
+/* From v9 isend and irecv take size_t: nothing to refuse. */
+static void check_no_overflow(const char *path)
+{
+	struct tp_net *net = load(path);
+	struct fake_calls *c = reset_calls(net);
+	size_t huge = (size_t)3 << 30;
+	void *req = NULL;
+	char buf[1];
+
+	assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, huge, 1, NULL, &req), 0);
+	assert_true(c->size == huge);
+	assert_int_equal(net->ops->irecv(net, FAKE_RECV_COMM, buf, huge + 1, 1, NULL, &req), 0);
+	assert_true(c->size == huge + 1);
+	tp__net_unload(net);
+}
+
 static void test_int_overflow(void **state)
 {
 	check_overflow(FAKE_V5_PATH, 1);
 	check_overflow(FAKE_V6_PATH, 1);
 	check_overflow(FAKE_V7_PATH, 1);
 	check_overflow(FAKE_V8_PATH, 0);
+	check_no_overflow(FAKE_V9_PATH);
+	check_no_overflow(FAKE_V10_PATH);
+	check_no_overflow(FAKE_V11_PATH);
+	check_no_overflow(FAKE_V12_PATH);
 }
 
 static void test_empty_slots(void **state)
@@ -367,7 +536,7 @@ static void test_missing_explicit(void **state)
 {
 	struct tp_net *net = NULL;
 
-	assert_int_equal(tp__net_load("/nonexistent/libnccl-net-nope.so", &net),
+	assert_int_equal(tp__net_load("/nonexistent/libnccl-net-nope.so", 0, &net),
 			 TCPX_P2P_ENOPLUGIN);
 	assert_null(net);
 	assert_detail_has("/nonexistent/libnccl-net-nope.so (");
@@ -376,13 +545,27 @@ static void test_missing_explicit(void **state)
 
 static void test_default_search(void **state)
 {
+	static const char *const tcpx[] = {
+		"/usr/local/tcpx/lib64/libnccl-net-tcpx.so",
+		"/var/lib/tcpx/lib64/libnccl-net.so",
+		"/usr/local/nvidia/lib64/libnccl-net.so",
+		"/home/kubernetes/bin/nvidia/lib64/libnccl-net.so",
+	};
 	struct tp_net *net = NULL;
 	char exe[PATH_MAX], bundled[PATH_MAX + 32], tried[PATH_MAX + 48];
+	void *dl;
 	ssize_t n;
+	size_t i;
 
-	if (!access("/usr/local/tcpx/lib64/libnccl-net-tcpx.so", F_OK) ||
-	    !access("/var/lib/tcpx/lib64/libnccl-net.so", F_OK))
+	unsetenv("NCCL_NET_PLUGIN");
+	for (i = 0; i < sizeof(tcpx) / sizeof(tcpx[0]); i++)
+		if (!access(tcpx[i], F_OK))
+			skip();
+	dl = dlopen("libnccl-net.so", RTLD_NOW | RTLD_LOCAL);
+	if (dl) {
+		dlclose(dl);
 		skip();
+	}
 	/* Linked into this program, the loader looks beside the program. */
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	assert_true(n > 0);
@@ -393,23 +576,91 @@ static void test_default_search(void **state)
 		skip();
 	snprintf(tried, sizeof(tried), "%s (", bundled);
 
-	assert_int_equal(tp__net_load(NULL, &net), TCPX_P2P_ENOPLUGIN);
+	assert_int_equal(tp__net_load(NULL, 0, &net), TCPX_P2P_ENOPLUGIN);
 	assert_null(net);
-	assert_detail_has("/usr/local/tcpx/lib64/libnccl-net-tcpx.so (");
-	assert_detail_has("/var/lib/tcpx/lib64/libnccl-net.so (");
+	for (i = 0; i < sizeof(tcpx) / sizeof(tcpx[0]); i++) {
+		char want[PATH_MAX];
+
+		snprintf(want, sizeof(want), "%s (", tcpx[i]);
+		assert_detail_has(want);
+	}
+	assert_detail_has("; libnccl-net.so (");
 	assert_detail_has(tried);
 	/* "" means search too. */
-	assert_int_equal(tp__net_load("", &net), TCPX_P2P_ENOPLUGIN);
+	assert_int_equal(tp__net_load("", 0, &net), TCPX_P2P_ENOPLUGIN);
 	assert_detail_has(tried);
+}
+
+/* NCCL_NET_PLUGIN as NCCL reads it, after TCPX_P2P_PLUGIN. */
+static void test_nccl_net_plugin(void **state)
+{
+	const char *ldpath = getenv("LD_LIBRARY_PATH");
+	struct tp_net *net = NULL;
+	char list[2 * PATH_MAX];
+
+	/* A path. */
+	setenv("NCCL_NET_PLUGIN", FAKE_V9_PATH, 1);
+	net = load(NULL);
+	assert_int_equal(net->abi, 9);
+	assert_string_equal(net->path, FAKE_V9_PATH);
+	assert_int_equal(net->fallback, 0);
+	tp__net_unload(net);
+	/* TCPX_P2P_PLUGIN wins. */
+	net = load(FAKE_V6_PATH);
+	assert_int_equal(net->abi, 6);
+	tp__net_unload(net);
+
+	/* A list: the first that loads. */
+	snprintf(list, sizeof(list), "/nonexistent/libnccl-net-x.so,%s", FAKE_V8_PATH);
+	setenv("NCCL_NET_PLUGIN", list, 1);
+	net = load(NULL);
+	assert_int_equal(net->abi, 8);
+	assert_non_null(strstr(net->tried, "/nonexistent/libnccl-net-x.so ("));
+	tp__net_unload(net);
+
+	/* A name: as given, then as libnccl-net-<name>.so; nothing else, and
+	 * not the emulator. */
+	setenv("NCCL_NET_PLUGIN", "nope", 1);
+	assert_int_equal(tp__net_load(NULL, 0, &net), TCPX_P2P_ENOPLUGIN);
+	assert_detail_has("NCCL_NET_PLUGIN");
+	assert_detail_has("tried nope (");
+	assert_detail_has("; libnccl-net-nope.so (");
+	assert_null(strstr(tcpx_p2p_last_error(), "tcpx"));
+	/* A library name is not expanded. */
+	setenv("NCCL_NET_PLUGIN", "libnope.so", 1);
+	assert_int_equal(tp__net_load(NULL, 0, &net), TCPX_P2P_ENOPLUGIN);
+	assert_detail_has("tried libnope.so (");
+	assert_null(strstr(tcpx_p2p_last_error(), "libnccl-net-libnope"));
+
+	/* A name found through the dynamic linker's path (the test is
+	 * registered with this folder on LD_LIBRARY_PATH). */
+	if (ldpath && strstr(ldpath, FAKE_DIR)) {
+		setenv("NCCL_NET_PLUGIN", "fakename", 1);
+		net = load(NULL);
+		assert_string_equal(net->name, "fake_v10");
+		assert_string_equal(net->path, FAKE_DIR "/libnccl-net-fakename.so");
+		assert_non_null(strstr(net->tried, "fakename ("));
+		tp__net_unload(net);
+	} else {
+		print_message("LD_LIBRARY_PATH lacks %s: name lookup not checked\n", FAKE_DIR);
+	}
+
+	/* "none": no external plugin, so only the emulator (absent beside
+	 * this program) is left. */
+	setenv("NCCL_NET_PLUGIN", "none", 1);
+	assert_int_equal(tp__net_load(NULL, 0, &net), TCPX_P2P_ENOPLUGIN);
+	assert_detail_has("NCCL_NET_PLUGIN=none (no external plugin)");
+	assert_null(strstr(tcpx_p2p_last_error(), "/usr/local/tcpx"));
+	unsetenv("NCCL_NET_PLUGIN");
 }
 
 static void test_no_symbol(void **state)
 {
 	struct tp_net *net = NULL;
 
-	assert_int_equal(tp__net_load(FAKE_NOSYM_PATH, &net), TCPX_P2P_ENOPLUGIN);
+	assert_int_equal(tp__net_load(FAKE_NOSYM_PATH, 0, &net), TCPX_P2P_ENOPLUGIN);
 	assert_null(net);
-	assert_detail_has(FAKE_NOSYM_PATH " (no ncclNetPlugin_v5..v8 symbol)");
+	assert_detail_has(FAKE_NOSYM_PATH " (no ncclNetPlugin_v5..v12 symbol)");
 }
 
 static void test_not_a_library(void **state)
@@ -421,7 +672,7 @@ static void test_not_a_library(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
 	close(fd);
-	assert_int_equal(tp__net_load(path, &net), TCPX_P2P_ENOPLUGIN);
+	assert_int_equal(tp__net_load(path, 0, &net), TCPX_P2P_ENOPLUGIN);
 	unlink(path);
 	assert_detail_has(path);
 	/* dlerror's own copy of the path is dropped. */
@@ -434,13 +685,13 @@ static void test_init_failure(void **state)
 	struct fake_calls *c;
 	void *dl;
 
-	assert_int_equal(tp__net_load(FAKE_INITFAIL_PATH, &net), TCPX_P2P_EPLUGIN);
+	assert_int_equal(tp__net_load(FAKE_INITFAIL_PATH, 0, &net), TCPX_P2P_EPLUGIN);
 	assert_null(net);
 	assert_detail_has(FAKE_INITFAIL_PATH);
-	assert_detail_has("fake_initfail init failed: ncclSystemError (2)");
+	assert_detail_has("fake_initfail init: ncclSystemError (2)");
 	/* Again: the same answer, and init is not called a second time. */
-	assert_int_equal(tp__net_load(FAKE_INITFAIL_PATH, &net), TCPX_P2P_EPLUGIN);
-	assert_detail_has("fake_initfail init failed");
+	assert_int_equal(tp__net_load(FAKE_INITFAIL_PATH, 0, &net), TCPX_P2P_EPLUGIN);
+	assert_detail_has("fake_initfail init: ");
 	dl = dlopen(FAKE_INITFAIL_PATH, RTLD_NOW | RTLD_NOLOAD);
 	assert_non_null(dl); /* kept loaded: init may have started threads */
 	c = dlsym(dl, "fake_calls");
@@ -450,20 +701,19 @@ static void test_init_failure(void **state)
 	dlclose(dl);
 }
 
-static void test_shared_and_refcounted(void **state)
+static void test_shared_file(void **state)
 {
 	char dir[] = "/tmp/tp_loader_link_XXXXXX", link[64];
 	struct tp_net *a, *b, *d;
 	struct fake_calls *c;
 	void *dl;
-	int refs;
 
 	a = load(FAKE_V6_PATH);
-	refs = a->refs;
-	assert_true(refs >= 1);
 	b = load(FAKE_V6_PATH);
-	assert_ptr_equal(a, b);
-	assert_int_equal(a->refs, refs + 1);
+	assert_ptr_not_equal(a, b);
+	assert_ptr_equal(a->dl, b->dl);
+	assert_ptr_equal(a->table, b->table);
+	assert_ptr_equal(a->file, b->file);
 	c = calls_of(a);
 	assert_int_equal(c->init, 1);
 	assert_non_null(c->logger);
@@ -475,25 +725,19 @@ static void test_shared_and_refcounted(void **state)
 	d = load(link);
 	unlink(link);
 	rmdir(dir);
-	assert_ptr_equal(d, a);
-	assert_int_equal(a->refs, refs + 2);
+	assert_ptr_equal(d->file, a->file);
+	assert_string_equal(d->path, FAKE_V6_PATH);
 
 	tp__net_unload(d);
 	tp__net_unload(b);
 	tp__net_unload(a);
-	assert_int_equal(a->refs, refs - 1);
-	while (a->refs > 0)
-		tp__net_unload(a);
-	tp__net_unload(a); /* never below zero */
-	assert_int_equal(a->refs, 0);
+	tp__net_unload(NULL);
 
-	/* At zero the plugin stays loaded and comes back without a new init. */
+	/* Unloaded, the plugin stays loaded and comes back without a new init. */
 	dl = dlopen(FAKE_V6_PATH, RTLD_NOW | RTLD_NOLOAD);
 	assert_non_null(dl);
 	dlclose(dl);
 	b = load(FAKE_V6_PATH);
-	assert_ptr_equal(b, a);
-	assert_int_equal(b->refs, 1);
 	assert_int_equal(calls_of(b)->init, 1);
 	tp__net_unload(b);
 }
@@ -566,15 +810,24 @@ int main(void)
 		cmocka_unit_test(test_forward_v6),
 		cmocka_unit_test(test_forward_v7),
 		cmocka_unit_test(test_forward_v8),
+		cmocka_unit_test(test_forward_v9),
+		cmocka_unit_test(test_forward_v10),
+		cmocka_unit_test(test_forward_v11),
+		cmocka_unit_test(test_forward_v12),
+		cmocka_unit_test(test_init_once),
+		cmocka_unit_test(test_context_per_session),
+		cmocka_unit_test(test_window_cap),
+		cmocka_unit_test(test_fake_refuses_ninth),
 		cmocka_unit_test(test_int_overflow),
 		cmocka_unit_test(test_empty_slots),
 		cmocka_unit_test(test_result_translation),
 		cmocka_unit_test(test_missing_explicit),
 		cmocka_unit_test(test_default_search),
+		cmocka_unit_test(test_nccl_net_plugin),
 		cmocka_unit_test(test_no_symbol),
 		cmocka_unit_test(test_not_a_library),
 		cmocka_unit_test(test_init_failure),
-		cmocka_unit_test(test_shared_and_refcounted),
+		cmocka_unit_test(test_shared_file),
 		cmocka_unit_test(test_plugin_logger),
 	};
 

@@ -19,7 +19,7 @@ static void test_load_emulator(void **state)
 	struct tp_net_props props;
 	int ndev = 0, rc;
 
-	rc = tp__net_load(emu_path, &net);
+	rc = tp__net_load(emu_path, 0, &net);
 	if (rc)
 		fail_msg("load %s: %d %s", emu_path, rc, tcpx_p2p_last_error());
 	assert_int_equal(net->abi, 7);
@@ -31,8 +31,11 @@ static void test_load_emulator(void **state)
 	assert_true(props.ptr_support & NCCL_PTR_HOST);
 	assert_int_equal(props.max_recvs, 1);
 
-	assert_int_equal(tp__net_load(emu_path, &again), 0);
-	assert_ptr_equal(again, net);
+	/* The same file, loaded once; each caller its own view of it. */
+	assert_int_equal(tp__net_load(emu_path, 0, &again), 0);
+	assert_ptr_not_equal(again, net);
+	assert_ptr_equal(again->table, net->table);
+	assert_int_equal(again->max_requests, 16);
 	tp__net_unload(again);
 	tp__net_unload(net);
 }

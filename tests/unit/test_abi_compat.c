@@ -1,8 +1,9 @@
 /* A binary built against the 0.1 header keeps working with this library:
  * tcpx_p2p_config_init@TCPX_P2P_0.1 writes only the 0.1 struct (fields up
  * to plugin_path) and says so in struct_size, and session_create then
- * reads no further.  The 0.1 entry point is reached with dlvsym, as the
- * dynamic linker would bind an old binary. */
+ * reads no further; the 0.2 entry point (binaries built against 0.2 to
+ * 0.4) writes the struct up to require_plugin.  The old entry points are
+ * reached with dlvsym, as the dynamic linker would bind an old binary. */
 #define _GNU_SOURCE /* dlvsym */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -16,12 +17,14 @@
 #include "tcpx_p2p.h"
 
 #define V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
+#define V02_SIZE offsetof(tcpx_p2p_config, peer_max_items)
 
 static void test_config_init_v01(void **state)
 {
 	unsigned char buf[sizeof(tcpx_p2p_config) + 64];
 	int (*init01)(tcpx_p2p_config *);
 	int (*init02)(tcpx_p2p_config *);
+	int (*init05)(tcpx_p2p_config *);
 	tcpx_p2p_config *cfg = (tcpx_p2p_config *)(void *)buf;
 	tcpx_p2p_session *s;
 	void *lib = dlopen(TP_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -30,8 +33,10 @@ static void test_config_init_v01(void **state)
 	init01 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.1");
 	init02 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.2");
 	assert_non_null(init01);
+	init05 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.5");
 	assert_non_null(init02);
-	assert_ptr_equal((void *)init02, (void *)dlsym(lib, "tcpx_p2p_config_init"));
+	assert_non_null(init05);
+	assert_ptr_equal((void *)init05, (void *)dlsym(lib, "tcpx_p2p_config_init"));
 
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init01(cfg), 0);
@@ -44,10 +49,21 @@ static void test_config_init_v01(void **state)
 	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
 	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
 
+	/* 0.2 to 0.4 binaries: the struct ends before require_plugin. */
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init02(cfg), 0);
-	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->struct_size, V02_SIZE);
 	assert_int_equal(cfg->mss, 7168);
+	for (size_t i = V02_SIZE; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0x5a);
+	cfg->gpu = -1;
+	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(init05(cfg), 0);
+	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->require_plugin, 0);
 	dlclose(lib);
 }
 

@@ -359,6 +359,17 @@ static void test_resolve_old_struct(void **state)
 	unsetenv("TCPX_P2P_MSS");
 	unsetenv("TCPX_P2P_PROGRESS_THREAD");
 
+	/* A 0.2 to 0.4 caller: require_plugin, added in 0.5, is the default,
+	 * not the 0x5a bytes behind its struct. */
+	in.struct_size = offsetof(tcpx_p2p_config, require_plugin);
+	in.nics = NULL;
+	in.auth_token = NULL;
+	in.progress_thread = 0;
+	in.mss = 7168;
+	in.handshake_ms = 10000;
+	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.require_plugin, 0);
+
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
 	in.progress_thread = 1;
@@ -369,7 +380,9 @@ static void test_resolve_old_struct(void **state)
 	in.peer_max_segments = 100;
 	in.peer_max_notifs = 10;
 	in.peer_max_ctl_bytes = 1 << 20;
+	in.require_plugin = 1;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.require_plugin, 1);
 	assert_int_equal(out.struct_size, sizeof(out));
 	assert_int_equal(out.num_channels, 8);
 
@@ -439,6 +452,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_TIMEOUT_MS", "60000" },
 		{ "TCPX_P2P_HANDSHAKE_MS", "10000" },
 		{ "TCPX_P2P_PLUGIN", "(search)" },
+		{ "TCPX_P2P_REQUIRE_PLUGIN", "0" },
 		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
 		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_NICS", "auto" },

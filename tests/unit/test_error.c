@@ -63,11 +63,11 @@ static void test_error_detail(void **state)
 			 TCPX_P2P_ECLOSED);
 	assert_string_equal(tcpx_p2p_last_error(), "conn: dial 10.0.0.1:5000: refused");
 
-	/* Truncated to 511 characters, never overflowing. */
+	/* Truncated to 1023 characters, never overflowing. */
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
 	tp__error(TCPX_P2P_EINVAL, "%s", big);
-	assert_int_equal(strlen(tcpx_p2p_last_error()), 511);
+	assert_int_equal(strlen(tcpx_p2p_last_error()), 1023);
 
 	tp__error_clear();
 	assert_string_equal(tcpx_p2p_last_error(), "");
