@@ -375,13 +375,13 @@ static void test_fake_refuses_ninth(void **state)
 	struct fake_calls *c = reset_calls(net);
 	void *req = NULL;
 	char buf[8];
-	int i, done = 0;
+	int i, done = 0, size = 0;
 
 	for (i = 0; i < net->max_requests; i++)
 		assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, 8, i, NULL, &req), 0);
 	assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, 8, i, NULL, &req),
 			 TCPX_P2P_EPLUGIN);
-	assert_int_equal(net->ops->test(net, FAKE_SEND_REQ, &done), 0);
+	assert_int_equal(net->ops->test(net, FAKE_SEND_REQ, &done, &size), 0);
 	assert_int_equal(net->ops->isend(net, FAKE_SEND_COMM, buf, 8, i, NULL, &req), 0);
 	assert_int_equal(c->out_send, 8);
 	tp__net_unload(net);
