@@ -359,9 +359,9 @@ static void test_resolve_old_struct(void **state)
 	unsetenv("TCPX_P2P_MSS");
 	unsetenv("TCPX_P2P_PROGRESS_THREAD");
 
-	/* A 0.2 to 0.4 caller: require_plugin, added in 0.5, is the default,
+	/* A 0.2 to 0.4 caller: the fields added in 0.5 get their defaults,
 	 * not the 0x5a bytes behind its struct. */
-	in.struct_size = offsetof(tcpx_p2p_config, require_plugin);
+	in.struct_size = offsetof(tcpx_p2p_config, peer_max_items);
 	in.nics = NULL;
 	in.auth_token = NULL;
 	in.progress_thread = 0;
@@ -369,6 +369,8 @@ static void test_resolve_old_struct(void **state)
 	in.handshake_ms = 10000;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_int_equal(out.require_plugin, 0);
+	assert_int_equal(out.peer_max_items, 65536);
+	assert_int_equal(out.peer_max_notifs, 4096);
 
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
