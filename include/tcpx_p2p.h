@@ -352,8 +352,9 @@ TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
  * the receiver matched it, a receive when every chunk is in the user's
  * buffer.  len may be 0.  A pair of different lengths fails on both sides
  * with EPROTO (the transfer's result, not the post's).
- * RETURN VALUE: 0; EINVAL (range outside mr, NULL out); the error that
- * failed the connection earlier (ECLOSED, EPLUGIN, ...); ENOMEM. */
+ * RETURN VALUE: 0; EINVAL (range outside mr, NULL out); EAGAIN (send: as
+ * tcpx_p2p_write); the error that failed the connection earlier (ECLOSED,
+ * EPLUGIN, ...); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 			       tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
@@ -430,8 +431,8 @@ typedef struct tcpx_p2p_xfer_params {
  * usable.  A send completes when its bytes are on the wire and the
  * receiver matched it; a receive when every byte is in its segments.
  * RETURN VALUE: 0; EINVAL (NULL argument with nsegs > 0, a segment outside
- * its mr, mrs of another session or of mixed memory types, params); the
- * connection's error; ENOMEM. */
+ * its mr, mrs of another session or of mixed memory types, params); EAGAIN
+ * (sendv: as tcpx_p2p_write); the connection's error; ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_sendv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
 				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recvv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
@@ -525,7 +526,8 @@ TCPX_P2P_API int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size
 /* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session.  It
  * is delivered after the data of every transfer posted before it on c in
  * this direction (two-sided or WRITE) is in place at the peer.
- * RETURN VALUE: 0; EINVAL; the connection's error; ENOMEM. */
+ * RETURN VALUE: 0; EINVAL; EAGAIN (as tcpx_p2p_write); the connection's error;
+ * ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len);
 
 typedef struct tcpx_p2p_notif {

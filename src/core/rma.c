@@ -434,7 +434,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer has more than %d "
 				 "transfers outstanding here (peer_max_items)",
 				 c->s->cfg.peer_max_items);
-	if (nseg > (uint64_t)c->s->cfg.peer_max_segments - r->segs)
+	if (r->segs + nseg > (uint64_t)c->s->cfg.peer_max_segments)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer's transfers would "
 				 "hold %llu remote segments here (peer_max_segments %d)",
 				 (unsigned long long)(r->segs + nseg), c->s->cfg.peer_max_segments);
@@ -1113,6 +1113,8 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
+	} else if ((rc = own_room(c, "notify"))) {
+		/* EAGAIN: the peer has not taken what waits for it */
 	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
 		rc = TCPX_P2P_ENOMEM;
 	} else {
