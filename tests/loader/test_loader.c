@@ -301,7 +301,9 @@ static void test_init_once(void **state)
 	assert_null(a->ctx);
 	tp__net_unload(b);
 	tp__net_unload(a);
-	assert_int_equal(calls_of(load(FAKE_V10_PATH))->init, 1);
+	a = load(FAKE_V10_PATH);
+	assert_int_equal(calls_of(a)->init, 1);
+	tp__net_unload(a);
 }
 
 /* From v11 on every load is a user with a context of its own, finalized at
