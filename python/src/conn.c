@@ -410,6 +410,11 @@ static PyObject *conn_get_closed(ConnObject *self, void *unused)
 	return PyBool_FromLong(self->c == NULL);
 }
 
+static PyObject *conn_get_in_use(ConnObject *self, void *unused)
+{
+	return PyBool_FromLong(self->busy > 0);
+}
+
 static PyObject *conn_get_session(ConnObject *self, void *unused)
 {
 	Py_INCREF(self->sess);
@@ -457,6 +462,8 @@ static PyMethodDef conn_methods[] = {
 static PyGetSetDef conn_getset[] = {
 	{ "closed", (getter)conn_get_closed, NULL, "True once closed", NULL },
 	{ "session", (getter)conn_get_session, NULL, "the session", NULL },
+	{ "in_use", (getter)conn_get_in_use, NULL,
+	  "True while a thread is inside a call on the conn or one of its transfers", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
