@@ -252,3 +252,27 @@ def test_asyncio_await(pair):
 
     xr, xs = asyncio.run(main())
     assert xr.ok and xs.ok and np.array_equal(dst, src)
+
+
+def test_notif_poll_waits_without_the_gil(pair):
+    """notif_poll(timeout=...) waits in C, driving the target, while the
+    initiator's thread posts and waits on its WRITE."""
+    a, b, ca, cb = pair
+    assert a.notif_poll(timeout=0.02) == []
+    pool, src = np.zeros(1 << 20, dtype=np.uint8), pattern(1 << 20, 16)
+    mp = a.register(pool)   # kept: a dropped MR is deregistered, revoking its exports
+    rmr = cb.import_rmr(ca.export(mp))
+    ms = b.register(src)
+    out = {}
+
+    def initiator():
+        x = cb.write([(ms, 0, 1 << 20)], [(rmr, 0, 1 << 20)], notif=b"all there")
+        x.wait(TIMEOUT)
+        out["ok"] = x.ok
+
+    t = threading.Thread(target=initiator)
+    t.start()
+    notes = a.notif_poll(timeout=TIMEOUT)
+    t.join(TIMEOUT)
+    assert notes == [(ca, b"all there")] and out == {"ok": True}
+    assert np.array_equal(pool, src)
