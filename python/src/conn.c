@@ -32,7 +32,10 @@ void tp_conn_close_handle(ConnObject *o)
 
 	if (!c)
 		return;
-	o->c = NULL; /* other threads see it closed from now on */
+	/* Off the session's list before the GIL is let go: other threads see
+	 * it closed, and a close of the whole session never meets it again. */
+	o->c = NULL;
+	tp_list_del(&o->link);
 	tp_list_each(p, t, &s->rmrs) {
 		RMRObject *r = tp_list_entry(p, RMRObject, link);
 
@@ -42,7 +45,6 @@ void tp_conn_close_handle(ConnObject *o)
 	Py_BEGIN_ALLOW_THREADS
 	tp_api.conn_destroy(c);
 	Py_END_ALLOW_THREADS
-	tp_list_del(&o->link);
 	tp_session_reap(s, o);
 }
 

@@ -284,19 +284,30 @@ PyObject *tp_mr_new(SessionObject *s, struct tp_mem *m, int pin)
 	return (PyObject *)o;
 }
 
-int tp_mr_close_handle(MRObject *o)
+int tp_mr_close_handle(MRObject *o, int gil)
 {
 	int rc;
 
 	if (!o->mr)
 		return 0;
-	Py_BEGIN_ALLOW_THREADS
-	rc = tp_api.mr_deregister(o->mr);
-	Py_END_ALLOW_THREADS
-	if (rc)
-		return rc;
+	if (gil) {
+		/* Off the session's list while the GIL is let go, so that a
+		 * close of the session in another thread does not meet it. */
+		tp_list_del(&o->link);
+		Py_BEGIN_ALLOW_THREADS
+		rc = tp_api.mr_deregister(o->mr);
+		Py_END_ALLOW_THREADS
+		if (rc) {
+			tp_list_add(&o->sess->mrs, &o->link);
+			return rc;
+		}
+	} else {
+		rc = tp_api.mr_deregister(o->mr);
+		if (rc)
+			return rc;
+		tp_list_del(&o->link);
+	}
 	o->mr = NULL;
-	tp_list_del(&o->link);
 	tp_mem_release(&o->mem);
 	return 0;
 }
@@ -307,7 +318,7 @@ static PyObject *mr_close(MRObject *self, PyObject *unused)
 
 	if (self->busy)
 		return tp_busy_error("MR.close", "the region");
-	rc = tp_mr_close_handle(self);
+	rc = tp_mr_close_handle(self, 1);
 	if (rc)
 		return tp_py_raise(rc, "MR.close");
 	Py_RETURN_NONE;
@@ -317,7 +328,7 @@ static void mr_dealloc(MRObject *self)
 {
 	/* A region that a failed transfer's conn may still write into waits,
 	 * with its memory, until that conn is closed. */
-	if (self->mr && tp_mr_close_handle(self)) {
+	if (self->mr && tp_mr_close_handle(self, 1)) {
 		tp_list_del(&self->link);
 		tp_session_orphan_mr(self->sess, self->mr, &self->mem);
 	}

@@ -302,14 +302,15 @@ static int session_close_all(SessionObject *s)
 		o->l = NULL;
 		tp_list_del(&o->link);
 	}
-	tp_list_each(p, t, &s->conns)
-		tp_conn_close_handle(tp_list_entry(p, ConnObject, link));
+	/* Each close lets the GIL go: take the first conn afresh every time. */
+	while (!tp_list_empty(&s->conns))
+		tp_conn_close_handle(tp_list_entry(s->conns.next, ConnObject, link));
 	tp_xfer_finalize_all(s);
 	tp_session_reap(s, NULL);
 	tp_list_each(p, t, &s->rmrs)
 		tp_rmr_close_handle(tp_list_entry(p, RMRObject, link));
 	tp_list_each(p, t, &s->mrs)
-		tp_mr_close_handle(tp_list_entry(p, MRObject, link));
+		tp_mr_close_handle(tp_list_entry(p, MRObject, link), 0);
 	Py_BEGIN_ALLOW_THREADS
 	rc = tp_api.session_destroy(s->s);
 	Py_END_ALLOW_THREADS

@@ -235,7 +235,8 @@ PyObject *tp_py_set_await(PyObject *mod, PyObject *fn);
 
 /* Handle releases used by close() and by the session's cascade. */
 void tp_conn_close_handle(ConnObject *c);
-int tp_mr_close_handle(MRObject *m);
+/* gil: let the GIL go meanwhile (not while walking a list of the session) */
+int tp_mr_close_handle(MRObject *m, int gil);
 void tp_rmr_close_handle(RMRObject *r);
 PyObject *tp_conn_new(SessionObject *s, tcpx_p2p_conn *c);
 PyObject *tp_mr_new(SessionObject *s, struct tp_mem *m, int pin);
