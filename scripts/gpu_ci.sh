@@ -9,7 +9,10 @@
 # and, for an image without pkg-config, pkgconf pkgconf-bin libpkgconf3).
 # Extra commands run from the repository root with $BUILD set to the build
 # directory, e.g. '$BUILD/bin/unpack_bench'.  Logs go to $BUILD/gpu_ci/ and,
-# when $OUT is set, to $OUT.  Environment: BUILD (default build-gpu),
+# when $OUT is set, to $OUT.  The GPU tests include the Python package's
+# (python.gpu, with PyTorch).  Environment: BUILD (default build-gpu),
+# TCPX_P2P_PYTHON (the python3 to build the package for; default: probed,
+# see python/CMakeLists.txt),
 # GPU_CI_CTEST=0 (build and run the extra commands only),
 # TCPX_P2P_WERROR (default OFF: a newer host compiler's new warnings should
 # not hide GPU results), CUDA_ARCH (default 90).
@@ -81,6 +84,9 @@ export PKG_CONFIG_PATH=${pcdirs:+$pcdirs:}${PKG_CONFIG_PATH:-}
 cmake_args=(-DCMAKE_PREFIX_PATH="$root/usr" -DTCPX_P2P_CUDA=ON
 	-DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DTCPX_P2P_WERROR="${TCPX_P2P_WERROR:-OFF}"
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTCPX_P2P_TEST_HOOKS=ON)
+if [[ -n ${TCPX_P2P_PYTHON:-} ]]; then
+	cmake_args+=(-DTCPX_P2P_PYTHON="$TCPX_P2P_PYTHON")
+fi
 if ! command -v pkg-config >/dev/null && [[ -x $root/usr/bin/pkgconf ]]; then
 	cmake_args+=(-DPKG_CONFIG_EXECUTABLE="$root/usr/bin/pkgconf")
 fi
@@ -93,7 +99,7 @@ step configure "$logs/configure.log" cmake -S "$repo" -B "$BUILD" "${cmake_args[
 # Other parts of the tree may be mid-edit: if the whole build fails, still
 # build what the GPU tests and the unpack benchmark need, one target at a
 # time, so that one that fails does not keep the others from being built.
-gpu_targets=(test_device test_unpack_kernel test_copy_kernel unpack_bench)
+gpu_targets=(test_device test_unpack_kernel test_copy_kernel unpack_bench tp_python)
 if ! step "build (all)" "$logs/build.log" cmake --build "$BUILD" -j "$jobs"; then
 	built=0
 	for t in "${gpu_targets[@]}"; do

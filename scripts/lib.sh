@@ -6,9 +6,11 @@ tp_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tp_log() { printf '== %s\n' "$*" >&2; }
 
 # Install the Debian packages the build and tests need, if missing, plus
-# any named as arguments.
+# any named as arguments.  The python3-* ones build and test the Python
+# package (python/) with Debian's /usr/bin/python3.
 tp_install_deps() {
-	local pkgs=(cmake make gcc pkg-config libssl-dev libcmocka-dev libnuma-dev python3 iproute2 nftables "$@") missing=() p
+	local pkgs=(cmake make gcc pkg-config libssl-dev libcmocka-dev libnuma-dev python3 iproute2 nftables
+		python3-dev python3-setuptools python3-pip python3-pytest python3-numpy "$@") missing=() p
 	for p in "${pkgs[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")

@@ -1,0 +1,699 @@
+/* tcpx_p2p.Conn, Server and Listener: connections and how they are made. */
+#include "tp_py.h"
+
+int tp_conn_check(ConnObject *c)
+{
+	if (c->c)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "the connection is closed");
+	return -1;
+}
+
+PyObject *tp_conn_new(SessionObject *s, tcpx_p2p_conn *c)
+{
+	ConnObject *o = PyObject_New(ConnObject, &tp_ConnType);
+
+	if (!o)
+		return NULL;
+	o->sess = s;
+	Py_INCREF(s);
+	o->c = c;
+	o->busy = 0;
+	tp_list_add(&s->conns, &o->link);
+	return (PyObject *)o;
+}
+
+/* Destroy the conn (cancelling what is pending) and what depends on it. */
+void tp_conn_close_handle(ConnObject *o)
+{
+	SessionObject *s = o->sess;
+	tcpx_p2p_conn *c = o->c;
+	struct tp_list *p, *t;
+
+	if (!c)
+		return;
+	/* Off the session's list before the GIL is let go: other threads see
+	 * it closed, and a close of the whole session never meets it again. */
+	o->c = NULL;
+	tp_list_del(&o->link);
+	tp_list_each(p, t, &s->rmrs) {
+		RMRObject *r = tp_list_entry(p, RMRObject, link);
+
+		if (r->conn == o)
+			tp_rmr_close_handle(r);
+	}
+	Py_BEGIN_ALLOW_THREADS
+	tp_api.conn_destroy(c);
+	Py_END_ALLOW_THREADS
+	tp_session_reap(s, o);
+}
+
+static PyObject *conn_close(ConnObject *self, PyObject *unused)
+{
+	if (!self->c)
+		Py_RETURN_NONE;
+	if (self->busy)
+		return tp_busy_error("Conn.close", "the connection");
+	tp_conn_close_handle(self);
+	Py_RETURN_NONE;
+}
+
+static void conn_dealloc(ConnObject *self)
+{
+	tp_conn_close_handle(self);
+	Py_DECREF(self->sess);
+	PyObject_Free(self);
+}
+
+static PyObject *enter_self(PyObject *self, PyObject *unused)
+{
+	Py_INCREF(self);
+	return self;
+}
+
+static PyObject *conn_exit(ConnObject *self, PyObject *args)
+{
+	return conn_close(self, NULL);
+}
+
+static MRObject *local_mr(ConnObject *self, PyObject *obj, const char *call)
+{
+	MRObject *mr;
+
+	if (!PyObject_TypeCheck(obj, &tp_MRType)) {
+		PyErr_Format(PyExc_TypeError, "%s: expected an MR, got %.100s", call,
+			     Py_TYPE(obj)->tp_name);
+		return NULL;
+	}
+	mr = (MRObject *)obj;
+	if (!mr->mr) {
+		PyErr_Format(PyExc_ValueError, "%s: the MR is closed", call);
+		return NULL;
+	}
+	if (mr->sess != self->sess) {
+		PyErr_Format(PyExc_ValueError, "%s: the MR belongs to another session", call);
+		return NULL;
+	}
+	return mr;
+}
+
+/* offset and length (None: the rest of the region) against len. */
+static int range_of(PyObject *off_o, PyObject *len_o, size_t len, const char *call, size_t *off,
+		    size_t *n)
+{
+	*off = off_o ? PyLong_AsSize_t(off_o) : 0;
+	if (*off == (size_t)-1 && PyErr_Occurred())
+		return -1;
+	if (!len_o || len_o == Py_None) {
+		if (*off > len) {
+			PyErr_Format(PyExc_ValueError, "%s: offset %zu is beyond the region's %zu "
+				     "bytes", call, *off, len);
+			return -1;
+		}
+		*n = len - *off;
+		return 0;
+	}
+	*n = PyLong_AsSize_t(len_o);
+	if (*n == (size_t)-1 && PyErr_Occurred())
+		return -1;
+	return 0;
+}
+
+static PyObject *post_one(ConnObject *self, PyObject *args, PyObject *kw, int recv)
+{
+	static char *kwlist[] = { "mr", "offset", "length", NULL };
+	const char *call = recv ? "Conn.recv" : "Conn.send";
+	PyObject *mr_o, *off_o = NULL, *len_o = NULL, *x;
+	tcpx_p2p_xfer *h;
+	MRObject *mr;
+	size_t off, len;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, recv ? "O|OO:recv" : "O|OO:send", kwlist, &mr_o,
+					 &off_o, &len_o))
+		return NULL;
+	if (tp_conn_check(self) || !(mr = local_mr(self, mr_o, call)) ||
+	    range_of(off_o, len_o, mr->mem.len, call, &off, &len))
+		return NULL;
+	if (recv && mr->mem.readonly) {
+		PyErr_Format(PyExc_ValueError, "%s: the MR's memory is read-only (registered from a "
+			     "read-only buffer): it cannot receive", call);
+		return NULL;
+	}
+	TP_ENTER(self);
+	TP_ENTER(mr);
+	Py_BEGIN_ALLOW_THREADS
+	rc = recv ? tp_api.recv(self->c, mr->mr, off, len, &h) :
+		    tp_api.send(self->c, mr->mr, off, len, &h);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(mr);
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, call);
+	x = (PyObject *)tp_xfer_new(self, h, mr_o, recv ? "recv" : "send", len);
+	return x;
+}
+
+static PyObject *conn_send(ConnObject *self, PyObject *args, PyObject *kw)
+{
+	return post_one(self, args, kw, 0);
+}
+
+static PyObject *conn_recv(ConnObject *self, PyObject *args, PyObject *kw)
+{
+	return post_one(self, args, kw, 1);
+}
+
+static PyObject *post_vec(ConnObject *self, PyObject *segs_o, int recv)
+{
+	const char *call = recv ? "Conn.recvv" : "Conn.sendv";
+	struct tp_segset set;
+	tcpx_p2p_xfer *h;
+	PyObject *x;
+	int rc;
+
+	if (tp_conn_check(self) || tp_segset_build(segs_o, 0, recv, self, call, &set))
+		return NULL;
+	TP_ENTER(self);
+	tp_keep_busy(set.keep, 1);
+	Py_BEGIN_ALLOW_THREADS
+	rc = recv ? tp_api.recvv(self->c, set.segs, set.n, NULL, &h) :
+		    tp_api.sendv(self->c, set.segs, set.n, NULL, &h);
+	Py_END_ALLOW_THREADS
+	tp_keep_busy(set.keep, -1);
+	TP_LEAVE(self);
+	if (rc) {
+		tp_segset_free(&set);
+		return tp_py_raise(rc, call);
+	}
+	x = (PyObject *)tp_xfer_new(self, h, set.keep, recv ? "recvv" : "sendv", set.total);
+	tp_segset_free(&set);
+	return x;
+}
+
+static PyObject *conn_sendv(ConnObject *self, PyObject *segs)
+{
+	return post_vec(self, segs, 0);
+}
+
+static PyObject *conn_recvv(ConnObject *self, PyObject *segs)
+{
+	return post_vec(self, segs, 1);
+}
+
+static PyObject *post_onesided(ConnObject *self, PyObject *args, PyObject *kw, int read)
+{
+	static char *kwlist_w[] = { "local", "remote", "notif", NULL };
+	static char *kwlist_r[] = { "local", "remote", NULL };
+	const char *call = read ? "Conn.read" : "Conn.write";
+	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm) };
+	struct tp_segset loc, rem;
+	PyObject *local, *remote, *x = NULL, *keep;
+	Py_buffer notif = { 0 };
+	tcpx_p2p_xfer *h;
+	int rc;
+
+	if (read ? !PyArg_ParseTupleAndKeywords(args, kw, "OO:read", kwlist_r, &local, &remote) :
+		   !PyArg_ParseTupleAndKeywords(args, kw, "OO|z*:write", kwlist_w, &local, &remote,
+						&notif))
+		return NULL;
+	if (tp_conn_check(self))
+		goto release_notif;
+	if (notif.buf) {
+		if (notif.len < 1 || notif.len > TCPX_P2P_NOTIF_MAX) {
+			PyErr_Format(PyExc_ValueError, "%s: notif must be 1..%d bytes", call,
+				     TCPX_P2P_NOTIF_MAX);
+			goto release_notif;
+		}
+		prm.notif = notif.buf;
+		prm.notif_len = (size_t)notif.len;
+	}
+	if (tp_segset_build(local, 0, read, self, call, &loc))
+		goto release_notif;
+	if (tp_segset_build(remote, 1, 0, self, call, &rem))
+		goto free_local;
+	TP_ENTER(self);
+	tp_keep_busy(loc.keep, 1);
+	tp_keep_busy(rem.keep, 1);
+	Py_BEGIN_ALLOW_THREADS
+	rc = read ? tp_api.read(self->c, loc.segs, loc.n, rem.segs, rem.n, NULL, &h) :
+		    tp_api.write(self->c, loc.segs, loc.n, rem.segs, rem.n, &prm, &h);
+	Py_END_ALLOW_THREADS
+	tp_keep_busy(rem.keep, -1);
+	tp_keep_busy(loc.keep, -1);
+	TP_LEAVE(self);
+	if (rc) {
+		tp_py_raise(rc, call);
+		goto free_remote;
+	}
+	/* The remote regions need not live on (the post copied them). */
+	keep = loc.keep;
+	x = (PyObject *)tp_xfer_new(self, h, keep, read ? "read" : "write", loc.total);
+free_remote:
+	tp_segset_free(&rem);
+free_local:
+	tp_segset_free(&loc);
+release_notif:
+	if (notif.obj)
+		PyBuffer_Release(&notif);
+	return x;
+}
+
+static PyObject *conn_write(ConnObject *self, PyObject *args, PyObject *kw)
+{
+	return post_onesided(self, args, kw, 0);
+}
+
+static PyObject *conn_read(ConnObject *self, PyObject *args, PyObject *kw)
+{
+	return post_onesided(self, args, kw, 1);
+}
+
+static PyObject *conn_notify(ConnObject *self, PyObject *args)
+{
+	Py_buffer msg;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "y*:notify", &msg))
+		return NULL;
+	if (tp_conn_check(self)) {
+		PyBuffer_Release(&msg);
+		return NULL;
+	}
+	if (msg.len < 1 || msg.len > TCPX_P2P_NOTIF_MAX) {
+		PyBuffer_Release(&msg);
+		return PyErr_Format(PyExc_ValueError, "Conn.notify: a message is 1..%d bytes",
+				    TCPX_P2P_NOTIF_MAX);
+	}
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.notify(self->c, msg.buf, (size_t)msg.len);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	PyBuffer_Release(&msg);
+	if (rc)
+		return tp_py_raise(rc, "Conn.notify");
+	Py_RETURN_NONE;
+}
+
+static PyObject *conn_export(ConnObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "mr", "offset", "length", "access", NULL };
+	PyObject *mr_o, *off_o = NULL, *len_o = NULL, *acc_o = Py_None;
+	tcpx_p2p_rdesc desc;
+	unsigned access;
+	size_t off, len;
+	MRObject *mr;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:export", kwlist, &mr_o, &off_o, &len_o,
+					 &acc_o))
+		return NULL;
+	if (tp_conn_check(self) || !(mr = local_mr(self, mr_o, "Conn.export")) ||
+	    range_of(off_o, len_o, mr->mem.len, "Conn.export", &off, &len))
+		return NULL;
+	if (acc_o == Py_None) {
+		access = TCPX_P2P_ACCESS_READ | (mr->mem.readonly ? 0 : TCPX_P2P_ACCESS_WRITE);
+	} else {
+		access = (unsigned)PyLong_AsUnsignedLong(acc_o);
+		if (PyErr_Occurred())
+			return NULL;
+	}
+	if ((access & TCPX_P2P_ACCESS_WRITE) && mr->mem.readonly)
+		return PyErr_Format(PyExc_ValueError, "Conn.export: the MR's memory is read-only: "
+				    "it cannot be exported for writing");
+	TP_ENTER(self);
+	TP_ENTER(mr);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.mr_export(self->c, mr->mr, off, len, access, &desc);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(mr);
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Conn.export");
+	return PyBytes_FromStringAndSize((const char *)desc.bytes, sizeof(desc.bytes));
+}
+
+static PyObject *conn_import_rmr(ConnObject *self, PyObject *args)
+{
+	tcpx_p2p_rdesc desc;
+	tcpx_p2p_rmr *r;
+	RMRObject *o;
+	Py_buffer b;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "y*:import_rmr", &b))
+		return NULL;
+	if (tp_conn_check(self) || b.len != TCPX_P2P_RDESC_SIZE) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_ValueError, "Conn.import_rmr: a descriptor is %d bytes, "
+				     "not %zd", TCPX_P2P_RDESC_SIZE, b.len);
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	memcpy(desc.bytes, b.buf, sizeof(desc.bytes));
+	PyBuffer_Release(&b);
+	rc = tp_api.rmr_import(self->c, &desc, &r);
+	if (rc)
+		return tp_py_raise(rc, "Conn.import_rmr");
+	o = PyObject_New(RMRObject, &tp_RMRType);
+	if (!o) {
+		tp_api.rmr_release(r);
+		return NULL;
+	}
+	o->busy = 0;
+	o->remote = 1;
+	o->conn = self;
+	Py_INCREF(self);
+	o->r = r;
+	tp_api.rmr_query(r, &o->len, &o->mem_type, &o->access);
+	tp_list_add(&self->sess->rmrs, &o->link);
+	return (PyObject *)o;
+}
+
+static PyObject *conn_progress(ConnObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (tp_conn_check(self))
+		return NULL;
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.progress(self->c);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Conn.progress");
+	Py_RETURN_NONE;
+}
+
+static PyObject *conn_barrier(ConnObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "timeout", NULL };
+	PyObject *timeout = Py_None;
+	int ms, rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:barrier", kwlist, &timeout))
+		return NULL;
+	if (tp_conn_check(self) || tp_py_timeout_ms(timeout, TCPX_P2P_TIMEOUT_DEFAULT, &ms))
+		return NULL;
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.conn_barrier(self->c, ms);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Conn.barrier");
+	Py_RETURN_NONE;
+}
+
+static PyObject *conn_get_closed(ConnObject *self, void *unused)
+{
+	return PyBool_FromLong(self->c == NULL);
+}
+
+static PyObject *conn_get_in_use(ConnObject *self, void *unused)
+{
+	return PyBool_FromLong(self->busy > 0);
+}
+
+static PyObject *conn_get_session(ConnObject *self, void *unused)
+{
+	Py_INCREF(self->sess);
+	return (PyObject *)self->sess;
+}
+
+#define KW (METH_VARARGS | METH_KEYWORDS)
+#define FN(f) ((PyCFunction)(void (*)(void))(f))
+
+static PyMethodDef conn_methods[] = {
+	{ "send", FN(conn_send), KW,
+	  "send(mr, offset=0, length=None) -> Xfer: send length bytes (None: to the end of mr)" },
+	{ "recv", FN(conn_recv), KW,
+	  "recv(mr, offset=0, length=None) -> Xfer: receive into mr; the peer's send must be "
+	  "of the same length" },
+	{ "sendv", FN(conn_sendv), METH_O,
+	  "sendv(segs) -> Xfer: send segments packed back to back; segs is a Segments, a "
+	  "(mr, offset, length) tuple, or a list of either" },
+	{ "recvv", FN(conn_recvv), METH_O, "recvv(segs) -> Xfer: receive into segments" },
+	{ "write", FN(conn_write), KW,
+	  "write(local, remote, notif=None) -> Xfer: one-sided WRITE of the local segments "
+	  "(MR) into the remote ones (RMR); notif (bytes) is delivered to the peer after the data" },
+	{ "read", FN(conn_read), KW,
+	  "read(local, remote) -> Xfer: one-sided READ of the remote segments into the local ones" },
+	{ "notify", FN(conn_notify), METH_VARARGS,
+	  "notify(msg): send a notification, delivered after the data of every transfer "
+	  "posted before it" },
+	{ "export", FN(conn_export), KW,
+	  "export(mr, offset=0, length=None, access=None) -> bytes: a descriptor that lets this "
+	  "conn's peer write into and/or read from the range (access: ACCESS_READ | "
+	  "ACCESS_WRITE; None: both, or read only for read-only memory)" },
+	{ "import_rmr", FN(conn_import_rmr), METH_VARARGS,
+	  "import_rmr(desc) -> RMR: the peer's exported region" },
+	{ "progress", FN(conn_progress), METH_NOARGS,
+	  "progress(): drive every connection of the session once; raises the conn's error" },
+	{ "barrier", FN(conn_barrier), KW,
+	  "barrier(timeout=None): wait until the peer calls barrier too (dial/accept conns)" },
+	{ "close", FN(conn_close), METH_NOARGS,
+	  "close(): destroy the connection; pending transfers fail with Closed" },
+	{ "__enter__", enter_self, METH_NOARGS, NULL },
+	{ "__exit__", FN(conn_exit), METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef conn_getset[] = {
+	{ "closed", (getter)conn_get_closed, NULL, "True once closed", NULL },
+	{ "session", (getter)conn_get_session, NULL, "the session", NULL },
+	{ "in_use", (getter)conn_get_in_use, NULL,
+	  "True while a thread is inside a call on the conn or one of its transfers", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject tp_ConnType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tcpx_p2p.Conn",
+	.tp_basicsize = sizeof(ConnObject),
+	.tp_dealloc = (destructor)conn_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A connection to one peer (from Session.dial, Server.accept or "
+		  "Listener.connect).",
+	.tp_methods = conn_methods,
+	.tp_getset = conn_getset,
+};
+
+/* ---- Server ---------------------------------------------------------------- */
+
+static void server_close_handle(ServerObject *o)
+{
+	if (!o->srv)
+		return;
+	tp_api.server_destroy(o->srv);
+	o->srv = NULL;
+	tp_list_del(&o->link);
+}
+
+static PyObject *server_close(ServerObject *self, PyObject *unused)
+{
+	if (self->busy)
+		return tp_busy_error("Server.close", "the server");
+	server_close_handle(self);
+	Py_RETURN_NONE;
+}
+
+static void server_dealloc(ServerObject *self)
+{
+	server_close_handle(self);
+	Py_DECREF(self->sess);
+	PyObject_Free(self);
+}
+
+static int server_check(ServerObject *o)
+{
+	if (o->srv && !o->sess->closing)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "the server is closed");
+	return -1;
+}
+
+static PyObject *server_accept(ServerObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "timeout", NULL };
+	PyObject *timeout = Py_None, *conn;
+	tcpx_p2p_conn *c;
+	int ms, rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:accept", kwlist, &timeout))
+		return NULL;
+	if (server_check(self) || tp_py_timeout_ms(timeout, TCPX_P2P_TIMEOUT_DEFAULT, &ms))
+		return NULL;
+	TP_ENTER(self);
+	TP_ENTER(self->sess);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.server_accept(self->srv, ms, &c);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self->sess);
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Server.accept");
+	conn = tp_conn_new(self->sess, c);
+	if (!conn)
+		tp_api.conn_destroy(c);
+	return conn;
+}
+
+static PyObject *server_get_port(ServerObject *self, void *unused)
+{
+	uint16_t port;
+	int rc;
+
+	if (server_check(self))
+		return NULL;
+	rc = tp_api.server_port(self->srv, &port);
+	if (rc)
+		return tp_py_raise(rc, "Server.port");
+	return PyLong_FromLong(port);
+}
+
+static PyObject *server_exit(ServerObject *self, PyObject *args)
+{
+	return server_close(self, NULL);
+}
+
+static PyMethodDef server_methods[] = {
+	{ "accept", FN(server_accept), KW,
+	  "accept(timeout=None) -> Conn: accept one peer that dials (timeout in seconds; None: "
+	  "the session's timeout_ms)" },
+	{ "close", FN(server_close), METH_NOARGS, "close(): stop listening; accepted conns stay" },
+	{ "__enter__", enter_self, METH_NOARGS, NULL },
+	{ "__exit__", FN(server_exit), METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef server_getset[] = {
+	{ "port", (getter)server_get_port, NULL, "the TCP port the server listens on", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject tp_ServerType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tcpx_p2p.Server",
+	.tp_basicsize = sizeof(ServerObject),
+	.tp_dealloc = (destructor)server_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A TCP rendezvous point (Session.server): accept() one Conn per peer.",
+	.tp_methods = server_methods,
+	.tp_getset = server_getset,
+};
+
+/* ---- Listener ----------------------------------------------------------------- */
+
+static void listener_close_handle(ListenerObject *o)
+{
+	if (!o->l)
+		return;
+	tp_api.listener_destroy(o->l);
+	o->l = NULL;
+	tp_list_del(&o->link);
+}
+
+static PyObject *listener_close(ListenerObject *self, PyObject *unused)
+{
+	if (self->busy)
+		return tp_busy_error("Listener.close", "the listener");
+	listener_close_handle(self);
+	Py_RETURN_NONE;
+}
+
+static void listener_dealloc(ListenerObject *self)
+{
+	listener_close_handle(self);
+	Py_DECREF(self->sess);
+	PyObject_Free(self);
+}
+
+static int listener_check(ListenerObject *o)
+{
+	if (o->l && !o->sess->closing)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "the listener is closed or was used by connect()");
+	return -1;
+}
+
+static PyObject *listener_get_blob(ListenerObject *self, void *unused)
+{
+	const void *blob;
+	size_t len;
+	int rc;
+
+	if (listener_check(self))
+		return NULL;
+	rc = tp_api.listener_blob(self->l, &blob, &len);
+	if (rc)
+		return tp_py_raise(rc, "Listener.blob");
+	return PyBytes_FromStringAndSize(blob, (Py_ssize_t)len);
+}
+
+static PyObject *listener_connect(ListenerObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "peer_blob", "timeout", NULL };
+	PyObject *timeout = Py_None, *conn;
+	tcpx_p2p_conn *c;
+	Py_buffer blob;
+	int ms, rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O:connect", kwlist, &blob, &timeout))
+		return NULL;
+	if (listener_check(self) || tp_py_timeout_ms(timeout, TCPX_P2P_TIMEOUT_DEFAULT, &ms)) {
+		PyBuffer_Release(&blob);
+		return NULL;
+	}
+	TP_ENTER(self);
+	TP_ENTER(self->sess);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.connect(self->l, blob.buf, (size_t)blob.len, ms, &c);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self->sess);
+	TP_LEAVE(self);
+	PyBuffer_Release(&blob);
+	if (rc)
+		return tp_py_raise(rc, "Listener.connect");
+	/* connect consumed the listener */
+	self->l = NULL;
+	tp_list_del(&self->link);
+	conn = tp_conn_new(self->sess, c);
+	if (!conn)
+		tp_api.conn_destroy(c);
+	return conn;
+}
+
+static PyObject *listener_exit(ListenerObject *self, PyObject *args)
+{
+	return listener_close(self, NULL);
+}
+
+static PyMethodDef listener_methods[] = {
+	{ "connect", FN(listener_connect), KW,
+	  "connect(peer_blob, timeout=None) -> Conn: both peers call it concurrently with the "
+	  "other's blob; consumes the listener on success" },
+	{ "close", FN(listener_close), METH_NOARGS, "close(): destroy an unused listener" },
+	{ "__enter__", enter_self, METH_NOARGS, NULL },
+	{ "__exit__", FN(listener_exit), METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef listener_getset[] = {
+	{ "blob", (getter)listener_get_blob, NULL,
+	  "bytes to give the peer by your own means (at most 4 KiB)", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject tp_ListenerType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tcpx_p2p.Listener",
+	.tp_basicsize = sizeof(ListenerObject),
+	.tp_dealloc = (destructor)listener_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "The first half of a connection made by blob exchange (Session.listen).",
+	.tp_methods = listener_methods,
+	.tp_getset = listener_getset,
+};

@@ -1,0 +1,707 @@
+/* tcpx_p2p.Session: a session, its configuration and its cascade close. */
+#include <sched.h>
+
+#include "tp_py.h"
+
+enum cfg_type { CFG_INT, CFG_SIZE, CFG_BOOL, CFG_STR, CFG_UNPACK };
+
+/* The keyword arguments of Session(): the fields of tcpx_p2p_config. */
+static const struct cfg_field {
+	const char *name;
+	enum cfg_type type;
+	size_t off;
+} cfg_fields[] = {
+	{ "gpu", CFG_INT, offsetof(tcpx_p2p_config, gpu) },
+	{ "net_dev", CFG_INT, offsetof(tcpx_p2p_config, net_dev) },
+	{ "num_channels", CFG_INT, offsetof(tcpx_p2p_config, num_channels) },
+	{ "chunk_bytes", CFG_SIZE, offsetof(tcpx_p2p_config, chunk_bytes) },
+	{ "send_window", CFG_INT, offsetof(tcpx_p2p_config, send_window) },
+	{ "recv_window", CFG_INT, offsetof(tcpx_p2p_config, recv_window) },
+	{ "unpack", CFG_UNPACK, offsetof(tcpx_p2p_config, unpack) },
+	{ "timeout_ms", CFG_INT, offsetof(tcpx_p2p_config, timeout_ms) },
+	{ "plugin_path", CFG_STR, offsetof(tcpx_p2p_config, plugin_path) },
+	{ "progress_thread", CFG_BOOL, offsetof(tcpx_p2p_config, progress_thread) },
+	{ "mss", CFG_INT, offsetof(tcpx_p2p_config, mss) },
+	{ "nics", CFG_STR, offsetof(tcpx_p2p_config, nics) },
+	{ "handshake_ms", CFG_INT, offsetof(tcpx_p2p_config, handshake_ms) },
+	{ "auth_token", CFG_STR, offsetof(tcpx_p2p_config, auth_token) },
+};
+
+static const char *const unpack_names[] = { "kernel", "d2d", "host" };
+
+PyObject *tp_busy_error(const char *call, const char *what)
+{
+	PyObject *d = PyUnicode_FromFormat("%s is in use by another thread", what);
+
+	if (!d)
+		return NULL;
+	tp_py_raise_detail(TCPX_P2P_EBUSY, call, d);
+	Py_DECREF(d);
+	return NULL;
+}
+
+int tp_session_check(SessionObject *s)
+{
+	if (s->s && !s->closing)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "the session is closed");
+	return -1;
+}
+
+static int set_field(tcpx_p2p_config *cfg, const struct cfg_field *f, PyObject *v,
+		     PyObject *strings)
+{
+	char *p = (char *)cfg + f->off;
+	PyObject *b;
+	long l;
+	size_t z;
+	int k;
+
+	switch (f->type) {
+	case CFG_BOOL:
+		k = PyObject_IsTrue(v);
+		if (k < 0)
+			return -1;
+		*(int *)p = k;
+		return 0;
+	case CFG_SIZE:
+		z = PyLong_AsSize_t(v);
+		if (z == (size_t)-1 && PyErr_Occurred())
+			return -1;
+		*(size_t *)p = z;
+		return 0;
+	case CFG_UNPACK:
+		if (PyUnicode_Check(v)) {
+			for (k = 0; k < 3; k++)
+				if (!PyUnicode_CompareWithASCIIString(v, unpack_names[k])) {
+					*(int *)p = k;
+					return 0;
+				}
+			PyErr_Format(PyExc_ValueError, "unpack must be 'kernel', 'd2d' or 'host', "
+				     "not %R", v);
+			return -1;
+		}
+		/* the enum's value */
+		__attribute__((fallthrough));
+	case CFG_INT:
+		l = PyLong_AsLong(v);
+		if (l == -1 && PyErr_Occurred())
+			return -1;
+		if (l < INT32_MIN || l > INT32_MAX) {
+			PyErr_Format(PyExc_OverflowError, "%s = %ld is out of range", f->name, l);
+			return -1;
+		}
+		*(int *)p = (int)l;
+		return 0;
+	case CFG_STR:
+		if (v == Py_None) {
+			*(const char **)p = NULL;
+			return 0;
+		}
+		b = PyUnicode_Check(v) ? PyUnicode_AsUTF8String(v) : (Py_INCREF(v), v);
+		if (!b)
+			return -1;
+		if (!PyBytes_Check(b)) {
+			Py_DECREF(b);
+			PyErr_Format(PyExc_TypeError, "%s must be a str or None", f->name);
+			return -1;
+		}
+		if (PyList_Append(strings, b)) {
+			Py_DECREF(b);
+			return -1;
+		}
+		*(const char **)p = PyBytes_AS_STRING(b);
+		Py_DECREF(b);
+		return 0;
+	}
+	return 0;
+}
+
+static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	SessionObject *s = (SessionObject *)type->tp_alloc(type, 0);
+
+	if (!s)
+		return NULL;
+	s->gpu = -1;
+	tp_list_init(&s->conns);
+	tp_list_init(&s->mrs);
+	tp_list_init(&s->rmrs);
+	tp_list_init(&s->xfers);
+	tp_list_init(&s->servers);
+	tp_list_init(&s->listeners);
+	tp_list_init(&s->orphan_xfers);
+	tp_list_init(&s->orphan_mrs);
+	return (PyObject *)s;
+}
+
+static int session_init(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	tcpx_p2p_config cfg;
+	tcpx_p2p_session_info info = { .struct_size = sizeof(info) };
+	PyObject *key, *val;
+	Py_ssize_t pos = 0;
+	size_t i;
+	int rc;
+
+	if (tp_py_need_lib())
+		return -1;
+	if (self->s || self->strings) {
+		PyErr_SetString(PyExc_RuntimeError, "Session.__init__ called twice");
+		return -1;
+	}
+	if (PyTuple_GET_SIZE(args)) {
+		PyErr_SetString(PyExc_TypeError, "Session() takes keyword arguments only");
+		return -1;
+	}
+	self->strings = PyList_New(0);
+	if (!self->strings)
+		return -1;
+	rc = tp_api.config_init(&cfg);
+	if (rc) {
+		tp_py_raise(rc, "Session (TCPX_P2P_* environment)");
+		return -1;
+	}
+	while (kw && PyDict_Next(kw, &pos, &key, &val)) {
+		for (i = 0; i < sizeof(cfg_fields) / sizeof(cfg_fields[0]); i++)
+			if (!PyUnicode_CompareWithASCIIString(key, cfg_fields[i].name))
+				break;
+		if (i == sizeof(cfg_fields) / sizeof(cfg_fields[0])) {
+			PyErr_Format(PyExc_TypeError, "Session() got an unexpected keyword argument "
+				     "%R", key);
+			return -1;
+		}
+		if (set_field(&cfg, &cfg_fields[i], val, self->strings))
+			return -1;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.session_create(&cfg, &self->s);
+	Py_END_ALLOW_THREADS
+	if (rc) {
+		self->s = NULL;
+		tp_py_raise(rc, "Session");
+		return -1;
+	}
+	if (tp_api.session_query(self->s, &info) == 0)
+		self->gpu = info.gpu;
+	return 0;
+}
+
+/* Orphans: handles whose Python objects are gone.  closed: a conn just
+ * destroyed (its transfers are final now), or NULL for all. */
+struct orphan_xfer {
+	struct tp_list link;
+	tcpx_p2p_xfer *x;
+	const void *conn; /* identity of its ConnObject; never dereferenced */
+	PyObject *keep;
+};
+
+struct orphan_mr {
+	struct tp_list link;
+	tcpx_p2p_mr *mr;
+	struct tp_mem mem;
+};
+
+void tp_session_orphan_xfer(SessionObject *s, tcpx_p2p_xfer *x, const void *conn, PyObject *keep)
+{
+	struct orphan_xfer *o = PyMem_RawMalloc(sizeof(*o));
+
+	if (!o) { /* keep the regions alive for ever rather than free them under the plugin */
+		Py_XINCREF(keep);
+		return;
+	}
+	o->x = x;
+	o->conn = conn;
+	o->keep = keep;
+	Py_XINCREF(keep);
+	tp_list_add(&s->orphan_xfers, &o->link);
+}
+
+void tp_session_orphan_mr(SessionObject *s, tcpx_p2p_mr *mr, struct tp_mem *mem)
+{
+	struct orphan_mr *o = PyMem_RawMalloc(sizeof(*o));
+
+	if (!o)
+		return; /* leaked, never freed under the plugin */
+	o->mr = mr;
+	o->mem = *mem;
+	memset(mem, 0, sizeof(*mem));
+	tp_list_add(&s->orphan_mrs, &o->link);
+}
+
+void tp_session_reap(SessionObject *s, ConnObject *closed)
+{
+	struct tp_list *p, *t;
+	int done, rc;
+
+	tp_list_each(p, t, &s->orphan_xfers) {
+		struct orphan_xfer *o = tp_list_entry(p, struct orphan_xfer, link);
+
+		if (closed && o->conn != closed)
+			continue;
+		if (!closed && s->s) {
+			rc = tp_api.test(o->x, &done);
+			if (rc == 0 && !done)
+				continue;
+		}
+		if (tp_api.xfer_release(o->x))
+			continue;
+		tp_list_del(&o->link);
+		Py_XDECREF(o->keep);
+		PyMem_RawFree(o);
+	}
+	tp_list_each(p, t, &s->orphan_mrs) {
+		struct orphan_mr *o = tp_list_entry(p, struct orphan_mr, link);
+
+		if (tp_api.mr_deregister(o->mr))
+			continue;
+		tp_list_del(&o->link);
+		tp_mem_release(&o->mem);
+		PyMem_RawFree(o);
+	}
+}
+
+static int any_busy(struct tp_list *head, size_t link_off, size_t busy_off)
+{
+	struct tp_list *p;
+
+	for (p = head->next; p != head; p = p->next)
+		if (*(int *)((char *)p - link_off + busy_off))
+			return 1;
+	return 0;
+}
+
+#define LIST_BUSY(head, type) any_busy(head, offsetof(type, link), offsetof(type, busy))
+
+static int session_in_use(SessionObject *s)
+{
+	return s->busy || LIST_BUSY(&s->conns, ConnObject) || LIST_BUSY(&s->mrs, MRObject) ||
+	       LIST_BUSY(&s->rmrs, RMRObject) || LIST_BUSY(&s->xfers, XferObject) ||
+	       LIST_BUSY(&s->servers, ServerObject) || LIST_BUSY(&s->listeners, ListenerObject);
+}
+
+/* Release everything of the session in the order the C API requires,
+ * then the session.  Returns the session_destroy result. */
+static int session_close_all(SessionObject *s)
+{
+	struct tp_list *p, *t;
+	int rc;
+
+	s->closing = 1;
+	tp_list_each(p, t, &s->servers) {
+		ServerObject *o = tp_list_entry(p, ServerObject, link);
+
+		tp_api.server_destroy(o->srv);
+		o->srv = NULL;
+		tp_list_del(&o->link);
+	}
+	tp_list_each(p, t, &s->listeners) {
+		ListenerObject *o = tp_list_entry(p, ListenerObject, link);
+
+		tp_api.listener_destroy(o->l);
+		o->l = NULL;
+		tp_list_del(&o->link);
+	}
+	/* Each close lets the GIL go: take the first conn afresh every time. */
+	while (!tp_list_empty(&s->conns))
+		tp_conn_close_handle(tp_list_entry(s->conns.next, ConnObject, link));
+	tp_xfer_finalize_all(s);
+	tp_session_reap(s, NULL);
+	tp_list_each(p, t, &s->rmrs)
+		tp_rmr_close_handle(tp_list_entry(p, RMRObject, link));
+	tp_list_each(p, t, &s->mrs)
+		tp_mr_close_handle(tp_list_entry(p, MRObject, link), 0);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.session_destroy(s->s);
+	Py_END_ALLOW_THREADS
+	if (rc == 0)
+		s->s = NULL;
+	s->closing = 0;
+	return rc;
+}
+
+static PyObject *session_close(SessionObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (!self->s)
+		Py_RETURN_NONE;
+	if (session_in_use(self))
+		return tp_busy_error("Session.close", "the session or one of its objects");
+	rc = session_close_all(self);
+	if (rc)
+		return tp_py_raise(rc, "Session.close");
+	Py_RETURN_NONE;
+}
+
+static void session_dealloc(SessionObject *self)
+{
+	/* Every conn, region and xfer holds the session: only orphans remain. */
+	if (self->s)
+		session_close_all(self);
+	Py_XDECREF(self->strings);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *session_enter(PyObject *self, PyObject *unused)
+{
+	Py_INCREF(self);
+	return self;
+}
+
+static PyObject *session_exit(SessionObject *self, PyObject *args)
+{
+	return session_close(self, NULL);
+}
+
+static PyObject *session_query(SessionObject *self, PyObject *unused)
+{
+	tcpx_p2p_session_info info = { .struct_size = sizeof(info) };
+	PyObject *nics, *d;
+	int rc, i;
+
+	if (tp_session_check(self))
+		return NULL;
+	rc = tp_api.session_query(self->s, &info);
+	if (rc)
+		return tp_py_raise(rc, "Session.query");
+	nics = PyList_New(info.nnics);
+	if (!nics)
+		return NULL;
+	for (i = 0; i < info.nnics; i++) {
+		PyObject *t = Py_BuildValue("(is)", info.nic[i], info.nic_name[i] ? info.nic_name[i] : "");
+
+		if (!t) {
+			Py_DECREF(nics);
+			return NULL;
+		}
+		PyList_SET_ITEM(nics, i, t);
+	}
+	d = Py_BuildValue("{s:s,s:s,s:i,s:i,s:i,s:s,s:N,s:n}", "plugin_path", info.plugin_path,
+			  "plugin_name", info.plugin_name, "plugin_abi", info.plugin_abi,
+			  "net_dev", info.net_dev, "gpu", info.gpu, "unpack",
+			  info.unpack >= 0 && info.unpack < 3 ? unpack_names[info.unpack] : "?",
+			  "nics", nics, "chunk_bytes", (Py_ssize_t)info.chunk_bytes);
+	return d;
+}
+
+static PyObject *session_register(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "obj", "pin", NULL };
+	struct tp_mem m;
+	PyObject *obj, *mr;
+	int pin = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$p:register", kwlist, &obj, &pin))
+		return NULL;
+	if (tp_session_check(self) || tp_mem_from_object(obj, &m))
+		return NULL;
+	mr = tp_mr_new(self, &m, pin);
+	if (!mr)
+		tp_mem_release(&m);
+	return mr;
+}
+
+static PyObject *session_register_ptr(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "ptr", "length", "cuda", "owner", "readonly", "pin", NULL };
+	unsigned long long ptr;
+	Py_ssize_t len;
+	int cuda = 0, readonly = 0, pin = 0;
+	PyObject *owner = Py_None, *mr;
+	struct tp_mem m = { 0 };
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "Kn|$pOpp:register_ptr", kwlist, &ptr, &len,
+					 &cuda, &owner, &readonly, &pin))
+		return NULL;
+	if (tp_session_check(self))
+		return NULL;
+	if (!ptr || len <= 0) {
+		PyErr_SetString(PyExc_ValueError, "register_ptr: ptr must be non-zero and length > 0");
+		return NULL;
+	}
+	m.ptr = (void *)(uintptr_t)ptr;
+	m.len = (size_t)len;
+	m.cuda = cuda;
+	m.readonly = readonly;
+	m.device = -1;
+	m.kind = TP_MEM_REF;
+	m.owner = owner;
+	Py_INCREF(owner);
+	mr = tp_mr_new(self, &m, pin);
+	if (!mr)
+		tp_mem_release(&m);
+	return mr;
+}
+
+static PyObject *session_server(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "bind", "port", NULL };
+	const char *bind = NULL;
+	int port = 0, rc;
+	tcpx_p2p_server *srv;
+	ServerObject *o;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zi:server", kwlist, &bind, &port))
+		return NULL;
+	if (tp_session_check(self))
+		return NULL;
+	if (port < 0 || port > 65535) {
+		PyErr_SetString(PyExc_ValueError, "port must be 0..65535");
+		return NULL;
+	}
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.server_create(self->s, bind, (uint16_t)port, &srv);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Session.server");
+	o = PyObject_New(ServerObject, &tp_ServerType);
+	if (!o) {
+		tp_api.server_destroy(srv);
+		return NULL;
+	}
+	o->sess = self;
+	Py_INCREF(self);
+	o->srv = srv;
+	o->busy = 0;
+	tp_list_add(&self->servers, &o->link);
+	return (PyObject *)o;
+}
+
+static PyObject *session_dial(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "host", "port", "timeout", NULL };
+	const char *host;
+	int port, ms, rc;
+	PyObject *timeout = Py_None, *conn;
+	tcpx_p2p_conn *c;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "si|O:dial", kwlist, &host, &port, &timeout))
+		return NULL;
+	if (tp_session_check(self) || tp_py_timeout_ms(timeout, TCPX_P2P_TIMEOUT_DEFAULT, &ms))
+		return NULL;
+	if (port <= 0 || port > 65535) {
+		PyErr_SetString(PyExc_ValueError, "port must be 1..65535");
+		return NULL;
+	}
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.dial(self->s, host, (uint16_t)port, ms, &c);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Session.dial");
+	conn = tp_conn_new(self, c);
+	if (!conn)
+		tp_api.conn_destroy(c);
+	return conn;
+}
+
+static PyObject *session_listen(SessionObject *self, PyObject *unused)
+{
+	tcpx_p2p_listener *l;
+	ListenerObject *o;
+	int rc;
+
+	if (tp_session_check(self))
+		return NULL;
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.listen(self->s, &l);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Session.listen");
+	o = PyObject_New(ListenerObject, &tp_ListenerType);
+	if (!o) {
+		tp_api.listener_destroy(l);
+		return NULL;
+	}
+	o->sess = self;
+	Py_INCREF(self);
+	o->l = l;
+	o->busy = 0;
+	tp_list_add(&self->listeners, &o->link);
+	return (PyObject *)o;
+}
+
+static PyObject *session_progress(SessionObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (tp_session_check(self))
+		return NULL;
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.session_progress(self->s);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Session.progress");
+	if (!tp_list_empty(&self->orphan_xfers) || !tp_list_empty(&self->orphan_mrs))
+		tp_session_reap(self, NULL);
+	Py_RETURN_NONE;
+}
+
+static ConnObject *conn_of(SessionObject *s, tcpx_p2p_conn *c)
+{
+	struct tp_list *p;
+
+	for (p = s->conns.next; p != &s->conns; p = p->next) {
+		ConnObject *o = tp_list_entry(p, ConnObject, link);
+
+		if (o->c == c)
+			return o;
+	}
+	return NULL;
+}
+
+/* Poll until a notification is there or `until` (monotonic s) passes,
+ * spinning, then yielding the CPU between empty polls as tcpx_perf does.
+ * Runs without the GIL. */
+static int poll_until(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n, double until)
+{
+	long empty = 0;
+	int rc;
+
+	for (;;) {
+		rc = tp_api.notif_poll(s, out, max, n);
+		if (rc || *n > 0)
+			return rc;
+		if (++empty > 64)
+			sched_yield();
+		if ((empty & 63) == 0 && tp_py_now() >= until)
+			return 0;
+	}
+}
+
+static PyObject *session_notif_poll(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "max", "timeout", NULL };
+	PyObject *timeout = NULL, *list;
+	tcpx_p2p_notif *out;
+	double deadline, until;
+	int max = 16, n = 0, rc, i, ms;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|iO:notif_poll", kwlist, &max, &timeout))
+		return NULL;
+	if (tp_session_check(self) || tp_py_timeout_ms(timeout, 0, &ms))
+		return NULL;
+	if (timeout == Py_None)
+		ms = -1;
+	if (max < 1 || max > 4096) {
+		PyErr_SetString(PyExc_ValueError, "max must be 1..4096");
+		return NULL;
+	}
+	out = PyMem_RawMalloc((size_t)max * sizeof(*out));
+	if (!out)
+		return PyErr_NoMemory();
+	deadline = tp_py_now() + ms * 1e-3;
+	TP_ENTER(self);
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		if (ms == 0) {
+			rc = tp_api.notif_poll(self->s, out, max, &n);
+		} else {
+			until = tp_py_now() + 0.05;
+			rc = poll_until(self->s, out, max, &n, ms < 0 || until < deadline ? until :
+									       deadline);
+		}
+		Py_END_ALLOW_THREADS
+		if (rc || n > 0 || ms == 0 || (ms > 0 && tp_py_now() >= deadline))
+			break;
+		if (PyErr_CheckSignals()) {
+			TP_LEAVE(self);
+			PyMem_RawFree(out);
+			return NULL;
+		}
+	}
+	TP_LEAVE(self);
+	if (rc) {
+		PyMem_RawFree(out);
+		return tp_py_raise(rc, "Session.notif_poll");
+	}
+	list = PyList_New(n);
+	for (i = 0; list && i < n; i++) {
+		ConnObject *c = conn_of(self, out[i].conn);
+		PyObject *t = Py_BuildValue("(Oy#)", c ? (PyObject *)c : Py_None, out[i].msg,
+					    (Py_ssize_t)out[i].len);
+
+		if (!t) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, i, t);
+	}
+	PyMem_RawFree(out);
+	return list;
+}
+
+static PyObject *session_get_closed(SessionObject *self, void *unused)
+{
+	return PyBool_FromLong(self->s == NULL);
+}
+
+static PyObject *session_get_gpu(SessionObject *self, void *unused)
+{
+	return PyLong_FromLong(self->gpu);
+}
+
+static PyMethodDef session_methods[] = {
+	{ "close", (PyCFunction)session_close, METH_NOARGS,
+	  "close(): close every server, listener and connection of the session (cancelling what "
+	  "is pending), release its transfers and regions, then the session. Raises Busy while "
+	  "another thread is inside a call on any of them." },
+	{ "__enter__", session_enter, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)session_exit, METH_VARARGS, NULL },
+	{ "query", (PyCFunction)session_query, METH_NOARGS,
+	  "query() -> dict: plugin_path, plugin_name, plugin_abi, net_dev, gpu, unpack, nics "
+	  "[(index, name)], chunk_bytes" },
+	{ "register", (PyCFunction)(void (*)(void))session_register, METH_VARARGS | METH_KEYWORDS,
+	  "register(obj, *, pin=False) -> MR: register the memory of obj (buffer protocol, "
+	  "__cuda_array_interface__ or __dlpack__); obj is kept alive until the MR is closed" },
+	{ "register_ptr", (PyCFunction)(void (*)(void))session_register_ptr,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "register_ptr(ptr, length, *, cuda=False, owner=None, readonly=False, pin=False) -> MR: "
+	  "register raw memory; owner is kept alive until the MR is closed" },
+	{ "server", (PyCFunction)(void (*)(void))session_server, METH_VARARGS | METH_KEYWORDS,
+	  "server(bind=None, port=0) -> Server: listen for peers that dial" },
+	{ "dial", (PyCFunction)(void (*)(void))session_dial, METH_VARARGS | METH_KEYWORDS,
+	  "dial(host, port, timeout=None) -> Conn: connect to a Server (timeout in seconds; "
+	  "None: the session's timeout_ms)" },
+	{ "listen", (PyCFunction)session_listen, METH_NOARGS,
+	  "listen() -> Listener: the first half of a connection made by blob exchange" },
+	{ "progress", (PyCFunction)session_progress, METH_NOARGS,
+	  "progress(): drive every connection of the session once" },
+	{ "notif_poll", (PyCFunction)(void (*)(void))session_notif_poll,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "notif_poll(max=16, timeout=0) -> [(conn, bytes)]: delivered notifications, oldest "
+	  "first, driving the session; timeout 0 polls once (never blocks), else waits up to "
+	  "timeout seconds (None: no limit) for one, GIL released; [] if none came" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef session_getset[] = {
+	{ "closed", (getter)session_get_closed, NULL, "True once closed", NULL },
+	{ "gpu", (getter)session_get_gpu, NULL, "the session's CUDA device, -1 for host only", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject tp_SessionType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tcpx_p2p.Session",
+	.tp_basicsize = sizeof(SessionObject),
+	.tp_dealloc = (destructor)session_dealloc,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "Session(**config): one process and one GPU (gpu=-1: host memory only).\n\n"
+		  "Keyword arguments set fields of tcpx_p2p_config (gpu, net_dev, num_channels, "
+		  "chunk_bytes, send_window, recv_window, unpack, timeout_ms, plugin_path, "
+		  "progress_thread, mss, nics, handshake_ms, auth_token); the others keep their "
+		  "defaults and TCPX_P2P_* environment values.",
+	.tp_methods = session_methods,
+	.tp_getset = session_getset,
+	.tp_init = (initproc)session_init,
+	.tp_new = session_new,
+};

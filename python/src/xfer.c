@@ -1,0 +1,342 @@
+/* tcpx_p2p.Xfer and wait_any: waiting with the GIL released.
+ *
+ * A wait runs in slices of at most SLICE_MS so that the thread sees
+ * signals (Ctrl-C) between them; a slice that ends with the transfer
+ * pending loses nothing (ETIMEDOUT leaves it pending).  An xfer's result
+ * is taken once it is final: the C handle is released then and the
+ * result kept, so wait() and test() may be called again and the regions
+ * it used are let go at once. */
+#include "tp_py.h"
+
+#define SLICE_MS 50
+
+static PyObject *await_hook; /* tcpx_p2p.aio's coroutine factory */
+
+XferObject *tp_xfer_new(ConnObject *conn, tcpx_p2p_xfer *x, PyObject *keep, const char *op,
+			size_t length)
+{
+	XferObject *o = PyObject_New(XferObject, &tp_XferType);
+
+	if (!o) {
+		/* Nobody can wait for it now: leave it to the conn's close. */
+		tp_session_orphan_xfer(conn->sess, x, conn, keep);
+		return NULL;
+	}
+	o->conn = conn;
+	Py_INCREF(conn);
+	o->x = x;
+	o->status = 1;
+	o->detail = NULL;
+	o->keep = keep;
+	Py_XINCREF(keep);
+	o->op = op;
+	o->length = length;
+	o->busy = 0;
+	tp_list_add(&conn->sess->xfers, &o->link);
+	return o;
+}
+
+/* x is final with rc: keep the result and release the handle. */
+int tp_xfer_take_result(XferObject *x, int rc)
+{
+	if (rc) {
+		x->detail = tp_py_last_detail();
+		if (!x->detail)
+			PyErr_Clear();
+	}
+	x->status = rc;
+	if (tp_api.xfer_release(x->x) == 0) {
+		x->x = NULL;
+		tp_list_del(&x->link);
+		Py_CLEAR(x->keep);
+	}
+	return rc;
+}
+
+static PyObject *result(XferObject *x, const char *call)
+{
+	if (x->status == 0)
+		Py_RETURN_NONE;
+	return tp_py_raise_detail(x->status, call, x->detail);
+}
+
+void tp_xfer_finalize_all(SessionObject *s)
+{
+	struct tp_list *p, *t;
+	int done = 0, rc;
+
+	tp_list_each(p, t, &s->xfers) {
+		XferObject *x = tp_list_entry(p, XferObject, link);
+
+		rc = tp_api.test(x->x, &done);
+		if (rc || done)
+			tp_xfer_take_result(x, rc);
+	}
+}
+
+static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "timeout", NULL };
+	PyObject *timeout = Py_None;
+	double deadline;
+	int ms, slice, rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", kwlist, &timeout) ||
+	    tp_py_timeout_ms(timeout, -1, &ms))
+		return NULL;
+	if (self->status != 1)
+		return result(self, "Xfer.wait");
+	deadline = tp_py_now() + ms * 1e-3;
+	TP_ENTER(self);
+	TP_ENTER(self->conn);
+	for (;;) {
+		slice = ms < 0 ? SLICE_MS : (int)((deadline - tp_py_now()) * 1e3);
+		slice = slice < 0 ? 0 : slice > SLICE_MS ? SLICE_MS : slice;
+		Py_BEGIN_ALLOW_THREADS
+		rc = tp_api.wait(self->x, slice);
+		Py_END_ALLOW_THREADS
+		if (rc != TCPX_P2P_ETIMEDOUT || (ms >= 0 && tp_py_now() >= deadline))
+			break;
+		if (PyErr_CheckSignals()) {
+			TP_LEAVE(self->conn);
+			TP_LEAVE(self);
+			return NULL;
+		}
+	}
+	TP_LEAVE(self->conn);
+	TP_LEAVE(self);
+	if (rc == TCPX_P2P_ETIMEDOUT)
+		return tp_py_raise(rc, "Xfer.wait");
+	tp_xfer_take_result(self, rc);
+	return result(self, "Xfer.wait");
+}
+
+static PyObject *xfer_test(XferObject *self, PyObject *unused)
+{
+	int done = 0, rc;
+
+	if (self->status != 1) {
+		if (self->status)
+			return result(self, "Xfer.test");
+		Py_RETURN_TRUE;
+	}
+	TP_ENTER(self);
+	TP_ENTER(self->conn);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.test(self->x, &done);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self->conn);
+	TP_LEAVE(self);
+	if (!rc && !done)
+		Py_RETURN_FALSE;
+	tp_xfer_take_result(self, rc);
+	if (rc)
+		return result(self, "Xfer.test");
+	Py_RETURN_TRUE;
+}
+
+static void xfer_dealloc(XferObject *self)
+{
+	if (self->x && tp_api.xfer_release(self->x) == 0)
+		self->x = NULL;
+	if (self->x) /* pending: released when its conn or session closes */
+		tp_session_orphan_xfer(self->conn->sess, self->x, self->conn, self->keep);
+	tp_list_del(&self->link);
+	Py_XDECREF(self->keep);
+	Py_XDECREF(self->detail);
+	Py_DECREF(self->conn);
+	PyObject_Free(self);
+}
+
+static PyObject *xfer_get_done(XferObject *self, void *unused)
+{
+	return PyBool_FromLong(self->status != 1);
+}
+
+static PyObject *xfer_get_ok(XferObject *self, void *unused)
+{
+	if (self->status == 1)
+		Py_RETURN_NONE;
+	return PyBool_FromLong(self->status == 0);
+}
+
+static PyObject *xfer_get_op(XferObject *self, void *unused)
+{
+	return PyUnicode_FromString(self->op);
+}
+
+static PyObject *xfer_get_length(XferObject *self, void *unused)
+{
+	return PyLong_FromSize_t(self->length);
+}
+
+static PyObject *xfer_get_conn(XferObject *self, void *unused)
+{
+	Py_INCREF(self->conn);
+	return (PyObject *)self->conn;
+}
+
+static PyObject *xfer_repr(XferObject *self)
+{
+	return PyUnicode_FromFormat("<tcpx_p2p.Xfer %s of %zu bytes, %s>", self->op, self->length,
+				    self->status == 1 ? "pending" :
+				    self->status == 0 ? "complete" : "failed");
+}
+
+static PyObject *xfer_await(XferObject *self)
+{
+	PyObject *coro, *it;
+
+	if (!await_hook) {
+		PyErr_SetString(PyExc_RuntimeError, "tcpx_p2p.aio is not loaded");
+		return NULL;
+	}
+	coro = PyObject_CallOneArg(await_hook, (PyObject *)self);
+	if (!coro)
+		return NULL;
+	it = PyObject_CallMethod(coro, "__await__", NULL);
+	Py_DECREF(coro);
+	return it;
+}
+
+static PyMethodDef xfer_methods[] = {
+	{ "wait", (PyCFunction)(void (*)(void))xfer_wait, METH_VARARGS | METH_KEYWORDS,
+	  "wait(timeout=None): wait (GIL released, driving the session) until the transfer "
+	  "completes; raises its error, or TimedOut after timeout seconds (still pending)" },
+	{ "test", (PyCFunction)xfer_test, METH_NOARGS,
+	  "test() -> bool: drive the session once; True once complete; raises its error" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef xfer_getset[] = {
+	{ "done", (getter)xfer_get_done, NULL, "True once wait/test saw it complete or fail",
+	  NULL },
+	{ "ok", (getter)xfer_get_ok, NULL, "None while pending, then True or False", NULL },
+	{ "op", (getter)xfer_get_op, NULL, "send, recv, sendv, recvv, write or read", NULL },
+	{ "length", (getter)xfer_get_length, NULL, "bytes moved", NULL },
+	{ "conn", (getter)xfer_get_conn, NULL, "the connection", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyAsyncMethods xfer_as_async = { .am_await = (unaryfunc)xfer_await };
+
+PyTypeObject tp_XferType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tcpx_p2p.Xfer",
+	.tp_basicsize = sizeof(XferObject),
+	.tp_dealloc = (destructor)xfer_dealloc,
+	.tp_repr = (reprfunc)xfer_repr,
+	.tp_as_async = &xfer_as_async,
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "One posted transfer. wait() or test() it; `await xfer` in asyncio.",
+	.tp_methods = xfer_methods,
+	.tp_getset = xfer_getset,
+};
+
+/* wait_any(xfers, timeout=None) -> index of the first complete one. */
+PyObject *tp_py_wait_any(PyObject *mod, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "xfers", "timeout", NULL };
+	PyObject *seq, *timeout = Py_None, *fast, *ret = NULL;
+	tcpx_p2p_xfer **hs = NULL;
+	Py_ssize_t i, n;
+	double deadline;
+	int ms, slice, idx = -1, rc = 0, done = 0, got = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:wait_any", kwlist, &seq, &timeout) ||
+	    tp_py_timeout_ms(timeout, -1, &ms))
+		return NULL;
+	fast = PySequence_Fast(seq, "wait_any: xfers must be a sequence of Xfer");
+	if (!fast)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(fast);
+	if (n == 0 || n > INT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "wait_any: no xfers");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+
+		if (!PyObject_TypeCheck(o, &tp_XferType)) {
+			PyErr_Format(PyExc_TypeError, "wait_any: item %zd is not an Xfer", i);
+			goto out;
+		}
+		if (((XferObject *)o)->status != 1) {
+			ret = PyLong_FromSsize_t(i);
+			goto out;
+		}
+	}
+	hs = PyMem_Malloc((size_t)n * sizeof(*hs));
+	if (!hs) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		XferObject *x = (XferObject *)PySequence_Fast_GET_ITEM(fast, i);
+
+		hs[i] = x->x;
+		TP_ENTER(x);
+		TP_ENTER(x->conn);
+	}
+	deadline = tp_py_now() + ms * 1e-3;
+	for (;;) {
+		slice = ms < 0 ? SLICE_MS : (int)((deadline - tp_py_now()) * 1e3);
+		slice = slice < 0 ? 0 : slice > SLICE_MS ? SLICE_MS : slice;
+		Py_BEGIN_ALLOW_THREADS
+		rc = tp_api.wait_any(hs, (int)n, slice, 0, &idx);
+		if (rc == 0) {
+			got = 1;
+			rc = tp_api.test(hs[idx], &done);
+		}
+		Py_END_ALLOW_THREADS
+		if (got || rc != TCPX_P2P_ETIMEDOUT || (ms >= 0 && tp_py_now() >= deadline))
+			break;
+		if (PyErr_CheckSignals())
+			break;
+	}
+	for (i = 0; i < n; i++) {
+		XferObject *x = (XferObject *)PySequence_Fast_GET_ITEM(fast, i);
+
+		TP_LEAVE(x->conn);
+		TP_LEAVE(x);
+	}
+	if (PyErr_Occurred())
+		goto out;
+	if (!got) {
+		tp_py_raise(rc, "wait_any");
+		goto out;
+	}
+	/* idx completed (rc 0) or failed (rc): its result is taken now. */
+	tp_xfer_take_result((XferObject *)PySequence_Fast_GET_ITEM(fast, idx), rc);
+	ret = PyLong_FromLong(idx);
+out:
+	PyMem_Free(hs);
+	Py_DECREF(fast);
+	return ret;
+}
+
+PyObject *tp_py_set_await(PyObject *mod, PyObject *fn)
+{
+	Py_INCREF(fn);
+	Py_XSETREF(await_hook, fn);
+	Py_RETURN_NONE;
+}
+
+int tp_py_add_types(PyObject *m)
+{
+	static const struct {
+		const char *name;
+		PyTypeObject *type;
+	} types[] = {
+		{ "Session", &tp_SessionType }, { "Conn", &tp_ConnType },
+		{ "MR", &tp_MRType }, { "RMR", &tp_RMRType },
+		{ "Xfer", &tp_XferType }, { "Server", &tp_ServerType },
+		{ "Listener", &tp_ListenerType }, { "Segments", &tp_SegmentsType },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (PyType_Ready(types[i].type) || PyModule_AddType(m, types[i].type))
+			return -1;
+	return 0;
+}
