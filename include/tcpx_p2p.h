@@ -67,7 +67,7 @@ enum tcpx_p2p_error {
 	TCPX_P2P_ETIMEDOUT = -7,  /* the deadline passed; nothing was lost */
 	TCPX_P2P_EAGAIN = -8,     /* not complete yet; call again */
 	TCPX_P2P_ECUDA = -9,      /* a CUDA call failed */
-	TCPX_P2P_EPROTO = -10,    /* peer speaks another protocol, version or layout */
+	TCPX_P2P_EPROTO = -10,    /* the peer broke the protocol: another version or layout, a bound */
 	TCPX_P2P_EBUSY = -11,     /* object still has transfers or users */
 	TCPX_P2P_ECLOSED = -12,   /* peer closed, or the connection failed before */
 	TCPX_P2P_EINTERNAL = -13, /* a bug in the library; please report */

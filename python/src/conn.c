@@ -334,6 +334,31 @@ static PyObject *conn_export(ConnObject *self, PyObject *args, PyObject *kw)
 	return PyBytes_FromStringAndSize((const char *)desc.bytes, sizeof(desc.bytes));
 }
 
+static PyObject *conn_unexport(ConnObject *self, PyObject *args)
+{
+	tcpx_p2p_rdesc desc;
+	Py_buffer b;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "y*:unexport", &b))
+		return NULL;
+	if (tp_conn_check(self) || b.len != TCPX_P2P_RDESC_SIZE) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_ValueError, "Conn.unexport: a descriptor is %d bytes, "
+				     "not %zd", TCPX_P2P_RDESC_SIZE, b.len);
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	memcpy(desc.bytes, b.buf, sizeof(desc.bytes));
+	PyBuffer_Release(&b);
+	TP_ENTER(self);
+	rc = tp_api.mr_unexport(self->c, &desc);
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Conn.unexport");
+	Py_RETURN_NONE;
+}
+
 static PyObject *conn_import_rmr(ConnObject *self, PyObject *args)
 {
 	tcpx_p2p_rdesc desc;
@@ -448,6 +473,9 @@ static PyMethodDef conn_methods[] = {
 	  "export(mr, offset=0, length=None, access=None) -> bytes: a descriptor that lets this "
 	  "conn's peer write into and/or read from the range (access: ACCESS_READ | "
 	  "ACCESS_WRITE; None: both, or read only for read-only memory)" },
+	{ "unexport", FN(conn_unexport), METH_VARARGS,
+	  "unexport(desc): revoke that export at once; the peer's transfers naming it that are "
+	  "not yet under way here are refused" },
 	{ "import_rmr", FN(conn_import_rmr), METH_VARARGS,
 	  "import_rmr(desc) -> RMR: the peer's exported region" },
 	{ "progress", FN(conn_progress), METH_NOARGS,

@@ -25,6 +25,11 @@ static const struct cfg_field {
 	{ "nics", CFG_STR, offsetof(tcpx_p2p_config, nics) },
 	{ "handshake_ms", CFG_INT, offsetof(tcpx_p2p_config, handshake_ms) },
 	{ "auth_token", CFG_STR, offsetof(tcpx_p2p_config, auth_token) },
+	{ "peer_max_items", CFG_INT, offsetof(tcpx_p2p_config, peer_max_items) },
+	{ "peer_max_segments", CFG_INT, offsetof(tcpx_p2p_config, peer_max_segments) },
+	{ "peer_max_notifs", CFG_INT, offsetof(tcpx_p2p_config, peer_max_notifs) },
+	{ "peer_max_ctl_bytes", CFG_SIZE, offsetof(tcpx_p2p_config, peer_max_ctl_bytes) },
+	{ "require_plugin", CFG_BOOL, offsetof(tcpx_p2p_config, require_plugin) },
 };
 
 static const char *const unpack_names[] = { "kernel", "d2d", "host" };
@@ -679,7 +684,9 @@ static PyMethodDef session_methods[] = {
 	  METH_VARARGS | METH_KEYWORDS,
 	  "notif_poll(max=16, timeout=0) -> [(conn, bytes)]: delivered notifications, oldest "
 	  "first, driving the session; timeout 0 polls once (never blocks), else waits up to "
-	  "timeout seconds (None: no limit) for one, GIL released; [] if none came" },
+	  "timeout seconds (None: no limit) for one, GIL released; [] if none came.  An empty "
+	  "message (b'') is the library's own: that conn failed (conn.progress() raises its "
+	  "error)" },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -698,7 +705,9 @@ PyTypeObject tp_SessionType = {
 	.tp_doc = "Session(**config): one process and one GPU (gpu=-1: host memory only).\n\n"
 		  "Keyword arguments set fields of tcpx_p2p_config (gpu, net_dev, num_channels, "
 		  "chunk_bytes, send_window, recv_window, unpack, timeout_ms, plugin_path, "
-		  "progress_thread, mss, nics, handshake_ms, auth_token); the others keep their "
+		  "progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
+		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin); the "
+		  "others keep their "
 		  "defaults and TCPX_P2P_* environment values.",
 	.tp_methods = session_methods,
 	.tp_getset = session_getset,

@@ -63,7 +63,7 @@ class CudaError(Error):
 
 
 class ProtocolError(Error):
-    """EPROTO: the peer speaks another protocol, version or layout."""
+    """EPROTO: the peer broke the protocol (another version or layout, or past a bound)."""
 
 
 class Busy(Error):

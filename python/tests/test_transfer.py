@@ -1,6 +1,7 @@
 """Loopback transfers of every kind, checked byte for byte."""
 import asyncio
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -276,3 +277,51 @@ def test_notif_poll_waits_without_the_gil(pair):
     t.join(TIMEOUT)
     assert notes == [(ca, b"all there")] and out == {"ok": True}
     assert np.array_equal(pool, src)
+
+
+def test_unexport_refuses_what_comes_after(pair):
+    a, b, ca, cb = pair
+    pool = np.zeros(1 << 16, dtype=np.uint8)
+    src = pattern(4096, 12)
+    mpool, ms = a.register(pool), b.register(src)
+    desc = ca.export(mpool)
+    rmr = cb.import_rmr(desc)
+    complete(cb.write([(ms, 0, 4096)], [(rmr, 0, 4096)]), drive=(a,))
+    assert np.array_equal(pool[:4096], src)
+    ca.unexport(desc)
+    ca.unexport(desc)  # again: nothing to do
+    pool[:] = 0
+    with pytest.raises(tp.InvalidArgument) as e:
+        complete(cb.write([(ms, 0, 4096)], [(rmr, 0, 4096)]), drive=(a,))
+    assert "no export of the target allows it" in e.value.detail and not pool.any()
+    with pytest.raises(tp.InvalidArgument):
+        cb.unexport(desc)  # not an export of that conn
+    with pytest.raises(ValueError):
+        ca.unexport(b"short")
+
+
+def test_failed_conn_is_an_empty_notification():
+    a = tp.Session(gpu=-1, peer_max_notifs=4)
+    b = tp.Session(gpu=-1)
+    try:
+        ca, cb = connect_pair(a, b)
+        for _ in range(5):  # one more than a takes without polling
+            cb.notify(b"n")
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            cb.progress()  # the sender pushes its frames out
+            try:
+                ca.progress()
+            except tp.Error:
+                break
+        else:
+            pytest.fail("the fifth notification did not fail the connection")
+        notes = a.notif_poll(max=16)
+        assert notes and notes[-1] == (ca, b"")  # the failure, after what came before
+        assert all(msg for _, msg in notes[:-1])
+        with pytest.raises(tp.Error) as e:
+            ca.progress()
+        assert "peer_max_notifs" in e.value.detail
+    finally:
+        b.close()
+        a.close()
