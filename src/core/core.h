@@ -225,9 +225,9 @@ struct tp_xlist {
 
 struct tp_ctl;   /* ctl.c: the control channel */
 struct tp_wseg;  /* ctl.h: a remote segment on the wire */
-struct tp_note;  /* rma.c: a notification waiting for its data */
-struct tp_notif_node; /* rma.c: a delivered notification */
-struct tp_rma;   /* rma.c: exports, inbound items, notifications */
+struct tp_note;  /* notif.c: a notification waiting for its data */
+struct tp_notif_node; /* notif.c: a delivered notification */
+struct tp_rma;   /* rma.h: exports, inbound items, notifications */
 
 struct tcpx_p2p_conn {
 	struct tcpx_p2p_session *s;
@@ -268,7 +268,7 @@ struct tcpx_p2p_conn {
 	struct tcpx_p2p_xfer *live;
 	uint64_t next_id;   /* ids of this side's announced items */
 	uint32_t inbound;   /* the peer's announcements queued and this side's own
-			     * items alive (rma.c bounds them) */
+			     * items alive (inbound.c bounds them) */
 };
 
 struct tcpx_p2p_listener {
@@ -413,7 +413,8 @@ bool tp__hcopy_done(const struct tp_hcopies *h);
 void tp__hcopy_wait(const struct tp_hcopies *h);
 void tp__hcopy_destroy(struct tp_hcopy *h);
 
-/* rma.c: inbound items, exports, notifications. */
+/* inbound.c, announce.c, export.c, notif.c (rma.h): inbound items,
+ * announcements, exports, notifications. */
 int tp__rma_create(struct tcpx_p2p_conn *c);
 void tp__rma_destroy(struct tcpx_p2p_conn *c);
 int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved);

@@ -246,7 +246,7 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
  * lost some) fails the chunk's transfer with EPROTO: nothing of the chunk
  * is unpacked or copied out of staging, so bytes that never arrived are
  * never taken from a bounce page or a staging slot.  The chunks still
- * retire in order; a write's target then refuses it (rma.c). */
+ * retire in order; a write's target then refuses it (inbound.c). */
 static bool landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned mslot)
 {
 	uint64_t sum = 0, i, cnt;
