@@ -1,6 +1,7 @@
 /* CUDA behind one seam.  Built from the .cu/.c files in device/ when the
  * CUDA toolkit is found, else from stub.c whose calls answer
- * TCPX_P2P_ENOTSUP (and a device count of 0).  Every function returns 0 or
+ * TCPX_P2P_ENOTSUP (and a device count of 0); the meta-ring reader
+ * (unpack_meta.c) is plain C, built either way.  Every function returns 0 or
  * a TCPX_P2P_E* code; cudaError_t is translated in one place (cuda_err.c). */
 #ifndef TP_DEVICE_H
 #define TP_DEVICE_H
@@ -60,13 +61,36 @@ int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s);
 /* *done = 1 once all work before the record finished; never blocks. */
 int tp__dev_event_query(tp_dev_event *e, int *done);
 
+/* A receive's records in the plugin's meta ring, checked: at most
+ * TP_UNPACK_MAX_PAGES, each at most a page, inside its chunk and inside
+ * the bounce buffer. */
+struct tp_meta_view {
+	const tp_unpack_rec *rec;
+	uint32_t cnt;
+	uint64_t bytes; /* the sum of their lengths */
+};
+
+/* How far into the bounce buffer a record may reach.  The plugin ABI does
+ * not give the buffer's size; a record's 32-bit offset addresses 4 GiB. */
+#define TP_META_BOUNCE_MAX (1ull << 32)
+
+/* Read slot `slot` of ring m, for a chunk of chunk_len bytes and a bounce
+ * buffer of bounce_len: the count once, then every record.  0 and *v, or
+ * TCPX_P2P_EPLUGIN with a detail that starts with `what` and names the first
+ * bad record.  The one reader of the ring: everything else works from *v. */
+int tp__meta_read(const struct tp_unpack_meta *m, unsigned slot, uint32_t chunk_len,
+		  uint64_t bounce_len, const char *what, struct tp_meta_view *v);
+/* The same checks of a record list already in hand (cnt not yet bounded). */
+int tp__meta_check(const tp_unpack_rec *rec, uint64_t cnt, uint32_t chunk_len,
+		   uint64_t bounce_len, const char *what, struct tp_meta_view *v);
+
 /* One received chunk to unpack: the records of its meta-ring slot.  The
  * caller reads cnt (host memory, published before test reported done) and
  * passes it by value: it saves the kernel a dependent PCIe read per block. */
 struct tp_unpack_job {
 	const tp_unpack_rec *recs; /* &meta->mem[slot][0]: pinned, mapped host memory
 	                             (read by the kernel and by the host) */
-	uint32_t cnt;              /* meta->cnt[slot], <= TP_UNPACK_MAX_PAGES */
+	uint32_t cnt;              /* tp_meta_view.cnt, <= TP_UNPACK_MAX_PAGES */
 	const char *bounce;        /* bounce buffer base (device pointer) */
 	char *dst;                 /* receive buffer (device pointer) */
 	uint32_t len;              /* bytes of the chunk: records must stay inside */

@@ -6,32 +6,22 @@
 #include "dev_priv.h"
 #include "util/error.h"
 
-static uint32_t job_count(const struct tp_unpack_job *job)
-{
-	return job->cnt > TP_UNPACK_MAX_PAGES ? TP_UNPACK_MAX_PAGES : job->cnt;
-}
-
 /* The plugin's records must stay inside the chunk (TCPX overwrites the
- * posted size with the sender's: a peer sending more must not spill). */
-static int check_records(const struct tp_unpack_job *job, uint32_t cnt)
+ * posted size with the sender's: a peer sending more must not spill).  The
+ * caller's view was checked against the bounce buffer when it was read. */
+static int check_records(const struct tp_unpack_job *job, uint32_t *cnt)
 {
-	for (uint32_t i = 0; i < cnt; i++) {
-		tp_unpack_rec r = job->recs[i];
+	struct tp_meta_view v = { 0 };
+	int err = tp__meta_check(job->recs, job->cnt, job->len, TP_META_BOUNCE_MAX, "unpack", &v);
 
-		if (r.len > TP_UNPACK_PAGE_SIZE || r.dst_off > job->len ||
-		    r.len > job->len - r.dst_off)
-			return tp__error(TCPX_P2P_EPLUGIN,
-					 "unpack: record %u (dst %llu, len %u) outside the "
-					 "%u-byte chunk", i, (unsigned long long)r.dst_off, r.len,
-					 job->len);
-	}
-	return 0;
+	*cnt = v.cnt;
+	return err;
 }
 
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job)
 {
-	uint32_t cnt = job_count(job);
-	int err = check_records(job, cnt);
+	uint32_t cnt = 0;
+	int err = check_records(job, &cnt);
 
 	for (uint32_t i = 0; i < cnt && !err; i++) {
 		tp_unpack_rec r = job->recs[i];
@@ -73,9 +63,9 @@ static int stage_reserve(struct tp_dev_stream *s, size_t n)
  * memory is pinned), so nothing waits except stage_reserve. */
 int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 {
-	uint32_t cnt = job_count(job);
+	uint32_t cnt = 0;
 	uint64_t lo = UINT64_MAX, hi = 0, covered = 0;
-	int err = check_records(job, cnt);
+	int err = check_records(job, &cnt);
 
 	if (err)
 		return err;

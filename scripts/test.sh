@@ -58,8 +58,9 @@ run_fuzz() {
 	CC=clang cmake -S "$tp_root" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DBUILD_TESTING=OFF \
 		-DTCPX_P2P_CUDA=OFF -DTCPX_P2P_FUZZ=ON -DTCPX_P2P_SANITIZE=address,undefined \
 		>"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; return 1; }
-	cmake --build "$dir" -j"$jobs" --target fuzz_frame fuzz_blob fuzz_handshake fuzz_ctl
-	for t in frame blob handshake ctl; do
+	cmake --build "$dir" -j"$jobs" --target fuzz_frame fuzz_blob fuzz_handshake fuzz_ctl \
+		fuzz_meta
+	for t in frame blob handshake ctl meta; do
 		tp_log "fuzz: $t, 20 s"
 		mkdir -p "$dir/corpus/$t"
 		if ! "$dir/bin/fuzz_$t" -max_total_time=20 -timeout=10 \

@@ -150,6 +150,7 @@ struct tp_slot {
 	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
 	uint32_t len;
 	int got;            /* bytes test() said arrived; TP_NET_SIZE_UNKNOWN: not said */
+	struct tp_meta_view meta; /* a bounce receive's records, checked once tested */
 	size_t soff;        /* the chunk's offset in its transfer's stream */
 	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
 	enum tp_unpack_kind unpack;
@@ -209,6 +210,7 @@ struct tp_comm {
 	ncclNetDeviceHandle_v7_t devh;
 	struct tp_unpack_meta *meta; /* host-readable address of the ring */
 	char *bounce;
+	uint64_t bounce_len; /* how far a record may reach: TP_META_BOUNCE_MAX */
 	bool bounce_on_device;
 	struct tp_stage stage[2]; /* [0] host, [1] CUDA */
 };
@@ -225,9 +227,9 @@ struct tp_xlist {
 
 struct tp_ctl;   /* ctl.c: the control channel */
 struct tp_wseg;  /* ctl.h: a remote segment on the wire */
-struct tp_note;  /* rma.c: a notification waiting for its data */
-struct tp_notif_node; /* rma.c: a delivered notification */
-struct tp_rma;   /* rma.c: exports, inbound items, notifications */
+struct tp_note;  /* notif.c: a notification waiting for its data */
+struct tp_notif_node; /* notif.c: a delivered notification */
+struct tp_rma;   /* rma.h: exports, inbound items, notifications */
 
 struct tcpx_p2p_conn {
 	struct tcpx_p2p_session *s;
@@ -268,7 +270,7 @@ struct tcpx_p2p_conn {
 	struct tcpx_p2p_xfer *live;
 	uint64_t next_id;   /* ids of this side's announced items */
 	uint32_t inbound;   /* the peer's announcements queued and this side's own
-			     * items alive (rma.c bounds them) */
+			     * items alive (inbound.c bounds them) */
 };
 
 struct tcpx_p2p_listener {
@@ -390,8 +392,8 @@ char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct t
 int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, struct tp_slot *sl,
 		   bool gather, char *flat, bool now, uint32_t *n);
 int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x,
-			struct tp_slot *sl, const tp_unpack_rec *r, uint64_t cnt,
-			const char *bounce, bool now, uint32_t *n);
+			struct tp_slot *sl, const struct tp_meta_view *v, const char *bounce,
+			bool now, uint32_t *n);
 /* A staging slot of the memory type (1: none free now). */
 int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, char **slot,
 		   struct tcpx_p2p_mr **mr);
@@ -413,7 +415,8 @@ bool tp__hcopy_done(const struct tp_hcopies *h);
 void tp__hcopy_wait(const struct tp_hcopies *h);
 void tp__hcopy_destroy(struct tp_hcopy *h);
 
-/* rma.c: inbound items, exports, notifications. */
+/* inbound.c, announce.c, export.c, notif.c (rma.h): inbound items,
+ * announcements, exports, notifications. */
 int tp__rma_create(struct tcpx_p2p_conn *c);
 void tp__rma_destroy(struct tcpx_p2p_conn *c);
 int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved);

@@ -208,19 +208,17 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 {
 	struct tp_ctl *t = c->ctl;
 	char *frame = t->rxbuf + (k % TP_CTL_SLOTS) * TP_CTL_FRAME;
-	const tp_unpack_rec *r = t->rx.meta->mem[tp_window_slot(k)];
-	uint64_t i, cnt = *(volatile uint64_t *)&t->rx.meta->cnt[tp_window_slot(k)];
-	uint32_t n = 0;
+	struct tp_meta_view v;
+	const tp_unpack_rec *r;
+	uint32_t i, n = 0;
+	int rc;
 
 	sl->launch = 0;
-	if (cnt > TP_UNPACK_MAX_PAGES)
-		return tp__error(TCPX_P2P_EPLUGIN, "control channel: %llu records in one frame",
-				 (unsigned long long)cnt);
-	for (i = 0; i < cnt; i++) {
-		if (r[i].len > TP_UNPACK_PAGE_SIZE || r[i].dst_off > TP_CTL_FRAME ||
-		    r[i].len > TP_CTL_FRAME - r[i].dst_off)
-			return tp__error(TCPX_P2P_EPLUGIN, "control channel: record %llu outside "
-					 "the frame", (unsigned long long)i);
+	rc = tp__meta_read(t->rx.meta, tp_window_slot(k), TP_CTL_FRAME, t->rx.bounce_len,
+			   "control channel", &v);
+	if (rc)
+		return rc;
+	for (i = 0, r = v.rec; i < v.cnt; i++) {
 		if (!t->rx_pinned) { /* a host bounce */
 			memcpy(frame + r[i].dst_off, t->rx.bounce + r[i].src_off, r[i].len);
 			continue;

@@ -144,7 +144,7 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
  * tp__rma_on_msg (0, or the error that fails the conn). */
 int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
 
-/* rma.c: one message from the peer (type and body checked for size only). */
+/* inbound.c: one message from the peer (type and body checked for size only). */
 int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *body,
 		   size_t len);
 

@@ -252,29 +252,72 @@ static void engine_free(struct tp_engine *e)
 	free(e);
 }
 
-int tp__engine_create(struct tcpx_p2p_session *s)
+/* The engine's locks and condition variables: 0, or the error of the
+ * first that could not be made (nothing left made). */
+static int engine_locks_init(struct tp_engine *e)
 {
 	pthread_rwlockattr_t attr;
 	pthread_condattr_t cattr;
+	int rc;
+
+	/* Writers (conn create/destroy) must not starve behind a progress
+	 * thread that keeps the list read-locked most of the time. */
+	rc = pthread_rwlockattr_init(&attr);
+	if (rc)
+		return rc;
+	rc = pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	if (!rc)
+		rc = pthread_rwlock_init(&e->list_lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+	if (rc)
+		return rc;
+	rc = pthread_mutex_init(&e->done_lock, NULL);
+	if (rc)
+		goto no_done_lock;
+	/* Deadlines come from tp__now_ns(), a CLOCK_MONOTONIC time. */
+	rc = pthread_condattr_init(&cattr);
+	if (rc)
+		goto no_cattr;
+	rc = pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	if (rc)
+		goto no_done_cv;
+	rc = pthread_cond_init(&e->done_cv, &cattr);
+	if (rc)
+		goto no_done_cv;
+	rc = pthread_mutex_init(&e->work_lock, NULL);
+	if (rc)
+		goto no_work_lock;
+	rc = pthread_cond_init(&e->work_cv, &cattr);
+	if (rc)
+		goto no_work_cv;
+	pthread_condattr_destroy(&cattr);
+	return 0;
+no_work_cv:
+	pthread_mutex_destroy(&e->work_lock);
+no_work_lock:
+	pthread_cond_destroy(&e->done_cv);
+no_done_cv:
+	pthread_condattr_destroy(&cattr);
+no_cattr:
+	pthread_mutex_destroy(&e->done_lock);
+no_done_lock:
+	pthread_rwlock_destroy(&e->list_lock);
+	return rc;
+}
+
+int tp__engine_create(struct tcpx_p2p_session *s)
+{
 	struct tp_engine *e = calloc(1, sizeof(*e));
 	int rc;
 
 	if (!e)
 		return tp__error(TCPX_P2P_ENOMEM, "session_create: out of memory");
-	/* Writers (conn create/destroy) must not starve behind a progress
-	 * thread that keeps the list read-locked most of the time. */
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&e->list_lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
-	pthread_mutex_init(&e->done_lock, NULL);
-	/* Deadlines come from tp__now_ns(), a CLOCK_MONOTONIC time. */
-	pthread_condattr_init(&cattr);
-	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->done_cv, &cattr);
-	pthread_mutex_init(&e->work_lock, NULL);
-	pthread_cond_init(&e->work_cv, &cattr);
-	pthread_condattr_destroy(&cattr);
+	rc = engine_locks_init(e);
+	if (rc) {
+		free(e);
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: cannot create the progress "
+				 "engine's locks: %s", strerror(rc));
+	}
 	s->engine = e;
 	if (!s->cfg.progress_thread)
 		return 0;

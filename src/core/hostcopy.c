@@ -105,8 +105,12 @@ static int create(struct tp_hcopy **out)
 		return tp__error(TCPX_P2P_ENOMEM, "host copies: out of memory");
 	if (n > TP_HCOPY_MAX_THREADS)
 		n = TP_HCOPY_MAX_THREADS;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_cond_init(&h->work, NULL);
+	rc = pthread_mutex_init(&h->lock, NULL);
+	if (rc)
+		goto no_lock;
+	rc = pthread_cond_init(&h->work, NULL);
+	if (rc)
+		goto no_cond;
 	for (; h->nthreads < n; h->nthreads++) {
 		rc = pthread_create(&h->tid[h->nthreads], NULL, worker, h);
 		if (rc)
@@ -119,6 +123,11 @@ static int create(struct tp_hcopy **out)
 	TP_DEBUG("hcopy", "%d host copy thread(s)", h->nthreads);
 	*out = h;
 	return 0;
+no_cond:
+	pthread_mutex_destroy(&h->lock);
+no_lock:
+	free(h);
+	return tp__error(TCPX_P2P_ENOMEM, "host copies: cannot create a lock: %s", strerror(rc));
 }
 
 int tp__hcopy_submit(struct tcpx_p2p_session *s, struct tp_hcopies *hc,

@@ -246,53 +246,38 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
  * lost some) fails the chunk's transfer with EPROTO: nothing of the chunk
  * is unpacked or copied out of staging, so bytes that never arrived are
  * never taken from a bounce page or a staging slot.  The chunks still
- * retire in order; a write's target then refuses it (rma.c). */
-static bool landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned mslot)
+ * retire in order; a write's target then refuses it (inbound.c). */
+static int landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned mslot)
 {
-	uint64_t sum = 0, i, cnt;
-	const tp_unpack_rec *r;
 	bool whole = sl->got == TP_NET_SIZE_UNKNOWN || sl->got == (int)sl->len;
+	int rc;
 
 	if (whole && cm->meta) {
-		r = cm->meta->mem[mslot];
-		cnt = *(volatile uint64_t *)&cm->meta->cnt[mslot];
-		if (cnt > TP_UNPACK_MAX_PAGES)
-			return true; /* the unpack refuses it, failing the conn (EPLUGIN) */
-		for (i = 0; i < cnt; i++)
-			sum += r[i].len;
-		whole = sum == sl->len;
+		/* records the plugin cannot have written fail the conn (EPLUGIN) */
+		rc = tp__meta_read(cm->meta, mslot, sl->len, cm->bounce_len, "unpack", &sl->meta);
+		if (rc)
+			return rc;
+		whole = sl->meta.bytes == sl->len;
 	}
 	if (whole)
-		return true;
+		return 1;
 	if (!sl->x->err) {
 		sl->x->err = TCPX_P2P_EPROTO;
 		snprintf(sl->x->why, sizeof(sl->x->why), "chunk %llu arrived with %lld of its %u "
 			 "bytes", (unsigned long long)(sl->seq - sl->x->first_seq),
-			 cm->meta && sl->got < 0 ? (long long)sum : (long long)sl->got, sl->len);
-	}
-	return false;
-}
-
-/* Host bounce buffer to host memory: copy each record, checking that the
- * plugin's records stay inside the chunk. */
-static int unpack_memcpy(const struct tp_comm *cm, const struct tp_slot *sl, unsigned mslot)
-{
-	const tp_unpack_rec *r = cm->meta->mem[mslot];
-	uint64_t i, cnt = cm->meta->cnt[mslot];
-
-	if (cnt > TP_UNPACK_MAX_PAGES)
-		return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
-				 (unsigned long long)cnt);
-	for (i = 0; i < cnt; i++) {
-		if (r[i].len > TP_UNPACK_PAGE_SIZE || r[i].dst_off > sl->len ||
-		    r[i].len > sl->len - r[i].dst_off)
-			return tp__error(TCPX_P2P_EPLUGIN,
-					 "unpack: record %llu (dst %llu, len %u) outside the "
-					 "%u-byte chunk", (unsigned long long)i,
-					 (unsigned long long)r[i].dst_off, r[i].len, sl->len);
-		memcpy(sl->buf + r[i].dst_off, cm->bounce + r[i].src_off, r[i].len);
+			 cm->meta && sl->got < 0 ? (long long)sl->meta.bytes : (long long)sl->got,
+			 sl->len);
 	}
 	return 0;
+}
+
+/* Host bounce buffer to host memory: copy each (checked) record. */
+static void unpack_memcpy(const struct tp_comm *cm, const struct tp_slot *sl)
+{
+	const tp_unpack_rec *r = sl->meta.rec;
+
+	for (uint32_t i = 0; i < sl->meta.cnt; i++)
+		memcpy(sl->buf + r[i].dst_off, cm->bounce + r[i].src_off, r[i].len);
 }
 
 struct tp_batch {
@@ -316,8 +301,7 @@ static int flush_batch(struct tcpx_p2p_conn *c, struct tp_batch *b)
  * records or the staging slot, on the host when every byte is in host
  * memory (in the pass, or on the copy threads for a large chunk), else as
  * one device copy list. */
-static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl,
-			unsigned mslot)
+static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl)
 {
 	struct tcpx_p2p_session *s = c->s;
 	bool dev_dst = sl->dst_dev, dev_src, host;
@@ -327,8 +311,7 @@ static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_s
 	if (cm->meta) {
 		dev_src = cm->bounce_on_device;
 		host = !dev_src && !dev_dst;
-		rc = tp__vec_copies_recs(s, sl->x, sl, cm->meta->mem[mslot],
-					 *(volatile uint64_t *)&cm->meta->cnt[mslot], cm->bounce,
+		rc = tp__vec_copies_recs(s, sl->x, sl, &sl->meta, cm->bounce,
 					 host && !tp__hcopy_worth(sl->len), &n);
 	} else {
 		dev_src = dev_dst; /* the stage is of the transfer's memory type */
@@ -363,11 +346,16 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
-			if (sl->x->op == TP_OP_DISCARD ||
-			    !landed_whole(cm, sl, tp_window_slot(cm->win.unpacked))) {
+			/* the k-th receive of a comm uses meta slot k % 16 */
+			rc = sl->x->op == TP_OP_DISCARD
+				     ? 0
+				     : landed_whole(cm, sl, tp_window_slot(cm->win.unpacked));
+			if (rc < 0)
+				return rc;
+			if (!rc) {
 				sl->unpack = TP_UNPACK_NONE;
 			} else if (sl->multi) {
-				rc = unpack_multi(c, cm, sl, tp_window_slot(cm->win.unpacked));
+				rc = unpack_multi(c, cm, sl);
 				if (rc)
 					return rc;
 			} else if (!cm->meta) {
@@ -376,15 +364,12 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 				   tp__hcopy_worth(sl->len)) {
 				/* host bounce, host buffer, a large chunk: the
 				 * records' copies go to the copy threads */
-				rc = unpack_multi(c, cm, sl, tp_window_slot(cm->win.unpacked));
+				rc = unpack_multi(c, cm, sl);
 				if (rc)
 					return rc;
 			} else if (!cm->bounce_on_device && !sl->dst_dev) {
 				sl->unpack = TP_UNPACK_MEMCPY;
-				/* the k-th receive of a comm uses meta slot k % 16 */
-				rc = unpack_memcpy(cm, sl, tp_window_slot(cm->win.unpacked));
-				if (rc)
-					return rc;
+				unpack_memcpy(cm, sl);
 			} else {
 				sl->unpack = TP_UNPACK_DEVICE;
 				b.cm[b.n] = cm;

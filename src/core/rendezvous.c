@@ -57,7 +57,13 @@ int tcpx_p2p_server_create(tcpx_p2p_session *s, const char *bind_addr, uint16_t 
 		return rc;
 	}
 	srv->s = s;
-	pthread_mutex_init(&srv->lock, NULL);
+	rc = pthread_mutex_init(&srv->lock, NULL);
+	if (rc) {
+		tp__sock_close(srv->fd);
+		free(srv);
+		return tp__error(TCPX_P2P_ENOMEM, "server_create: cannot create a lock: %s",
+				 strerror(rc));
+	}
 	pthread_mutex_lock(&s->lock);
 	s->nservers++;
 	pthread_mutex_unlock(&s->lock);

@@ -102,6 +102,7 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	 * is also its host address. */
 	cm->meta = h.meta;
 	cm->bounce = h.bounce_buf;
+	cm->bounce_len = TP_META_BOUNCE_MAX;
 	tp__dev_ptr_is_device(cm->bounce, &on_dev);
 	cm->bounce_on_device = on_dev;
 	TP_DEBUG("unpack", "comm %p: meta %p, bounce %p on %s", cm->comm, (void *)cm->meta,
@@ -167,11 +168,9 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 	int i, nk = 0, rc;
 
 	for (i = 0; i < n; i++) {
-		unsigned k = (unsigned)(slots[i] - cms[i]->slot);
-		uint64_t cnt = *(volatile uint64_t *)&cms[i]->meta->cnt[k];
 		struct tp_unpack_job j = {
-			.recs = cms[i]->meta->mem[k],
-			.cnt = (uint32_t)cnt,
+			.recs = slots[i]->meta.rec,
+			.cnt = slots[i]->meta.cnt,
 			.bounce = cms[i]->bounce,
 			.dst = slots[i]->buf,
 			.len = slots[i]->len,
@@ -179,10 +178,6 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.dst_pinned = slots[i]->dst_dev || slots[i]->dst_mapped,
 		};
 		bool dst_dev = slots[i]->dst_dev;
-
-		if (cnt > TP_UNPACK_MAX_PAGES)
-			return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
-					 (unsigned long long)cnt);
 
 		/* The kernel reads device bounce pages and writes device memory
 		 * or mapped host memory; every other combination goes through

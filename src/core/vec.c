@@ -225,26 +225,19 @@ int tp__vec_copies(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x, st
 /* Copies of a received chunk's bounce records into the segments; records
  * come in any order and may straddle segments. */
 int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *x,
-			struct tp_slot *sl, const tp_unpack_rec *r, uint64_t cnt,
-			const char *bounce, bool now, uint32_t *n)
+			struct tp_slot *sl, const struct tp_meta_view *v, const char *bounce,
+			bool now, uint32_t *n)
 {
-	uint64_t k;
+	const tp_unpack_rec *r = v->rec;
+	uint32_t k;
 	int rc = 0;
 
 	*n = 0;
-	if (cnt > TP_UNPACK_MAX_PAGES)
-		return tp__error(TCPX_P2P_EPLUGIN, "unpack: %llu records in one receive",
-				 (unsigned long long)cnt);
-	for (k = 0; k < cnt && !rc; k++) {
+	for (k = 0; k < v->cnt && !rc; k++) {
 		size_t o, end;
 		const char *src = bounce + r[k].src_off;
 		size_t i;
 
-		if (r[k].len > TP_UNPACK_PAGE_SIZE || r[k].dst_off > sl->len ||
-		    r[k].len > sl->len - r[k].dst_off)
-			return tp__error(TCPX_P2P_EPLUGIN, "unpack: record %llu (dst %llu, len %u) "
-					 "outside the %u-byte chunk", (unsigned long long)k,
-					 (unsigned long long)r[k].dst_off, r[k].len, sl->len);
 		o = sl->soff + r[k].dst_off;
 		end = o + r[k].len;
 		for (i = seg_find(x, o); !rc && o < end && i < x->nseg; i++) {

@@ -114,7 +114,7 @@ static void seg_key(struct fx *f, uint32_t idx, const tcpx_p2p_rdesc *d, uint64_
 
 	tp_put32(p, idx);
 	tp_put32(p + 4, 0);
-	memcpy(p + 8, d->bytes + 24, TP_KEY_BYTES); /* rma.c: TP_RDESC_KEY */
+	memcpy(p + 8, d->bytes + 24, TP_KEY_BYTES); /* export.c: TP_RDESC_KEY */
 	tp_put64(p + 8 + TP_KEY_BYTES, off);
 	tp_put64(p + 16 + TP_KEY_BYTES, len);
 }
@@ -225,8 +225,8 @@ static void test_one_refusal(void **state)
 	assert_int_equal(feed(f), 0);
 	assert_int_equal(acks(f, st, val, 8), 6);
 	for (int i = 0; i < 6; i++) {
-		assert_int_equal(st[i], 2);  /* rma.c: TP_ACK_REFUSED */
-		assert_int_equal(val[i], 1); /* rma.c: TP_REFUSE_DENIED, for every reason */
+		assert_int_equal(st[i], 2);  /* rma.h: TP_ACK_REFUSED */
+		assert_int_equal(val[i], 1); /* rma.h: TP_REFUSE_DENIED, for every reason */
 	}
 }
 

@@ -1,5 +1,5 @@
 /* libFuzzer target: the control channel's incoming stream (src/core/ctl.c
- * framing of messages, src/core/rma.c decoding and the in-queue that acts
+ * framing of messages, src/core/inbound.c decoding and the in-queue that acts
  * on them) on a connection built without a plugin.  The connection has
  * three exports (exports() below: two live ones over two regions, one
  * revoked), two receives waiting for a sender (100 and 4096 bytes) and a
@@ -73,7 +73,7 @@ static void exports(void)
 	    tcpx_p2p_mr_unexport(&c, &d[2]))
 		abort();
 	for (int i = 0; i < 3; i++)
-		memcpy(key[i], d[i].bytes + 24, TP_KEY_BYTES); /* rma.c: TP_RDESC_KEY */
+		memcpy(key[i], d[i].bytes + 24, TP_KEY_BYTES); /* export.c: TP_RDESC_KEY */
 }
 
 static struct tcpx_p2p_xfer *user_xfer(enum tp_op op, enum tp_dir dir, size_t len)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets into corpus/<target>/.
 Formats: src/util/sock.h (frames), src/core/blob.h (blobs),
-plugins/emu/emu.h (emulator handles), src/core/handshake.c (auth)."""
+plugins/emu/emu.h (emulator handles), src/core/handshake.c (auth),
+src/abi/nccl_net.h (unpack meta records; fuzz_meta.c for the header)."""
 import os
 import socket
 import struct
@@ -50,6 +51,14 @@ def ctl_write(mid, segs, notif=b"", mtype=2):
     return ctl(mtype, struct.pack("<QQII", mid, total, len(segs), len(notif)) + b"".join(segs) + notif)
 
 
+# A meta-ring slot for fuzz_meta: chunk length, slot, bounce length, count,
+# then records (src_off, len, dst_off).
+def meta(chunk, slot, bounce, recs, cnt=None):
+    n = len(recs) if cnt is None else cnt
+    return struct.pack("<IIQQ", chunk, slot, bounce, n) + \
+        b"".join(struct.pack("<IIQ", s, n_, d) for s, n_, d in recs)
+
+
 SEEDS = {
     "frame": {
         "hello": frame(HELLO, blob()),
@@ -86,6 +95,17 @@ SEEDS = {
         "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
         "huge": b"\x00" + struct.pack("<BBHI", 2, 0, 0, 0xFFFFFFFF),
         "unknown": b"\x00" + ctl(77, b"zz"),
+    },
+    "meta": {
+        "whole": meta(8192, 3, 1 << 32, [(4096, 4096, 0), (0, 4096, 4096)]),
+        "fragments": meta(10000, 0, 1 << 20, [(i * 4096 + 7, 1000, i * 1000) for i in range(10)]),
+        "empty": meta(0, 15, 1 << 32, []),
+        "too_many": meta(1 << 22, 1, 1 << 32, [(0, 1, 0)], cnt=2049),
+        "past_chunk": meta(8192, 2, 1 << 32, [(0, 4096, 0), (4096, 4096, 8192)]),
+        "past_bounce": meta(8192, 2, 65536, [(65535, 2, 0)]),
+        "over_page": meta(1 << 20, 4, 1 << 32, [(0, 4097, 0)]),
+        "dst_wrap": meta(8192, 5, 1 << 32, [(0, 16, (1 << 64) - 8)]),
+        "src_top": meta(8192, 6, 1 << 32, [(0xFFFFF000, 4096, 0), (0xFFFFFFFF, 2, 4096)]),
     },
     "handshake": {
         "hello": b"\x00" + frame(HELLO, blob(1)),

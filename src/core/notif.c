@@ -1,0 +1,200 @@
+/* Notifications: a peer's, held until every item announced before it has
+ * landed, then delivered to the session's queue, where notif_poll takes
+ * them; and this side's own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rma.h"
+#include "util/error.h"
+
+int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, const struct tp_in *write,
+		     const unsigned char *msg, size_t len)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_rma *r = c->rma;
+	struct tp_note *n;
+	uint32_t held;
+
+	pthread_mutex_lock(&s->notif_lock);
+	held = r->notes_n + r->delivered;
+	pthread_mutex_unlock(&s->notif_lock);
+	if (held >= (uint32_t)s->cfg.peer_max_notifs)
+		return tp__error(TCPX_P2P_EPROTO, "the peer sent more than %d notifications this "
+				 "side has not taken (peer_max_notifs; tcpx_p2p_notif_poll takes "
+				 "them)", s->cfg.peer_max_notifs);
+	n = malloc(sizeof(*n) + len);
+	if (!n)
+		return tp__error(TCPX_P2P_ENOMEM, "notification: out of memory");
+	n->mark = mark;
+	n->of_write = write != NULL;
+	n->write = write ? write->id : 0;
+	n->len = len;
+	n->next = NULL;
+	memcpy(n->msg, msg, len);
+	if (r->notes_tail)
+		r->notes_tail->next = n;
+	else
+		r->notes = n;
+	r->notes_tail = n;
+	r->notes_n++;
+	return 0;
+}
+
+/* The notification that came with a failed in-write is never delivered. */
+void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t write)
+{
+	struct tp_rma *r = c->rma;
+	struct tp_note *prev = NULL, *n;
+
+	for (n = r->notes; n && !(n->of_write && n->write == write); n = n->next)
+		prev = n;
+	if (!n)
+		return;
+	if (prev)
+		prev->next = n->next;
+	else
+		r->notes = n->next;
+	if (r->notes_tail == n)
+		r->notes_tail = prev;
+	free(n);
+	r->notes_n--;
+}
+
+void tp__rma_drop_notifs(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_notif_node **pp, *n;
+
+	pthread_mutex_lock(&s->notif_lock);
+	for (pp = &s->notifs; (n = *pp);) {
+		if (n->c == c) {
+			*pp = n->next;
+			free(n);
+		} else {
+			pp = &n->next;
+		}
+	}
+	s->notifs_tail = NULL;
+	for (n = s->notifs; n; n = n->next)
+		s->notifs_tail = n;
+	pthread_mutex_unlock(&s->notif_lock);
+}
+
+
+/* Append a notification of c (len 0: c failed) to the session's queue. */
+static int deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_notif_node *d = malloc(sizeof(*d) + len);
+
+	if (!d)
+		return tp__error(TCPX_P2P_ENOMEM, "notification: out of memory");
+	d->c = c;
+	d->len = len;
+	d->next = NULL;
+	if (len)
+		memcpy(d->msg, msg, len);
+	pthread_mutex_lock(&s->notif_lock);
+	if (s->notifs_tail)
+		s->notifs_tail->next = d;
+	else
+		s->notifs = d;
+	s->notifs_tail = d;
+	if (len) {
+		c->rma->notes_n--;
+		c->rma->delivered++;
+	}
+	pthread_mutex_unlock(&s->notif_lock);
+	return 0;
+}
+
+void tp__rma_tell_failed(struct tcpx_p2p_conn *c)
+{
+	if (!c->rma || c->rma->failed_told)
+		return;
+	/* Without memory the failure still shows in every call on c. */
+	c->rma->failed_told = !deliver(c, NULL, 0);
+}
+
+int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_rma *r = c->rma;
+	struct tcpx_p2p_xfer *h;
+	struct tp_note *n;
+	int rc;
+
+	/* Every receive item below the mark has landed when the oldest still
+	 * in flight starts at or after it.  Deliver only once the answers this
+	 * side owes (a write's) were handed to the plugin: the application may
+	 * stop driving when the notification arrives. */
+	h = c->dir[TP_RECV].head;
+	while ((n = r->notes) && (!h || h->first_seq >= n->mark) && !tp__ctl_owes(c)) {
+		rc = deliver(c, n->msg, n->len);
+		if (rc)
+			return rc;
+		r->notes = n->next;
+		if (!r->notes)
+			r->notes_tail = NULL;
+		free(n);
+		*moved = true;
+	}
+	return 0;
+}
+
+int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
+{
+	struct tp_progress st;
+	uint64_t before = 0;
+	unsigned char *m;
+	int rc = 0;
+
+	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_MAX)
+		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
+				 TCPX_P2P_NOTIF_MAX);
+	pthread_mutex_lock(&c->lock);
+	if (c->err) {
+		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
+	} else if ((rc = tp__rma_own_room(c, "notify"))) {
+		/* EAGAIN: the peer has not taken what waits for it */
+	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
+		rc = TCPX_P2P_ENOMEM;
+	} else {
+		tp_put32(m, (uint32_t)len);
+		memcpy(m + 4, msg, len);
+		before = c->completed;
+		tp__progress(c, &st);
+		before = c->completed - before;
+	}
+	pthread_mutex_unlock(&c->lock);
+	tp__engine_notify(c->s, before);
+	tp__engine_kick(c->s);
+	return rc;
+}
+
+int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+{
+	struct tp_notif_node *d;
+	struct tp_progress st;
+	int k = 0;
+
+	if (!s || !n || max < 0 || (max && !out))
+		return tp__error(TCPX_P2P_EINVAL, "notif_poll: NULL argument or max %d", max);
+	if (!tp__engine_threaded(s))
+		tp__engine_pass(s, NULL, &st);
+	pthread_mutex_lock(&s->notif_lock);
+	while (k < max && (d = s->notifs)) {
+		s->notifs = d->next;
+		if (!s->notifs)
+			s->notifs_tail = NULL;
+		out[k].conn = d->c;
+		out[k].len = d->len;
+		memcpy(out[k].msg, d->msg, d->len);
+		if (d->len)
+			d->c->rma->delivered--;
+		free(d);
+		k++;
+	}
+	pthread_mutex_unlock(&s->notif_lock);
+	*n = k;
+	return 0;
+}

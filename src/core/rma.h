@@ -1,0 +1,123 @@
+/* What the files of a connection's one-sided layer share (private to
+ * them; core.h declares what the rest of the core calls):
+ *   inbound.c   the peer's messages: decoding, the in-queue, matching
+ *   announce.c  this side's announcements and answers
+ *   export.c    exports to the peer, imports of its exports, resolving a
+ *               peer's segments against the exports
+ *   onesided.c  posting a write or a read
+ *   notif.c     notifications: waiting for their data, the session's queue */
+#ifndef TP_CORE_RMA_H
+#define TP_CORE_RMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ctl.h"
+
+/* An answer's status on the wire (its own numbers, not the API's). */
+enum tp_ack_status {
+	TP_ACK_OK = 0,
+	TP_ACK_MISMATCH = 1, /* a send's total differs from the receive's: value = the receive's */
+	TP_ACK_REFUSED = 2,  /* a one-sided transfer refused: value = enum tp_refusal */
+};
+
+/* Why a target refused a one-sided transfer (the ack's value).  Every
+ * reason a peer could learn something from by probing (does this export
+ * exist, is this its key, how long is it, what does it allow, is it still
+ * there) is one answer. */
+enum tp_refusal {
+	TP_REFUSE_DENIED = 1, /* no live export of the target allows it */
+	TP_REFUSE_MIXED = 2,  /* host and CUDA exports in one transfer */
+	TP_REFUSE_TOTAL = 3,  /* segment lengths do not add up to the total */
+	TP_REFUSE_MEMORY = 4, /* the target had no memory for the segment list */
+	TP_REFUSE_SHORT = 5,  /* fewer bytes arrived than the write announced */
+};
+
+struct tp_export {
+	uint64_t mr_id;   /* looked up at each use: deregistration revokes */
+	size_t off, len;  /* the exported range of the region */
+	unsigned char key[TP_KEY_BYTES];
+	unsigned access;
+	int type;
+	bool revoked;     /* tcpx_p2p_mr_unexport */
+	/* resolve(): the message that last named it, and its region then */
+	uint64_t stamp;
+	struct tcpx_p2p_mr *mr;
+};
+
+struct tp_in {
+	unsigned type;
+	uint64_t id, len;
+	uint32_t nseg;
+	struct tp_wseg *seg;
+	uint32_t notif_len;
+	unsigned char *notif;
+	struct tp_in *next;
+};
+
+/* A notification waiting until every receive item below mark landed;
+ * of_write: it came with in-write `write` (and is dropped if that fails). */
+struct tp_note {
+	uint64_t mark;
+	uint64_t write;
+	bool of_write;
+	size_t len;
+	struct tp_note *next;
+	unsigned char msg[];
+};
+
+/* A conn's one-sided state.  What the peer makes this side hold is
+ * counted against the session's peer_max_* settings: segs (remote segments
+ * of queued announcements and of accepted items), notes_n (notifications
+ * waiting for their data) and delivered (in the session's queue, guarded by
+ * s->notif_lock). */
+struct tp_rma {
+	struct tp_export *exp;
+	uint32_t nexp, cap;
+	struct tp_in *inq, *inq_tail;
+	struct tp_note *notes, *notes_tail;
+	uint64_t segs;
+	uint32_t notes_n, delivered;
+	uint32_t bad_keys;
+	uint64_t stamp;   /* resolve() calls so far */
+	bool failed_told; /* the conn's failure is in the session's notification queue */
+};
+
+struct tcpx_p2p_rmr {
+	struct tcpx_p2p_conn *c;
+	uint32_t idx;
+	unsigned char key[TP_KEY_BYTES];
+	size_t len;
+	int type;
+	unsigned access;
+};
+
+/* A delivered notification in the session's queue. */
+struct tp_notif_node {
+	struct tcpx_p2p_conn *c;
+	size_t len;
+	struct tp_notif_node *next;
+	unsigned char msg[];
+};
+
+/* announce.c */
+/* Room for this side's own announcement (EAGAIN past half of
+ * peer_max_ctl_bytes: the answers keep the other half). */
+int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what);
+int tp__rma_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
+		     uint64_t value);
+
+/* export.c: an inbound write's or read's segments against this conn's
+ * exports: 0 and x's segments, each region held, or a refusal reason. */
+uint64_t tp__rma_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
+			 struct tcpx_p2p_xfer *x, bool *bad_key);
+
+/* notif.c */
+int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, const struct tp_in *write,
+		     const unsigned char *msg, size_t len);
+void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t write);
+/* Deliver the notifications whose data has landed. */
+int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved);
+
+#endif
