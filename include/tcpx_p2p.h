@@ -506,8 +506,10 @@ typedef struct tcpx_p2p_rseg {
  * before writing the same remote bytes again.
  * RETURN VALUE: 0; EINVAL (arguments, totals, a remote segment outside its
  * rmr or lacking the access, more than config.peer_max_segments remote
- * segments); EAGAIN (half of config.peer_max_ctl_bytes of control messages
- * wait for the peer: drive progress, post again); the connection's error;
+ * segments, an announcement over half of config.peer_max_ctl_bytes); EAGAIN
+ * (its announcement would take the control bytes waiting for the peer past
+ * half of config.peer_max_ctl_bytes: drive progress, post again); the
+ * connection's error;
  * ENOMEM.  The target's refusal (a segment it does not export, a revoked
  * export, a deregistered region, a write that arrived short) fails the
  * transfer with EINVAL, and then nothing of it was written. */

@@ -86,6 +86,8 @@ static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (self->status != 1)
 		return result(self, "Xfer.wait");
+	if (self->busy) /* another thread waits on it: its handle may go any time */
+		return tp_busy_error("Xfer.wait", "this Xfer");
 	deadline = tp_py_now() + ms * 1e-3;
 	TP_ENTER(self);
 	TP_ENTER(self->conn);
@@ -120,6 +122,8 @@ static PyObject *xfer_test(XferObject *self, PyObject *unused)
 			return result(self, "Xfer.test");
 		Py_RETURN_TRUE;
 	}
+	if (self->busy)
+		return tp_busy_error("Xfer.test", "this Xfer");
 	TP_ENTER(self);
 	TP_ENTER(self->conn);
 	Py_BEGIN_ALLOW_THREADS
@@ -263,6 +267,10 @@ PyObject *tp_py_wait_any(PyObject *mod, PyObject *args, PyObject *kw)
 		}
 		if (((XferObject *)o)->status != 1) {
 			ret = PyLong_FromSsize_t(i);
+			goto out;
+		}
+		if (((XferObject *)o)->busy) {
+			tp_busy_error("wait_any", "an Xfer of the list");
 			goto out;
 		}
 	}

@@ -100,3 +100,32 @@ def test_concurrent_posts_on_one_conn():
         assert got == [1, 2, 3, 4]
         for k in range(n):
             assert (dst[k * size:(k + 1) * size] == dst[k * size]).all()
+
+
+def test_one_xfer_waited_on_by_two_threads_is_busy(pair):
+    """While one thread waits on an Xfer, another thread's test() or
+    wait() on it raises Busy instead of racing for its handle."""
+    a, b, ca, cb = pair
+    md = a.register(np.zeros(4096, dtype=np.uint8))
+    x = ca.recv(md)  # nobody sends: it stays pending
+    out = {}
+
+    def waiter():
+        try:
+            x.wait(timeout=3.0)
+        except tp.TimedOut:
+            out["waiter"] = "timed out"
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    busy = False
+    for _ in range(100000):
+        try:
+            x.test()  # False until the waiter is inside wait()
+        except tp.Busy:
+            busy = True
+            break
+        if not t.is_alive():
+            break
+    t.join(TIMEOUT)
+    assert busy and out == {"waiter": "timed out"}

@@ -33,15 +33,18 @@ static int answer_room(struct tcpx_p2p_conn *c)
 			 tp__ctl_out_bytes(c), max);
 }
 
-int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what)
+int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
 {
-	size_t max = c->s->cfg.peer_max_ctl_bytes / 2;
+	size_t max = c->s->cfg.peer_max_ctl_bytes / 2, queued = tp__ctl_out_bytes(c);
 
-	if (tp__ctl_out_bytes(c) <= max)
+	if (bytes > max)
+		return tp__error(TCPX_P2P_EINVAL, "%s: a control message of %zu bytes; at most half "
+				 "of peer_max_ctl_bytes (%zu; 40 bytes per remote segment)", what,
+				 bytes, max);
+	if (queued + bytes <= max)
 		return 0;
 	return tp__error(TCPX_P2P_EAGAIN, "%s: %zu control bytes wait for the peer (half of "
-			 "peer_max_ctl_bytes): drive progress and post again", what,
-			 tp__ctl_out_bytes(c));
+			 "peer_max_ctl_bytes): drive progress and post again", what, queued);
 }
 
 static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len,
@@ -102,9 +105,13 @@ int tp__rma_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status st
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
 {
+	/* The message this side queues: an in-read's response is an answer. */
+	size_t bytes = TP_CTL_MSG_HDR + (x->op == TP_OP_WRITE || x->op == TP_OP_READ
+						 ? 24 + nrseg * TP_WSEG_BYTES + notif_len
+						 : 16);
 	int rc = x->op == TP_OP_IN_READ ? answer_room(c)
 		 : x->op == TP_OP_RECV	 ? 0
-					 : tp__rma_own_room(c, "post");
+					 : tp__rma_own_room(c, "post", bytes);
 
 	if (rc)
 		return rc;

@@ -299,6 +299,11 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 		if (tp_get32(f) != TP_CTL_FRAME_MAGIC || n > TP_CTL_FRAME - TP_CTL_FRAME_HDR)
 			return tp__error(TCPX_P2P_EPROTO, "control channel: malformed frame "
 					 "(magic 0x%08x, %u bytes)", tp_get32(f), n);
+		/* Where the plugin says how much arrived, the header may not
+		 * claim more (the rest would be an earlier frame's bytes). */
+		if (sl->got >= 0 && (uint32_t)sl->got < TP_CTL_FRAME_HDR + n)
+			return tp__error(TCPX_P2P_EPROTO, "control channel: a frame of %u bytes "
+					 "arrived with %d", TP_CTL_FRAME_HDR + n, sl->got);
 		rc = tp__ctl_feed(c, f + TP_CTL_FRAME_HDR, n);
 		if (rc)
 			return rc;

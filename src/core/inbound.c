@@ -80,13 +80,14 @@ void tp__rma_fail(struct tcpx_p2p_conn *c)
 
 void tp__rma_destroy(struct tcpx_p2p_conn *c)
 {
+	/* First: delivered notifications name this conn, and notif_poll (any
+	 * thread) reaches its counters through them. */
+	tp__rma_drop_notifs(c);
 	tp__rma_fail(c);
 	if (c->rma)
 		free(c->rma->exp);
 	free(c->rma);
 	c->rma = NULL;
-	/* Delivered notifications name this conn: drop them with it. */
-	tp__rma_drop_notifs(c);
 }
 
 bool tp__rma_busy(const struct tcpx_p2p_conn *c)
@@ -335,7 +336,7 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	}
 	c->inbound++;
 	tp__xfer_enqueue(c, x);
-	return in->notif_len ? tp__rma_add_note(c, x->first_seq + x->nchunks, in, in->notif,
+	return in->notif_len ? tp__rma_add_note(c, x->first_seq + x->nchunks, true, in->notif,
 					in->notif_len)
 			     : 0;
 }
@@ -347,7 +348,7 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	if (x->err) { /* some chunk did not land whole (progress.c) */
 		TP_DEBUG("rma", "refused write %llu from %s: %s", (unsigned long long)x->id,
 			 c->peer, x->why);
-		tp__rma_drop_note(c, x->id);
+		tp__rma_drop_note(c, x->first_seq + x->nchunks);
 		rc = tp__rma_send_ack(c, x->id, TP_ACK_REFUSED, TP_REFUSE_SHORT);
 	} else {
 		rc = tp__rma_send_ack(c, x->id, TP_ACK_OK, 0);
@@ -406,7 +407,7 @@ static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		rc = on_read_req(c, in);
 		break;
 	case TP_CTL_NOTIF:
-		rc = tp__rma_add_note(c, c->dir[TP_RECV].next_seq, NULL, in->notif, in->notif_len);
+		rc = tp__rma_add_note(c, c->dir[TP_RECV].next_seq, false, in->notif, in->notif_len);
 		break;
 	default:
 		rc = tp__error(TCPX_P2P_EINTERNAL, "control channel: message type %u queued",

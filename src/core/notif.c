@@ -7,7 +7,7 @@
 #include "core/rma.h"
 #include "util/error.h"
 
-int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, const struct tp_in *write,
+int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 		     const unsigned char *msg, size_t len)
 {
 	struct tcpx_p2p_session *s = c->s;
@@ -26,8 +26,7 @@ int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, const struct tp_in 
 	if (!n)
 		return tp__error(TCPX_P2P_ENOMEM, "notification: out of memory");
 	n->mark = mark;
-	n->of_write = write != NULL;
-	n->write = write ? write->id : 0;
+	n->of_write = of_write;
 	n->len = len;
 	n->next = NULL;
 	memcpy(n->msg, msg, len);
@@ -40,13 +39,15 @@ int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, const struct tp_in 
 	return 0;
 }
 
-/* The notification that came with a failed in-write is never delivered. */
-void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t write)
+/* The notification that came with a failed in-write is never delivered.
+ * It is found by the write's end in the chunk stream, which no other item
+ * shares (the id is the peer's to choose). */
+void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark)
 {
 	struct tp_rma *r = c->rma;
 	struct tp_note *prev = NULL, *n;
 
-	for (n = r->notes; n && !(n->of_write && n->write == write); n = n->next)
+	for (n = r->notes; n && !(n->of_write && n->mark == mark); n = n->next)
 		prev = n;
 	if (!n)
 		return;
@@ -154,7 +155,7 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
-	} else if ((rc = tp__rma_own_room(c, "notify"))) {
+	} else if ((rc = tp__rma_own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len))) {
 		/* EAGAIN: the peer has not taken what waits for it */
 	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
 		rc = TCPX_P2P_ENOMEM;

@@ -57,10 +57,10 @@ struct tp_in {
 };
 
 /* A notification waiting until every receive item below mark landed;
- * of_write: it came with in-write `write` (and is dropped if that fails). */
+ * of_write: it came with the in-write that ends at mark (and is dropped if
+ * that fails). */
 struct tp_note {
 	uint64_t mark;
-	uint64_t write;
 	bool of_write;
 	size_t len;
 	struct tp_note *next;
@@ -102,9 +102,10 @@ struct tp_notif_node {
 };
 
 /* announce.c */
-/* Room for this side's own announcement (EAGAIN past half of
- * peer_max_ctl_bytes: the answers keep the other half). */
-int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what);
+/* Room for this side's own message of `bytes` (header included): EAGAIN
+ * where it would take the stream past half of peer_max_ctl_bytes (the
+ * answers keep the other half), EINVAL where it alone is more than that. */
+int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes);
 int tp__rma_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
 		     uint64_t value);
 
@@ -114,9 +115,9 @@ uint64_t tp__rma_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsign
 			 struct tcpx_p2p_xfer *x, bool *bad_key);
 
 /* notif.c */
-int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, const struct tp_in *write,
+int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 		     const unsigned char *msg, size_t len);
-void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t write);
+void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark);
 /* Deliver the notifications whose data has landed. */
 int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved);
 

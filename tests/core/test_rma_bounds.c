@@ -353,6 +353,39 @@ static void test_own_posts_eagain(void **state)
 	tp__xfer_free(x);
 }
 
+/* The application's own write: its announcement must leave the answers
+ * their half.  One over half of the bound is EINVAL; one that would take
+ * what waits past half is EAGAIN; neither fails the conn, and an answer
+ * owed afterwards still goes out. */
+static void test_own_message_sizes(void **state)
+{
+	struct fx *f = *state;
+	enum { BIG = 14000, HALF = 6000 }; /* 40-byte segments: 560 KB and 240 KB */
+	struct tp_wseg *w = calloc(BIG, sizeof(*w));
+	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_WRITE, TP_SEND);
+	uint32_t st[1];
+	uint64_t val[1];
+
+	assert_non_null(w);
+	assert_non_null(x);
+	x->c = &f->c;
+	f->s.cfg.peer_max_segments = BIG; /* the control bytes bound, not this one */
+	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, BIG), TCPX_P2P_EINVAL);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "half"));
+	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, HALF), 0);
+	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, HALF), 0);
+	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, HALF), TCPX_P2P_EAGAIN);
+	assert_int_equal(f->c.err, 0);
+	/* a refused read (outside the export) is still answered */
+	f->ctl.out_off = f->ctl.out_len; /* as if the two writes went out */
+	one_sided(f, TP_CTL_READ_REQ, 1, 1, 1, NULL);
+	seg(f, 0, 0, POOL, 1);
+	assert_int_equal(feed(f), 0);
+	assert_int_equal(acks(f, st, val, 1), 1);
+	tp__xfer_free(x);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -364,6 +397,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_notifs_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_bytes_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_posts_eagain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_own_message_sizes, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,7 @@
  * an export revoked with tcpx_p2p_mr_unexport refuses what comes after.
  * Two sessions of this process over the emulator: s[0] the peer, s[1] the
  * target with small peer_max_* bounds. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -198,12 +199,55 @@ static void test_unexport(void **state)
 	assert_int_equal(tcpx_p2p_rmr_release(rk), 0);
 }
 
+struct poller {
+	tcpx_p2p_session *s;
+	int stop;
+	int taken;
+};
+
+static void *poll_loop(void *arg)
+{
+	struct poller *p = arg;
+	tcpx_p2p_notif *n = malloc(4 * sizeof(*n));
+	int k;
+
+	while (n && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+		if (tcpx_p2p_notif_poll(p->s, n, 4, &k) == 0)
+			p->taken += k;
+	free(n);
+	return NULL;
+}
+
+/* notif_poll may run in any thread: one that takes notifications while
+ * another thread destroys the connection they came on takes each at most
+ * once and never one of a connection already gone. */
+static void test_poll_while_destroying(void **state)
+{
+	struct fx *f = *state;
+	struct poller p = { f->p.s[1], 0, 0 };
+	pthread_t t;
+
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(tcpx_p2p_notify(f->p.c[0], "n", 1), 0);
+	for (int spin = 0; spin < 2000; spin++) { /* delivered, not taken */
+		tcpx_p2p_progress(f->p.c[0]);
+		tcpx_p2p_progress(f->p.c[1]);
+	}
+	assert_int_equal(pthread_create(&t, NULL, poll_loop, &p), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(f->p.c[1]), 0);
+	f->p.c[1] = NULL;
+	__atomic_store_n(&p.stop, 1, __ATOMIC_RELAXED);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_in_range(p.taken, 0, 6);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_notifs_untaken, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sends_unmatched, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unexport, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_poll_while_destroying, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
