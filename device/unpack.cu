@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dev_copy.cuh"
+#include "abi/dev_copy.cuh"
 #include "dev_priv.h"
 extern "C" {
 #include "util/error.h"
