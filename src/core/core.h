@@ -11,6 +11,7 @@
 #include "net/net.h"
 #include "tcpx_p2p.h"
 #include "tp_device.h"
+#include "util/time.h"
 
 struct tp_unpacker;
 struct tp_engine;
@@ -452,14 +453,13 @@ void tp__engine_kick(struct tcpx_p2p_session *s);
 /* Completions so far, and waiting for the next (thread mode). */
 bool tp__engine_threaded(const struct tcpx_p2p_session *s);
 uint64_t tp__engine_completions(struct tcpx_p2p_session *s);
-void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns);
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, tp_deadline deadline);
 /* Between passes that found nothing to do: spin, yield, then sleep. */
 struct tp_backoff {
 	unsigned idle;     /* passes in a row that found nothing to do */
 	int64_t idle_since;
 };
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
-int64_t tp__now_ns(void);
 
 /* unpack.c */
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);

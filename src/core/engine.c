@@ -53,14 +53,6 @@ struct tp_engine {
 	uint64_t kicks; /* posts seen; the thread sleeps only when idle */
 };
 
-int64_t tp__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static struct timespec abs_time(int64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
@@ -167,17 +159,17 @@ uint64_t tp__engine_completions(struct tcpx_p2p_session *s)
 	return n;
 }
 
-void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns)
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, tp_deadline deadline)
 {
 	struct tp_engine *e = s->engine;
 	struct timespec ts;
 
 	/* Waiters re-check at least this often whatever they were told. */
-	if (deadline_ns - tp__now_ns() > TP_WAIT_SLICE_NS)
-		deadline_ns = tp__now_ns() + TP_WAIT_SLICE_NS;
-	ts = abs_time(deadline_ns);
+	if (deadline - tp__now_ns() > TP_WAIT_SLICE_NS)
+		deadline = tp__now_ns() + TP_WAIT_SLICE_NS;
+	ts = abs_time(deadline);
 	pthread_mutex_lock(&e->done_lock);
-	while (e->completions == seen && tp__now_ns() < deadline_ns)
+	while (e->completions == seen && !tp__deadline_passed(deadline))
 		if (pthread_cond_timedwait(&e->done_cv, &e->done_lock, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&e->done_lock);

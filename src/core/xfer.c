@@ -290,7 +290,7 @@ int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_session *s,
 		     int timeout_ms)
 {
-	int64_t deadline = timeout_ms < 0 ? INT64_MAX : tp__now_ns() + (int64_t)timeout_ms * 1000000;
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	struct tp_backoff b = { 0 };
 	struct tp_progress st;
 	uint64_t seen;
@@ -302,7 +302,7 @@ static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_ses
 			if (xfer_done(xs[i]))
 				return i;
 		if (tp__engine_threaded(s)) {
-			if (tp__now_ns() >= deadline)
+			if (tp__deadline_passed(deadline))
 				return -1;
 			tp__engine_wait_completion(s, seen, deadline);
 			continue;
@@ -312,7 +312,7 @@ static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_ses
 		for (i = 0; i < n; i++)
 			if (xfer_done(xs[i]))
 				return i;
-		if (tp__now_ns() >= deadline)
+		if (tp__deadline_passed(deadline))
 			return -1;
 		tp__backoff(&b, &st);
 	}
