@@ -133,13 +133,13 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 
 	c->err = err;
 	for (d = 0; d < 2; d++)
-		for (x = c->dir[d].head; x; x = x->next)
+		for (x = c->dir[d].head; x; x = x->dlink.next)
 			fail_one(c, x, err);
 	/* Receives not matched yet and transfers waiting for an answer; like
 	 * the others they keep their regions until conn_destroy. */
-	for (x = c->unmatched.head; x; x = x->wnext)
+	for (x = c->unmatched.head; x; x = x->wlink.next)
 		fail_one(c, x, err);
-	for (x = c->answers.head; x; x = x->wnext)
+	for (x = c->answers.head; x; x = x->wlink.next)
 		fail_one(c, x, err);
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
@@ -247,7 +247,7 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 static void drop_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__segs_put(c->s, x);
-	x->prev = x->next = x->wprev = x->wnext = NULL;
+	x->dlink.prev = x->dlink.next = x->wlink.prev = x->wlink.next = NULL;
 	if (x->released || x->op >= TP_OP_IN_WRITE)
 		tp__xfer_free(x);
 	else
@@ -260,20 +260,20 @@ static void drop_failed_xfers(struct tcpx_p2p_conn *c)
 	int d;
 
 	for (x = c->unmatched.head; x; x = next) {
-		next = x->wnext;
+		next = x->wlink.next;
 		tp__xlist_remove(&c->unmatched, x);
 		drop_xfer(c, x);
 	}
 	/* An xfer waiting for an answer may also be in a chunk stream. */
 	for (x = c->answers.head; x; x = next) {
-		next = x->wnext;
+		next = x->wlink.next;
 		tp__xlist_remove(&c->answers, x);
 		if (!x->queued || x->chunks_done)
 			drop_xfer(c, x);
 	}
 	for (d = 0; d < 2; d++) {
 		for (x = c->dir[d].head; x; x = next) {
-			next = x->next;
+			next = x->dlink.next;
 			drop_xfer(c, x);
 		}
 		c->dir[d].head = c->dir[d].tail = NULL;
@@ -333,12 +333,12 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	drop_failed_xfers(c);
 	/* The caller's xfers outlive the conn: test, wait and release then
 	 * see a destroyed conn, not freed memory. */
-	for (struct tcpx_p2p_xfer *x = c->live, *next; x; x = next) {
-		next = x->lnext;
-		x->lprev = x->lnext = NULL;
+	for (struct tcpx_p2p_xfer *x = c->live.head, *next; x; x = next) {
+		next = x->llink.next;
+		x->llink.prev = x->llink.next = NULL;
 		x->c = NULL;
 	}
-	c->live = NULL;
+	c->live.head = c->live.tail = NULL;
 	for (i = 0; i < c->nchan; i++) {
 		tp__stage_free(&c->send[i]);
 		tp__stage_free(&c->recv[i]);

@@ -11,6 +11,7 @@
 #include "net/net.h"
 #include "tcpx_p2p.h"
 #include "tp_device.h"
+#include "util/list.h"
 #include "util/time.h"
 
 struct tp_unpacker;
@@ -132,9 +133,10 @@ struct tcpx_p2p_xfer {
 	bool done;          /* complete or failed */
 	bool released;      /* failed and released: the conn frees it at destroy */
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
-	struct tcpx_p2p_xfer *prev, *next; /* the direction's active list */
-	struct tcpx_p2p_xfer *wprev, *wnext; /* the conn's waiting list (unmatched, acks) */
-	struct tcpx_p2p_xfer *lprev, *lnext; /* the conn's caller-held xfers (until release) */
+	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
+	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
+					      * settling) */
+	TP_LINK(struct tcpx_p2p_xfer) llink; /* the conn's caller-held xfers (until release) */
 	char why[160];      /* detail of err when it is this transfer's own */
 };
 
@@ -218,10 +220,10 @@ struct tp_comm {
 
 struct tp_direction {
 	uint64_t next_seq;  /* seq of the next chunk to be created */
-	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight */
+	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight, through dlink */
 };
 
-/* A list of xfers through wprev/wnext. */
+/* A list of xfers through wlink (llink for live). */
 struct tp_xlist {
 	struct tcpx_p2p_xfer *head, *tail;
 };
@@ -248,7 +250,7 @@ struct tcpx_p2p_conn {
 	char peer[64];
 	/* Session engine: its list of conns (engine lock) and what a pass
 	 * learns without taking this conn's lock again. */
-	struct tcpx_p2p_conn *eprev, *enext;
+	TP_LINK(struct tcpx_p2p_conn) elink;
 	uint64_t completed; /* xfers completed or failed; guarded by lock */
 	/* The control channel (announcements, acks, notifications) and what
 	 * waits on it: receives not yet matched to the peer's announcement,
@@ -267,8 +269,8 @@ struct tcpx_p2p_conn {
 	 * strand the peer's send or write). */
 	struct tp_xlist settling;
 	/* Every xfer the caller holds (posted, not released), through
-	 * lprev/lnext: conn_destroy detaches them all (x->c = NULL). */
-	struct tcpx_p2p_xfer *live;
+	 * llink: conn_destroy detaches them all (x->c = NULL). */
+	struct tp_xlist live;
 	uint64_t next_id;   /* ids of this side's announced items */
 	uint32_t inbound;   /* the peer's announcements queued and this side's own
 			     * items alive (inbound.c bounds them) */

@@ -35,7 +35,7 @@
 
 struct tp_engine {
 	pthread_rwlock_t list_lock;
-	struct tcpx_p2p_conn *conns;
+	TP_LIST(struct tcpx_p2p_conn) conns; /* through elink */
 	unsigned nconns;
 	unsigned rr; /* where the next pass starts (fairness) */
 
@@ -115,9 +115,9 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 	/* Start each pass one conn further along, so that no conn always
 	 * goes last when passes are cut short by contention. */
 	skip = __atomic_fetch_add(&e->rr, 1, __ATOMIC_RELAXED);
-	start = e->conns;
+	start = e->conns.head;
 	for (i = e->nconns ? skip % e->nconns : 0; i && start; i--)
-		start = start->enext;
+		start = start->elink.next;
 	c = start;
 	while (c) {
 		if (c == own) {
@@ -135,7 +135,7 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 		st->pending |= one.pending;
 		st->busy |= one.busy;
 next:
-		c = c->enext ? c->enext : e->conns;
+		c = c->elink.next ? c->elink.next : e->conns.head;
 		if (c == start)
 			break;
 	}
@@ -346,11 +346,7 @@ void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	struct tp_engine *e = s->engine;
 
 	pthread_rwlock_wrlock(&e->list_lock);
-	c->eprev = NULL;
-	c->enext = e->conns;
-	if (e->conns)
-		e->conns->eprev = c;
-	e->conns = c;
+	tp_list_prepend(&e->conns, c, elink);
 	e->nconns++;
 	pthread_rwlock_unlock(&e->list_lock);
 	/* A thread asleep for want of connections now has one to watch. */
@@ -362,13 +358,7 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	struct tp_engine *e = s->engine;
 
 	pthread_rwlock_wrlock(&e->list_lock);
-	if (c->eprev)
-		c->eprev->enext = c->enext;
-	else
-		e->conns = c->enext;
-	if (c->enext)
-		c->enext->eprev = c->eprev;
-	c->eprev = c->enext = NULL;
+	tp_list_remove(&e->conns, c, elink);
 	e->nconns--;
 	pthread_rwlock_unlock(&e->list_lock);
 }

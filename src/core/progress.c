@@ -29,13 +29,7 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	x->first_seq = d->next_seq;
 	d->next_seq += x->nchunks;
 	end = x->first_seq + x->nchunks;
-	x->prev = d->tail;
-	x->next = NULL;
-	if (d->tail)
-		d->tail->next = x;
-	else
-		d->head = x;
-	d->tail = x;
+	tp_list_append(d, x, dlink);
 	/* An idle comm has posted every chunk of its channel below
 	 * x->first_seq, so its next_seq lies at or after it. */
 	for (i = 0; i < c->nchan; i++)
@@ -45,17 +39,7 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 
 static void unlink_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	struct tp_direction *d = &c->dir[x->dir];
-
-	if (x->prev)
-		x->prev->next = x->next;
-	else
-		d->head = x->next;
-	if (x->next)
-		x->next->prev = x->prev;
-	else
-		d->tail = x->prev;
-	x->prev = x->next = NULL;
+	tp_list_remove(&c->dir[x->dir], x, dlink);
 }
 
 /* A chunk of x is done; the last one ends x (or its wait for an answer).
@@ -73,7 +57,7 @@ static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 {
 	cm->next_seq += (uint64_t)c->nchan;
 	while (cm->cursor && cm->next_seq >= cm->cursor->first_seq + cm->cursor->nchunks)
-		cm->cursor = cm->cursor->next;
+		cm->cursor = cm->cursor->dlink.next;
 }
 
 /* Fill slot sl with the next chunk of x (seq): straight from or into its
