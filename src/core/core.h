@@ -242,11 +242,11 @@ struct tcpx_p2p_conn {
 	struct tp_direction dir[2];
 	int err;            /* sticky failure; every later call reports it */
 	char why[256];      /* its detail, for every thread that asks later */
-	pthread_mutex_t ctrl_lock; /* one barrier at a time on ctrl_fd */
-	int ctrl_fd;        /* rendezvous socket for barriers, -1 if none */
+	pthread_mutex_t rdv_lock; /* one barrier at a time on rdv_fd */
+	int rdv_fd;         /* rendezvous socket for barriers, -1 if none */
 	uint32_t barriers;  /* barriers completed, carried in each frame */
 	bool barrier_sent;  /* our frame of barrier `barriers` went out */
-	bool ctrl_dead;     /* the control socket broke mid-frame */
+	bool rdv_dead;      /* the rendezvous socket broke mid-frame */
 	char peer[64];
 	/* Session engine: its list of conns (engine lock) and what a pass
 	 * learns without taking this conn's lock again. */

@@ -97,7 +97,7 @@ static int auth_send(int fd, int step, uint64_t id, const unsigned char *nonce,
 		memcpy(m.nonce, nonce, TP_AUTH_NONCE);
 	if (mac)
 		memcpy(m.mac, mac, TP_AUTH_MAC);
-	return tp__frame_send(fd, TP_FRAME_AUTH, &m, sizeof(m), step_ms(deadline));
+	return tp__rdv_frame_send(fd, TP_RDV_FRAME_AUTH, &m, sizeof(m), step_ms(deadline));
 }
 
 /* Checks an AUTH payload of len bytes for step. */
@@ -117,7 +117,7 @@ int tp__auth_msg_check(const void *buf, uint32_t len, int step)
 static int auth_recv(int fd, int step, struct tp_auth_msg *m, tp_deadline deadline)
 {
 	uint32_t len = 0;
-	int rc = tp__frame_recv(fd, TP_FRAME_AUTH, m, sizeof(*m), &len, step_ms(deadline));
+	int rc = tp__rdv_frame_recv(fd, TP_RDV_FRAME_AUTH, m, sizeof(*m), &len, step_ms(deadline));
 
 	return rc ? rc : tp__auth_msg_check(m, len, step);
 }
@@ -194,20 +194,20 @@ static int server_first(struct tcpx_p2p_session *s, int fd, struct tp_auth_state
 			unsigned char *buf, uint32_t *len, tp_deadline peer_deadline)
 {
 	uint16_t type = 0;
-	int rc = tp__frame_recv_any(fd, &type, buf, TP_FRAME_MAX, len,
+	int rc = tp__rdv_frame_recv_any(fd, &type, buf, TP_RDV_FRAME_MAX, len,
 				    step_ms(peer_deadline));
 
 	if (rc)
 		return rc;
-	if (a->token && type != TP_FRAME_AUTH)
+	if (a->token && type != TP_RDV_FRAME_AUTH)
 		return tp__error(TCPX_P2P_EPROTO, "peer did not authenticate (frame type %u): "
 				 "this side requires TCPX_P2P_AUTH_TOKEN", type);
-	if (!a->token && type == TP_FRAME_AUTH)
+	if (!a->token && type == TP_RDV_FRAME_AUTH)
 		return tp__error(TCPX_P2P_EPROTO, "peer wants to authenticate: it has "
 				 "TCPX_P2P_AUTH_TOKEN set and this side has none");
-	if (!a->token && type != TP_FRAME_HELLO)
+	if (!a->token && type != TP_RDV_FRAME_HELLO)
 		return tp__error(TCPX_P2P_EPROTO, "expected a hello frame (type %u), got type %u",
-				 TP_FRAME_HELLO, type);
+				 TP_RDV_FRAME_HELLO, type);
 	if (!a->token)
 		return 0;
 	rc = tp__auth_msg_check(buf, *len, 1);
@@ -218,7 +218,7 @@ static int server_first(struct tcpx_p2p_session *s, int fd, struct tp_auth_state
 		rc = auth_server(s, fd, a, &m, peer_deadline);
 	}
 	if (!rc)
-		rc = tp__frame_recv(fd, TP_FRAME_HELLO, buf, TP_FRAME_MAX, len,
+		rc = tp__rdv_frame_recv(fd, TP_RDV_FRAME_HELLO, buf, TP_RDV_FRAME_MAX, len,
 				    step_ms(peer_deadline));
 	return rc;
 }
@@ -230,7 +230,7 @@ static int hello_send(int fd, const struct tp_auth_state *a, bool server,
 	int rc;
 
 	if (!a->token)
-		return tp__frame_send(fd, TP_FRAME_HELLO, l->blob, (uint32_t)l->blob_len,
+		return tp__rdv_frame_send(fd, TP_RDV_FRAME_HELLO, l->blob, (uint32_t)l->blob_len,
 				      step_ms(deadline));
 	buf = malloc(l->blob_len + TP_AUTH_MAC);
 	if (!buf)
@@ -238,7 +238,7 @@ static int hello_send(int fd, const struct tp_auth_state *a, bool server,
 	memcpy(buf, l->blob, l->blob_len);
 	rc = hello_mac(a, server, l->blob, l->blob_len, buf + l->blob_len);
 	if (!rc)
-		rc = tp__frame_send(fd, TP_FRAME_HELLO, buf,
+		rc = tp__rdv_frame_send(fd, TP_RDV_FRAME_HELLO, buf,
 				    (uint32_t)(l->blob_len + TP_AUTH_MAC), step_ms(deadline));
 	free(buf);
 	return rc;
@@ -274,7 +274,7 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 
 	memset(&a, 0, sizeof(a));
 	a.token = s->cfg.auth_token;
-	peer_blob = malloc(TP_FRAME_MAX);
+	peer_blob = malloc(TP_RDV_FRAME_MAX);
 	if (!peer_blob)
 		return tp__error(TCPX_P2P_ENOMEM, "handshake with %s: out of memory", peer);
 	if (server) {
@@ -295,7 +295,7 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 		if (!rc)
 			rc = hello_send(fd, &a, server, l, deadline);
 		if (!rc) {
-			rc = tp__frame_recv(fd, TP_FRAME_HELLO, peer_blob, TP_FRAME_MAX,
+			rc = tp__rdv_frame_recv(fd, TP_RDV_FRAME_HELLO, peer_blob, TP_RDV_FRAME_MAX,
 					    &peer_len, step_ms(deadline));
 			/* The server checks our blob and closes on a mismatch
 			 * without a word; only its log names the setting. */
@@ -318,7 +318,7 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 			tcpx_p2p_listener_destroy(l);
 		goto free_blob;
 	}
-	(*out)->ctrl_fd = fd;
+	(*out)->rdv_fd = fd;
 	snprintf((*out)->peer, sizeof((*out)->peer), "%s", peer);
 	TP_INFO("conn", "connected to %s: %d channels%s", peer, (*out)->nchan,
 		a.token ? ", peer authenticated" : "");

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		deadline = tp__deadline_ms(20);
 		if (tp__handshake(sess[data[0] & 1], sv[0], "fuzz", true, deadline, deadline,
 				  &c) == 0) {
-			c->ctrl_fd = -1; /* closed below */
+			c->rdv_fd = -1; /* closed below */
 			tcpx_p2p_conn_destroy(c);
 		}
 	}
