@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/chunk.h"
+#include "core/window.h"
 #include "core/nics.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
