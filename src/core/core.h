@@ -47,7 +47,9 @@ struct tcpx_p2p_session {
 	struct tp_net_props props;
 	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
 	struct tp_hcopy *hcopy;       /* host copy threads; NULL until needed */
-	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
+#if TP_TEST_HOOKS
+	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
+#endif
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
 	/* Registered regions in ascending id order (ids only grow, so a new

@@ -366,6 +366,19 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 	return flush_batch(c, &b);
 }
 
+/* Test builds only (TCPX_P2P_TEST_EARLY_CONSUME): consume a device unpack
+ * without waiting for it, so that the GPU poison tests can prove they
+ * catch that.  A release build has no such switch to read. */
+static bool early_consume(const struct tcpx_p2p_session *s)
+{
+#if TP_TEST_HOOKS
+	return s->test_early_consume;
+#else
+	(void)s;
+	return false;
+#endif
+}
+
 /* Hand receive buffers back in posting order, once their unpack finished. */
 static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
@@ -378,7 +391,7 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
 		if (sl->unpack == TP_UNPACK_HCOPY && !tp__hcopy_done(&sl->hjob))
 			return 0;
-		if (sl->unpack == TP_UNPACK_DEVICE && !c->s->test_early_consume) {
+		if (sl->unpack == TP_UNPACK_DEVICE && !early_consume(c->s)) {
 			rc = tp__unpack_done(c->s, sl->launch, &done);
 			if (rc)
 				return rc;
