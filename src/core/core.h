@@ -151,6 +151,21 @@ enum tp_unpack_kind {
 	TP_UNPACK_HCOPY,  /* a scatter on the session's host copy threads */
 };
 
+/* How a chunk's bytes move between the plugin's buffer and the transfer's
+ * memory (tp__copy_path decides). */
+enum tp_copy_path {
+	TP_PATH_NONE,         /* none: the plugin read or wrote the transfer's memory */
+	TP_PATH_RECORDS,      /* host bounce -> host memory: memcpy per record, in the pass */
+	TP_PATH_HOST_NOW,     /* host copies between segments and staging, in the pass */
+	TP_PATH_HOST_THREADS, /* the same (or a large chunk's records) on the copy threads */
+	TP_PATH_LIST_KERNEL,  /* a copy list on the session's stream, by the copy-list
+			       * kernel (batched copies where the list is not pinned) */
+	TP_PATH_LIST_COPIES,  /* a copy list on the stream, as batched cudaMemcpyAsync */
+	TP_PATH_KERNEL,       /* the unpack kernel, batched over the pass's chunks */
+	TP_PATH_D2D,          /* device bounce: cudaMemcpyAsync per record (d2d) */
+	TP_PATH_STAGED,       /* the records through pinned host staging (host) */
+};
+
 struct tp_slot {
 	void *request;      /* NULL between preparing and issuing (gathers) */
 	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
@@ -160,6 +175,7 @@ struct tp_slot {
 	size_t soff;        /* the chunk's offset in its transfer's stream */
 	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
 	enum tp_unpack_kind unpack;
+	enum tp_copy_path path; /* a device unpack's variant (PATH_KERNEL, D2D, STAGED) */
 	bool multi;         /* several segments: through the comm's staging */
 	bool dst_dev;       /* the transfer's memory is device memory */
 	bool dst_mapped;    /* ... or host memory the device writes in place */
@@ -465,6 +481,11 @@ struct tp_backoff {
 	int64_t idle_since;
 };
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
+
+/* copy_path.c: how the bytes of the chunk in sl move (a send's gather, a
+ * landed receive's unpack or scatter). */
+enum tp_copy_path tp__copy_path(const struct tcpx_p2p_session *s, const struct tp_comm *cm,
+				const struct tp_slot *sl);
 
 /* unpack.c */
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);

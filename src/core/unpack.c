@@ -177,16 +177,13 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.bounce_dev = cms[i]->bounce_on_device,
 			.dst_pinned = slots[i]->dst_dev || slots[i]->dst_mapped,
 		};
-		bool dst_dev = slots[i]->dst_dev;
 
-		/* The kernel reads device bounce pages and writes device memory
-		 * or mapped host memory; every other combination goes through
-		 * copies (cudaMemcpyDefault). */
-		if (j.dst_pinned && j.bounce_dev && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
+		/* The variant tp__copy_path chose for the slot. */
+		if (slots[i]->path == TP_PATH_KERNEL) {
 			jobs[nk++] = j;
 			continue;
 		}
-		if (dst_dev && s->cfg.unpack == TCPX_P2P_UNPACK_HOST)
+		if (slots[i]->path == TP_PATH_STAGED)
 			rc = tp__dev_unpack_host(st, &j);
 		else
 			rc = tp__dev_unpack_d2d(st, &j);
