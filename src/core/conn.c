@@ -309,7 +309,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__engine_notify(s, before);
 	/* Unpacks queued for this conn read its bounce buffers: let them end
 	 * before the comms (and the buffers) go. */
-	tp__unpack_drain(s);
+	tp__devq_drain(s);
 	for (i = 0; i < c->nchan; i++) {
 		for (unsigned k = 0; k < TP_WINDOW_SLOTS; k++) {
 			tp__hcopy_wait(&c->send[i].slot[k].hjob);

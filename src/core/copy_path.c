@@ -2,7 +2,7 @@
  * transfer's memory: the one place that chooses among the unpack kernel,
  * copy lists (the copy-list kernel or batched cudaMemcpyAsync), per-record
  * copies and the host.  Its callers (progress.c) carry the choice out;
- * unpack.c launches the device paths it names. */
+ * devq.c launches the device paths it names. */
 #include "core/core.h"
 
 /* A list of copies on the session's stream: the copy-list kernel where it

@@ -15,7 +15,7 @@
 #include "util/list.h"
 #include "util/time.h"
 
-struct tp_unpacker;
+struct tp_devq;
 struct tp_engine;
 struct tp_hcopy;
 
@@ -45,7 +45,7 @@ struct tcpx_p2p_session {
 	char nic_name[TP_MAX_NICS][64];
 	char nics_spec[256];          /* cfg.nics points here when set */
 	struct tp_net_props props;
-	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
+	struct tp_devq *devq;         /* the device queue (devq.c); NULL until needed */
 	struct tp_hcopy *hcopy;       /* host copy threads; NULL until needed */
 #if TP_TEST_HOOKS
 	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
@@ -487,19 +487,19 @@ void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
 enum tp_copy_path tp__copy_path(const struct tcpx_p2p_session *s, const struct tp_comm *cm,
 				const struct tp_slot *sl);
 
-/* unpack.c */
+/* devq.c: the session's device queue, and the unpack handle of a comm */
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);
 int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_slot **slots,
 		     int n);
 /* Copy list[0..n) on the session's stream: one kernel (list, sources and
  * destinations device-accessible) or a cudaMemcpyAsync per entry.
- * *launch numbers the work for tp__unpack_done. */
-int tp__unpack_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
-		      bool kernel, uint64_t *launch);
-/* Wait for every queued device unpack of the session (conn teardown). */
-void tp__unpack_drain(struct tcpx_p2p_session *s);
-/* Has device unpack number `launch` finished?  Never blocks. */
-int tp__unpack_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done);
-void tp__unpacker_destroy(struct tp_unpacker *u);
+ * *launch numbers the work for tp__devq_done. */
+int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
+		    bool kernel, uint64_t *launch);
+/* Wait for all work queued on the session's device queue (conn teardown). */
+void tp__devq_drain(struct tcpx_p2p_session *s);
+/* Has device work number `launch` finished?  Never blocks. */
+int tp__devq_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done);
+void tp__devq_destroy(struct tp_devq *u);
 
 #endif

@@ -106,7 +106,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 				rc = tp__hcopy_submit(s, &sl->hjob, sl->cp, ncp);
 				sl->hjob_wait = !rc;
 			} else if (!rc && ncp) {
-				rc = tp__unpack_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
+				rc = tp__devq_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
 			}
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
@@ -154,7 +154,7 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			sl->hjob_wait = false;
 		}
 		if (sl->launch) {
-			rc = tp__unpack_done(c->s, sl->launch, &done);
+			rc = tp__devq_done(c->s, sl->launch, &done);
 			if (rc || !done)
 				return rc;
 			sl->launch = 0;
@@ -302,7 +302,7 @@ static int unpack_list(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_sl
 		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	}
 	sl->unpack = TP_UNPACK_DEVICE;
-	return tp__unpack_copies(s, sl->cp, n, path == TP_PATH_LIST_KERNEL && sl->cp_pinned,
+	return tp__devq_copies(s, sl->cp, n, path == TP_PATH_LIST_KERNEL && sl->cp_pinned,
 				 &sl->launch);
 }
 
@@ -385,7 +385,7 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 		if (sl->unpack == TP_UNPACK_HCOPY && !tp__hcopy_done(&sl->hjob))
 			return 0;
 		if (sl->unpack == TP_UNPACK_DEVICE && !early_consume(c->s)) {
-			rc = tp__unpack_done(c->s, sl->launch, &done);
+			rc = tp__devq_done(c->s, sl->launch, &done);
 			if (rc)
 				return rc;
 			if (!done)
