@@ -7,7 +7,7 @@
  * fragment's bytes sit in the staging buffer at dst_off - slice start, and
  * go to bounce + src_off.  They lie inside the slice; the clipping below
  * costs nothing and keeps a bad record from reaching outside it.  The
- * copies are the library's own (abi/dev_copy.cuh), which read the source
+ * copies are the library's own (src/abi/dev_copy.cuh), which read the source
  * through the read-only cache: nothing writes the staging buffer while the
  * kernel runs (its H2D copy is ordered before it on the stream).
  */
@@ -15,7 +15,7 @@
 
 #include <cuda_runtime.h>
 
-#include "abi/dev_copy.cuh"
+#include "dev_copy.cuh"
 extern "C" {
 #include "emu.h"
 }
