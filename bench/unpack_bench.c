@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dev_priv.h"
+#include "device/dev_priv.h"
 #include "tcpx_p2p.h"
 
 #define PAGE TP_UNPACK_PAGE_SIZE

@@ -1,4 +1,4 @@
-/* The copy routine every kernel shares, the library's (device/: the unpack
+/* The copy routine every kernel shares, the library's (src/device/: the unpack
  * and copy-list kernels) and the emulator's (its device-bounce scatter):
  * one contiguous range copied by a group of W threads (W = 32: a warp of
  * the unpack and scatter kernels; a whole block of the copy-list kernel),

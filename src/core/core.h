@@ -11,7 +11,7 @@
 #include "core/nics.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
-#include "tp_device.h"
+#include "device/tp_device.h"
 #include "util/list.h"
 #include "util/time.h"
 
