@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dev_priv.h"
+#include <cuda_runtime.h>
+
+#include "device/dev_tune.h"
 #include "tcpx_p2p.h"
 
 #define PAGE TP_UNPACK_PAGE_SIZE
@@ -58,7 +60,7 @@ struct setup {
 };
 
 static struct tp_unpack_meta *meta;
-static struct tp_dev_stream *stream;
+static tp_dev_stream *stream;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 #define CK(expr)                                                                 \
@@ -256,7 +258,7 @@ static void setup_destroy(struct setup *st)
 static void run_once(struct setup *st, enum variant var)
 {
 	tp__dev_unpack_set_inline(var == VAR_KERNEL);
-	stream->batch_ok = var != VAR_D2D_ONE && var != VAR_HOST_ONE;
+	tp__dev_stream_set_batch(stream, var != VAR_D2D_ONE && var != VAR_HOST_ONE);
 	switch (var) {
 	case VAR_KERNEL:
 	case VAR_KERNEL_RING:
@@ -278,7 +280,7 @@ static void run_once(struct setup *st, enum variant var)
 	default:
 		for (int j = 0; j < st->nchunks; j++)
 			CKC(cudaMemcpyAsync(st->dst + j * st->chunk, st->src + j * st->chunk,
-					    st->chunk, cudaMemcpyDeviceToDevice, stream->st));
+					    st->chunk, cudaMemcpyDeviceToDevice, (cudaStream_t)tp__dev_stream_cuda(stream)));
 		break;
 	}
 }
@@ -289,7 +291,7 @@ static int verify(struct setup *st, enum variant var)
 	unsigned char *out = xmalloc(total);
 	int bad;
 
-	CKC(cudaMemsetAsync(st->dst, POISON, total, stream->st));
+	CKC(cudaMemsetAsync(st->dst, POISON, total, (cudaStream_t)tp__dev_stream_cuda(stream)));
 	run_once(st, var);
 	CK(tp__dev_stream_sync(stream));
 	CKC(cudaMemcpy(out, st->dst, total, cudaMemcpyDeviceToHost));
@@ -320,9 +322,9 @@ static float time_variant(struct setup *st, enum variant var, const struct opts 
 		run_once(st, var);
 	CK(tp__dev_stream_sync(stream));
 	for (int i = 0; i < o->reps; i++) {
-		CKC(cudaEventRecord(t0, stream->st));
+		CKC(cudaEventRecord(t0, (cudaStream_t)tp__dev_stream_cuda(stream)));
 		run_once(st, var);
-		CKC(cudaEventRecord(t1, stream->st));
+		CKC(cudaEventRecord(t1, (cudaStream_t)tp__dev_stream_cuda(stream)));
 		CKC(cudaEventSynchronize(t1));
 		CKC(cudaEventElapsedTime(&ms[i], t0, t1));
 	}

@@ -10,6 +10,28 @@
  *   mr        a registered memory region, usable on every conn of its session
  *   xfer      one posted send or receive
  *
+ * Glossary.  A connection is made one of two ways, and both end in the
+ * same conn:
+ *   rendezvous      tcpx_p2p_server_create/_accept on one side and
+ *                   tcpx_p2p_dial on the other: an asymmetric TCP meeting
+ *                   point (server and dialer) that exchanges the blobs
+ *                   itself and keeps its socket for tcpx_p2p_conn_barrier.
+ *   blob exchange   tcpx_p2p_listen and tcpx_p2p_connect, the same calls
+ *                   on both sides: symmetric; the application carries each
+ *                   side's listener blob to the other (no socket of the
+ *                   library's own, so no barrier).  The rendezvous is built
+ *                   on it.
+ *   channel         one of a conn's num_channels plugin send/recv comm
+ *                   pairs that carry transfer bytes; each conn has one more
+ *                   plugin channel of its own, the control channel, for the
+ *                   library's announcements and answers (never the
+ *                   rendezvous socket).
+ *   progress        one pass of the session's engine: every conn of the
+ *                   session tested and advanced once.  tcpx_p2p_progress(c)
+ *                   is such a pass (reporting c's own failure);
+ *                   tcpx_p2p_session_progress is the same pass for a
+ *                   session; test, wait and wait_any run passes too.
+ *
  * Conventions: every function returning int returns 0 (TCPX_P2P_OK) or a
  * negative TCPX_P2P_E* code (tcpx_p2p_config_count, a count, is the one
  * exception); tcpx_p2p_last_error() then holds a detail string for the

@@ -14,7 +14,7 @@
 #include <sys/uio.h>
 #include <netinet/in.h>
 
-#include "abi/nccl_net.h"
+#include "nccl_net.h"
 
 #define EMU_MAX_REQS 16
 #define EMU_MAX_REQS_V6 8 /* driven through a v5 or v6 table */

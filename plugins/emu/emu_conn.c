@@ -16,7 +16,7 @@
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
-#include "abi/handle_layout.h"
+#include "handle_layout.h"
 #include "emu.h"
 
 _Static_assert(sizeof(struct emu_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");

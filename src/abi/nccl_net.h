@@ -2,8 +2,9 @@
  * NCCL network-plugin ABI, versions 5 to 12 (x86-64), as consumed by the
  * library and implemented by the emulator plugin.  Written from NCCL's
  * public plugin headers (net_v5.h .. net_v12.h, net_device.h, nccl_net.h)
- * and the unpack definitions (device/network/unpack/unpack_defs.h).  This
- * is the only code the library and plugins/emu share.
+ * and the unpack definitions (device/network/unpack/unpack_defs.h).  With
+ * handle_layout.h and dev_copy.cuh beside it, this is the only code the
+ * library and plugins/emu share.
  *
  * What changes between versions (docs/architecture.md, "Plugin ABI
  * versions", says what the library does with each):

@@ -1,10 +1,10 @@
 /* Pure arithmetic of the transfer engine, kept apart so that unit tests can
  * check it without a plugin: how a transfer is cut into chunks, which
- * channel carries each chunk, its tag, and the per-comm FIFO window. */
+ * channel carries each chunk, and its tag (the per-comm FIFO window is in
+ * window.h). */
 #ifndef TP_CORE_CHUNK_H
 #define TP_CORE_CHUNK_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,35 +71,6 @@ static inline void tp_chunk_range(size_t len, size_t chunk, uint64_t i, size_t *
 static inline uint64_t tp_chunk_max_frags(uint64_t chunk, uint64_t mss)
 {
 	return (chunk + mss - 1) / mss + (chunk + 4095) / 4096 + TP_FRAG_TASK_SLACK;
-}
-
-/* The FIFO window of one comm.  Requests move through stages in order:
- *   posted -> tested (done) -> unpacked (launched) -> retired (consumed)
- * Each counter is the number of requests that have passed that stage,
- * modulo 2^32: retired <= unpacked <= tested <= posted and posted - retired
- * <= limit hold in modular arithmetic, so compare stages with != (a long-
- * lived comm wraps the counters) and distances by unsigned subtraction.
- * Slot of request k: k % TP_WINDOW_SLOTS. */
-#define TP_WINDOW_SLOTS 16u
-
-struct tp_window {
-	uint32_t posted, tested, unpacked, retired;
-	uint32_t limit; /* 1..16 */
-};
-
-static inline uint32_t tp_window_inflight(const struct tp_window *w)
-{
-	return w->posted - w->retired;
-}
-
-static inline bool tp_window_can_post(const struct tp_window *w)
-{
-	return tp_window_inflight(w) < w->limit;
-}
-
-static inline unsigned tp_window_slot(uint32_t k)
-{
-	return k % TP_WINDOW_SLOTS;
 }
 
 #endif

@@ -67,13 +67,13 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		rc = tp__error(TCPX_P2P_ENOMEM, "conn: mutex init failed");
 		goto free_conn;
 	}
-	if (pthread_mutex_init(&c->ctrl_lock, NULL)) {
+	if (pthread_mutex_init(&c->rdv_lock, NULL)) {
 		rc = tp__error(TCPX_P2P_ENOMEM, "conn: mutex init failed");
 		goto destroy_lock;
 	}
 	c->s = s;
 	c->nchan = nchan - 1; /* the last channel is the control channel */
-	c->ctrl_fd = -1;
+	c->rdv_fd = -1;
 	rc = tp__rma_create(c);
 	if (!rc)
 		rc = tp__ctl_create(c, send_comms[c->nchan], recv_comms[c->nchan], &devh[c->nchan]);
@@ -103,7 +103,7 @@ free_ctl:
 	land_destroy(c);
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
-	pthread_mutex_destroy(&c->ctrl_lock);
+	pthread_mutex_destroy(&c->rdv_lock);
 destroy_lock:
 	pthread_mutex_destroy(&c->lock);
 free_conn:
@@ -133,13 +133,13 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 
 	c->err = err;
 	for (d = 0; d < 2; d++)
-		for (x = c->dir[d].head; x; x = x->next)
+		for (x = c->dir[d].head; x; x = x->dlink.next)
 			fail_one(c, x, err);
 	/* Receives not matched yet and transfers waiting for an answer; like
 	 * the others they keep their regions until conn_destroy. */
-	for (x = c->unmatched.head; x; x = x->wnext)
+	for (x = c->unmatched.head; x; x = x->wlink.next)
 		fail_one(c, x, err);
-	for (x = c->answers.head; x; x = x->wnext)
+	for (x = c->answers.head; x; x = x->wlink.next)
 		fail_one(c, x, err);
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
@@ -182,9 +182,9 @@ int tcpx_p2p_progress(tcpx_p2p_conn *c)
 /* A frame cut short leaves the control stream unreadable: close it. */
 static int ctrl_broken(struct tcpx_p2p_conn *c, int rc)
 {
-	tp__sock_close(c->ctrl_fd);
-	c->ctrl_fd = -1;
-	c->ctrl_dead = true;
+	tp__sock_close(c->rdv_fd);
+	c->rdv_fd = -1;
+	c->rdv_dead = true;
 	return rc;
 }
 
@@ -192,12 +192,13 @@ static int ctrl_broken(struct tcpx_p2p_conn *c, int rc)
  * and still pairs with the peer's n-th (its frame went out only once). */
 static int barrier(struct tcpx_p2p_conn *c, int timeout_ms)
 {
-	struct pollfd pfd = { .fd = c->ctrl_fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = c->rdv_fd, .events = POLLIN };
 	uint32_t seq = htonl(c->barriers), got = 0, len = 0;
 	int rc;
 
 	if (!c->barrier_sent) {
-		rc = tp__frame_send(c->ctrl_fd, TP_FRAME_BARRIER, &seq, sizeof(seq), timeout_ms);
+		rc = tp__rdv_frame_send(c->rdv_fd, TP_RDV_FRAME_BARRIER, &seq, sizeof(seq),
+					timeout_ms);
 		if (rc)
 			return ctrl_broken(c, rc);
 		c->barrier_sent = true;
@@ -210,7 +211,7 @@ static int barrier(struct tcpx_p2p_conn *c, int timeout_ms)
 				 timeout_ms);
 	if (rc < 0)
 		return tp__error(TCPX_P2P_ENET, "conn_barrier: poll: %s", strerror(errno));
-	rc = tp__frame_recv(c->ctrl_fd, TP_FRAME_BARRIER, &got, sizeof(got), &len,
+	rc = tp__rdv_frame_recv(c->rdv_fd, TP_RDV_FRAME_BARRIER, &got, sizeof(got), &len,
 			    TP_CTRL_FRAME_MS);
 	if (!rc && (len != sizeof(got) || ntohl(got) != c->barriers))
 		rc = tp__error(TCPX_P2P_EPROTO, "conn_barrier: peer is at barrier %u, we at %u",
@@ -229,15 +230,16 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_barrier: NULL conn");
 	timeout_ms = tp__session_timeout(c->s, timeout_ms);
-	pthread_mutex_lock(&c->ctrl_lock);
-	if (c->ctrl_dead)
-		rc = tp__error(TCPX_P2P_ECLOSED, "conn_barrier: the control socket failed earlier");
-	else if (c->ctrl_fd < 0)
+	pthread_mutex_lock(&c->rdv_lock);
+	if (c->rdv_dead)
+		rc = tp__error(TCPX_P2P_ECLOSED,
+			       "conn_barrier: the rendezvous socket failed earlier");
+	else if (c->rdv_fd < 0)
 		rc = tp__error(TCPX_P2P_ENOTSUP,
 			       "conn_barrier: connection was made by blob exchange");
 	else
 		rc = barrier(c, timeout_ms);
-	pthread_mutex_unlock(&c->ctrl_lock);
+	pthread_mutex_unlock(&c->rdv_lock);
 	return rc;
 }
 
@@ -247,7 +249,7 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 static void drop_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__segs_put(c->s, x);
-	x->prev = x->next = x->wprev = x->wnext = NULL;
+	x->dlink.prev = x->dlink.next = x->wlink.prev = x->wlink.next = NULL;
 	if (x->released || x->op >= TP_OP_IN_WRITE)
 		tp__xfer_free(x);
 	else
@@ -260,20 +262,20 @@ static void drop_failed_xfers(struct tcpx_p2p_conn *c)
 	int d;
 
 	for (x = c->unmatched.head; x; x = next) {
-		next = x->wnext;
+		next = x->wlink.next;
 		tp__xlist_remove(&c->unmatched, x);
 		drop_xfer(c, x);
 	}
 	/* An xfer waiting for an answer may also be in a chunk stream. */
 	for (x = c->answers.head; x; x = next) {
-		next = x->wnext;
+		next = x->wlink.next;
 		tp__xlist_remove(&c->answers, x);
 		if (!x->queued || x->chunks_done)
 			drop_xfer(c, x);
 	}
 	for (d = 0; d < 2; d++) {
 		for (x = c->dir[d].head; x; x = next) {
-			next = x->next;
+			next = x->dlink.next;
 			drop_xfer(c, x);
 		}
 		c->dir[d].head = c->dir[d].tail = NULL;
@@ -307,7 +309,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__engine_notify(s, before);
 	/* Unpacks queued for this conn read its bounce buffers: let them end
 	 * before the comms (and the buffers) go. */
-	tp__unpack_drain(s);
+	tp__devq_drain(s);
 	for (i = 0; i < c->nchan; i++) {
 		for (unsigned k = 0; k < TP_WINDOW_SLOTS; k++) {
 			tp__hcopy_wait(&c->send[i].slot[k].hjob);
@@ -333,12 +335,12 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	drop_failed_xfers(c);
 	/* The caller's xfers outlive the conn: test, wait and release then
 	 * see a destroyed conn, not freed memory. */
-	for (struct tcpx_p2p_xfer *x = c->live, *next; x; x = next) {
-		next = x->lnext;
-		x->lprev = x->lnext = NULL;
+	for (struct tcpx_p2p_xfer *x = c->live.head, *next; x; x = next) {
+		next = x->llink.next;
+		x->llink.prev = x->llink.next = NULL;
 		x->c = NULL;
 	}
-	c->live = NULL;
+	c->live.head = c->live.tail = NULL;
 	for (i = 0; i < c->nchan; i++) {
 		tp__stage_free(&c->send[i]);
 		tp__stage_free(&c->recv[i]);
@@ -347,12 +349,12 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
 	tp__dev_ctx_restore(ctx);
-	if (c->ctrl_fd >= 0)
-		tp__sock_close(c->ctrl_fd);
+	if (c->rdv_fd >= 0)
+		tp__sock_close(c->rdv_fd);
 	pthread_mutex_lock(&s->lock);
 	s->nconns--;
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_destroy(&c->ctrl_lock);
+	pthread_mutex_destroy(&c->rdv_lock);
 	pthread_mutex_destroy(&c->lock);
 	free(c->recv);
 	free(c->send);

@@ -7,12 +7,15 @@
 #include <stdint.h>
 
 #include "core/chunk.h"
+#include "core/window.h"
 #include "core/nics.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
-#include "tp_device.h"
+#include "device/tp_device.h"
+#include "util/list.h"
+#include "util/time.h"
 
-struct tp_unpacker;
+struct tp_devq;
 struct tp_engine;
 struct tp_hcopy;
 
@@ -42,9 +45,11 @@ struct tcpx_p2p_session {
 	char nic_name[TP_MAX_NICS][64];
 	char nics_spec[256];          /* cfg.nics points here when set */
 	struct tp_net_props props;
-	struct tp_unpacker *unpacker; /* device unpack state; NULL until needed */
+	struct tp_devq *devq;         /* the device queue (devq.c); NULL until needed */
 	struct tp_hcopy *hcopy;       /* host copy threads; NULL until needed */
-	bool test_early_consume;      /* TP_TEST_HOOKS builds: consume before the unpack ends */
+#if TP_TEST_HOOKS
+	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
+#endif
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
 	/* Registered regions in ascending id order (ids only grow, so a new
@@ -131,9 +136,10 @@ struct tcpx_p2p_xfer {
 	bool done;          /* complete or failed */
 	bool released;      /* failed and released: the conn frees it at destroy */
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
-	struct tcpx_p2p_xfer *prev, *next; /* the direction's active list */
-	struct tcpx_p2p_xfer *wprev, *wnext; /* the conn's waiting list (unmatched, acks) */
-	struct tcpx_p2p_xfer *lprev, *lnext; /* the conn's caller-held xfers (until release) */
+	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
+	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
+					      * settling) */
+	TP_LINK(struct tcpx_p2p_xfer) llink; /* the conn's caller-held xfers (until release) */
 	char why[160];      /* detail of err when it is this transfer's own */
 };
 
@@ -145,6 +151,21 @@ enum tp_unpack_kind {
 	TP_UNPACK_HCOPY,  /* a scatter on the session's host copy threads */
 };
 
+/* How a chunk's bytes move between the plugin's buffer and the transfer's
+ * memory (tp__copy_path decides). */
+enum tp_copy_path {
+	TP_PATH_NONE,         /* none: the plugin read or wrote the transfer's memory */
+	TP_PATH_RECORDS,      /* host bounce -> host memory: memcpy per record, in the pass */
+	TP_PATH_HOST_NOW,     /* host copies between segments and staging, in the pass */
+	TP_PATH_HOST_THREADS, /* the same (or a large chunk's records) on the copy threads */
+	TP_PATH_LIST_KERNEL,  /* a copy list on the session's stream, by the copy-list
+			       * kernel (batched copies where the list is not pinned) */
+	TP_PATH_LIST_COPIES,  /* a copy list on the stream, as batched cudaMemcpyAsync */
+	TP_PATH_KERNEL,       /* the unpack kernel, batched over the pass's chunks */
+	TP_PATH_D2D,          /* device bounce: cudaMemcpyAsync per record (d2d) */
+	TP_PATH_STAGED,       /* the records through pinned host staging (host) */
+};
+
 struct tp_slot {
 	void *request;      /* NULL between preparing and issuing (gathers) */
 	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
@@ -154,6 +175,7 @@ struct tp_slot {
 	size_t soff;        /* the chunk's offset in its transfer's stream */
 	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
 	enum tp_unpack_kind unpack;
+	enum tp_copy_path path; /* a device unpack's variant (PATH_KERNEL, D2D, STAGED) */
 	bool multi;         /* several segments: through the comm's staging */
 	bool dst_dev;       /* the transfer's memory is device memory */
 	bool dst_mapped;    /* ... or host memory the device writes in place */
@@ -217,10 +239,10 @@ struct tp_comm {
 
 struct tp_direction {
 	uint64_t next_seq;  /* seq of the next chunk to be created */
-	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight */
+	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight, through dlink */
 };
 
-/* A list of xfers through wprev/wnext. */
+/* A list of xfers through wlink (llink for live). */
 struct tp_xlist {
 	struct tcpx_p2p_xfer *head, *tail;
 };
@@ -239,15 +261,15 @@ struct tcpx_p2p_conn {
 	struct tp_direction dir[2];
 	int err;            /* sticky failure; every later call reports it */
 	char why[256];      /* its detail, for every thread that asks later */
-	pthread_mutex_t ctrl_lock; /* one barrier at a time on ctrl_fd */
-	int ctrl_fd;        /* rendezvous socket for barriers, -1 if none */
+	pthread_mutex_t rdv_lock; /* one barrier at a time on rdv_fd */
+	int rdv_fd;         /* rendezvous socket for barriers, -1 if none */
 	uint32_t barriers;  /* barriers completed, carried in each frame */
 	bool barrier_sent;  /* our frame of barrier `barriers` went out */
-	bool ctrl_dead;     /* the control socket broke mid-frame */
+	bool rdv_dead;      /* the rendezvous socket broke mid-frame */
 	char peer[64];
 	/* Session engine: its list of conns (engine lock) and what a pass
 	 * learns without taking this conn's lock again. */
-	struct tcpx_p2p_conn *eprev, *enext;
+	TP_LINK(struct tcpx_p2p_conn) elink;
 	uint64_t completed; /* xfers completed or failed; guarded by lock */
 	/* The control channel (announcements, acks, notifications) and what
 	 * waits on it: receives not yet matched to the peer's announcement,
@@ -266,8 +288,8 @@ struct tcpx_p2p_conn {
 	 * strand the peer's send or write). */
 	struct tp_xlist settling;
 	/* Every xfer the caller holds (posted, not released), through
-	 * lprev/lnext: conn_destroy detaches them all (x->c = NULL). */
-	struct tcpx_p2p_xfer *live;
+	 * llink: conn_destroy detaches them all (x->c = NULL). */
+	struct tp_xlist live;
 	uint64_t next_id;   /* ids of this side's announced items */
 	uint32_t inbound;   /* the peer's announcements queued and this side's own
 			     * items alive (inbound.c bounds them) */
@@ -452,28 +474,32 @@ void tp__engine_kick(struct tcpx_p2p_session *s);
 /* Completions so far, and waiting for the next (thread mode). */
 bool tp__engine_threaded(const struct tcpx_p2p_session *s);
 uint64_t tp__engine_completions(struct tcpx_p2p_session *s);
-void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns);
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, tp_deadline deadline);
 /* Between passes that found nothing to do: spin, yield, then sleep. */
 struct tp_backoff {
 	unsigned idle;     /* passes in a row that found nothing to do */
 	int64_t idle_since;
 };
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
-int64_t tp__now_ns(void);
 
-/* unpack.c */
+/* copy_path.c: how the bytes of the chunk in sl move (a send's gather, a
+ * landed receive's unpack or scatter). */
+enum tp_copy_path tp__copy_path(const struct tcpx_p2p_session *s, const struct tp_comm *cm,
+				const struct tp_slot *sl);
+
+/* devq.c: the session's device queue, and the unpack handle of a comm */
 int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm);
 int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_slot **slots,
 		     int n);
 /* Copy list[0..n) on the session's stream: one kernel (list, sources and
  * destinations device-accessible) or a cudaMemcpyAsync per entry.
- * *launch numbers the work for tp__unpack_done. */
-int tp__unpack_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
-		      bool kernel, uint64_t *launch);
-/* Wait for every queued device unpack of the session (conn teardown). */
-void tp__unpack_drain(struct tcpx_p2p_session *s);
-/* Has device unpack number `launch` finished?  Never blocks. */
-int tp__unpack_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done);
-void tp__unpacker_destroy(struct tp_unpacker *u);
+ * *launch numbers the work for tp__devq_done. */
+int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
+		    bool kernel, uint64_t *launch);
+/* Wait for all work queued on the session's device queue (conn teardown). */
+void tp__devq_drain(struct tcpx_p2p_session *s);
+/* Has device work number `launch` finished?  Never blocks. */
+int tp__devq_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done);
+void tp__devq_destroy(struct tp_devq *u);
 
 #endif

@@ -226,7 +226,7 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 		t->cp[n++] = (struct tp_copy){ t->rx.bounce + r[i].src_off, frame + r[i].dst_off,
 					       r[i].len };
 	}
-	return n ? tp__unpack_copies(c->s, t->cp, n, false, &sl->launch) : 0;
+	return n ? tp__devq_copies(c->s, t->cp, n, false, &sl->launch) : 0;
 }
 
 /* Parse every complete message of the incoming stream. */
@@ -290,7 +290,7 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 	while (cm->win.retired != cm->win.unpacked) {
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
 		if (sl->launch) {
-			rc = tp__unpack_done(c->s, sl->launch, &done);
+			rc = tp__devq_done(c->s, sl->launch, &done);
 			if (rc || !done)
 				return rc;
 		}

@@ -35,7 +35,7 @@
 
 struct tp_engine {
 	pthread_rwlock_t list_lock;
-	struct tcpx_p2p_conn *conns;
+	TP_LIST(struct tcpx_p2p_conn) conns; /* through elink */
 	unsigned nconns;
 	unsigned rr; /* where the next pass starts (fairness) */
 
@@ -52,14 +52,6 @@ struct tp_engine {
 	bool stop;
 	uint64_t kicks; /* posts seen; the thread sleeps only when idle */
 };
-
-int64_t tp__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static struct timespec abs_time(int64_t ns)
 {
@@ -123,9 +115,9 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 	/* Start each pass one conn further along, so that no conn always
 	 * goes last when passes are cut short by contention. */
 	skip = __atomic_fetch_add(&e->rr, 1, __ATOMIC_RELAXED);
-	start = e->conns;
+	start = e->conns.head;
 	for (i = e->nconns ? skip % e->nconns : 0; i && start; i--)
-		start = start->enext;
+		start = start->elink.next;
 	c = start;
 	while (c) {
 		if (c == own) {
@@ -143,7 +135,7 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 		st->pending |= one.pending;
 		st->busy |= one.busy;
 next:
-		c = c->enext ? c->enext : e->conns;
+		c = c->elink.next ? c->elink.next : e->conns.head;
 		if (c == start)
 			break;
 	}
@@ -167,17 +159,17 @@ uint64_t tp__engine_completions(struct tcpx_p2p_session *s)
 	return n;
 }
 
-void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, int64_t deadline_ns)
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, tp_deadline deadline)
 {
 	struct tp_engine *e = s->engine;
 	struct timespec ts;
 
 	/* Waiters re-check at least this often whatever they were told. */
-	if (deadline_ns - tp__now_ns() > TP_WAIT_SLICE_NS)
-		deadline_ns = tp__now_ns() + TP_WAIT_SLICE_NS;
-	ts = abs_time(deadline_ns);
+	if (deadline - tp__now_ns() > TP_WAIT_SLICE_NS)
+		deadline = tp__now_ns() + TP_WAIT_SLICE_NS;
+	ts = abs_time(deadline);
 	pthread_mutex_lock(&e->done_lock);
-	while (e->completions == seen && tp__now_ns() < deadline_ns)
+	while (e->completions == seen && !tp__deadline_passed(deadline))
 		if (pthread_cond_timedwait(&e->done_cv, &e->done_lock, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&e->done_lock);
@@ -354,11 +346,7 @@ void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	struct tp_engine *e = s->engine;
 
 	pthread_rwlock_wrlock(&e->list_lock);
-	c->eprev = NULL;
-	c->enext = e->conns;
-	if (e->conns)
-		e->conns->eprev = c;
-	e->conns = c;
+	tp_list_prepend(&e->conns, c, elink);
 	e->nconns++;
 	pthread_rwlock_unlock(&e->list_lock);
 	/* A thread asleep for want of connections now has one to watch. */
@@ -370,13 +358,7 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	struct tp_engine *e = s->engine;
 
 	pthread_rwlock_wrlock(&e->list_lock);
-	if (c->eprev)
-		c->eprev->enext = c->enext;
-	else
-		e->conns = c->enext;
-	if (c->enext)
-		c->enext->eprev = c->eprev;
-	c->eprev = c->enext = NULL;
+	tp_list_remove(&e->conns, c, elink);
 	e->nconns--;
 	pthread_rwlock_unlock(&e->list_lock);
 }

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/auth.h"
 #include "core/core.h"
@@ -44,22 +43,14 @@ struct tp_auth_state {
 	uint64_t id_d, id_s;
 };
 
-int64_t tp__now_ms(void)
+/* The timeout of one step: what is left of deadline (-1: none), at least
+ * 1 ms, so that a step begun after the deadline still reports its own
+ * timeout. */
+static int step_ms(tp_deadline deadline)
 {
-	struct timespec ts;
+	int left = tp__deadline_left_ms(deadline);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int tp__left_ms(int64_t deadline)
-{
-	int64_t left;
-
-	if (deadline < 0)
-		return -1;
-	left = deadline - tp__now_ms();
-	return left < 1 ? 1 : left > 0x7fffffff ? 0x7fffffff : (int)left;
+	return left == 0 ? 1 : left;
 }
 
 /* Every error of the handshake names the peer. */
@@ -94,7 +85,7 @@ static int hello_mac(const struct tp_auth_state *a, bool server, const void *blo
 }
 
 static int auth_send(int fd, int step, uint64_t id, const unsigned char *nonce,
-		     const unsigned char *mac, int64_t deadline)
+		     const unsigned char *mac, tp_deadline deadline)
 {
 	struct tp_auth_msg m;
 
@@ -106,7 +97,7 @@ static int auth_send(int fd, int step, uint64_t id, const unsigned char *nonce,
 		memcpy(m.nonce, nonce, TP_AUTH_NONCE);
 	if (mac)
 		memcpy(m.mac, mac, TP_AUTH_MAC);
-	return tp__frame_send(fd, TP_FRAME_AUTH, &m, sizeof(m), tp__left_ms(deadline));
+	return tp__rdv_frame_send(fd, TP_RDV_FRAME_AUTH, &m, sizeof(m), step_ms(deadline));
 }
 
 /* Checks an AUTH payload of len bytes for step. */
@@ -123,10 +114,10 @@ int tp__auth_msg_check(const void *buf, uint32_t len, int step)
 	return 0;
 }
 
-static int auth_recv(int fd, int step, struct tp_auth_msg *m, int64_t deadline)
+static int auth_recv(int fd, int step, struct tp_auth_msg *m, tp_deadline deadline)
 {
 	uint32_t len = 0;
-	int rc = tp__frame_recv(fd, TP_FRAME_AUTH, m, sizeof(*m), &len, tp__left_ms(deadline));
+	int rc = tp__rdv_frame_recv(fd, TP_RDV_FRAME_AUTH, m, sizeof(*m), &len, step_ms(deadline));
 
 	return rc ? rc : tp__auth_msg_check(m, len, step);
 }
@@ -140,7 +131,7 @@ static int refuse_self(const struct tp_auth_state *a)
 }
 
 static int auth_dialer(struct tcpx_p2p_session *s, int fd, struct tp_auth_state *a,
-		       int64_t deadline)
+		       tp_deadline deadline)
 {
 	unsigned char mac[TP_AUTH_MAC];
 	struct tp_auth_msg m;
@@ -172,7 +163,7 @@ static int auth_dialer(struct tcpx_p2p_session *s, int fd, struct tp_auth_state 
 
 /* Server side, after step 1 (m) arrived. */
 static int auth_server(struct tcpx_p2p_session *s, int fd, struct tp_auth_state *a,
-		       const struct tp_auth_msg *m, int64_t peer_deadline)
+		       const struct tp_auth_msg *m, tp_deadline peer_deadline)
 {
 	unsigned char mac[TP_AUTH_MAC];
 	struct tp_auth_msg m3;
@@ -200,23 +191,23 @@ static int auth_server(struct tcpx_p2p_session *s, int fd, struct tp_auth_state 
 
 /* The server's first frame: AUTH step 1 with a token, HELLO without. */
 static int server_first(struct tcpx_p2p_session *s, int fd, struct tp_auth_state *a,
-			unsigned char *buf, uint32_t *len, int64_t peer_deadline)
+			unsigned char *buf, uint32_t *len, tp_deadline peer_deadline)
 {
 	uint16_t type = 0;
-	int rc = tp__frame_recv_any(fd, &type, buf, TP_FRAME_MAX, len,
-				    tp__left_ms(peer_deadline));
+	int rc = tp__rdv_frame_recv_any(fd, &type, buf, TP_RDV_FRAME_MAX, len,
+				    step_ms(peer_deadline));
 
 	if (rc)
 		return rc;
-	if (a->token && type != TP_FRAME_AUTH)
+	if (a->token && type != TP_RDV_FRAME_AUTH)
 		return tp__error(TCPX_P2P_EPROTO, "peer did not authenticate (frame type %u): "
 				 "this side requires TCPX_P2P_AUTH_TOKEN", type);
-	if (!a->token && type == TP_FRAME_AUTH)
+	if (!a->token && type == TP_RDV_FRAME_AUTH)
 		return tp__error(TCPX_P2P_EPROTO, "peer wants to authenticate: it has "
 				 "TCPX_P2P_AUTH_TOKEN set and this side has none");
-	if (!a->token && type != TP_FRAME_HELLO)
+	if (!a->token && type != TP_RDV_FRAME_HELLO)
 		return tp__error(TCPX_P2P_EPROTO, "expected a hello frame (type %u), got type %u",
-				 TP_FRAME_HELLO, type);
+				 TP_RDV_FRAME_HELLO, type);
 	if (!a->token)
 		return 0;
 	rc = tp__auth_msg_check(buf, *len, 1);
@@ -227,28 +218,28 @@ static int server_first(struct tcpx_p2p_session *s, int fd, struct tp_auth_state
 		rc = auth_server(s, fd, a, &m, peer_deadline);
 	}
 	if (!rc)
-		rc = tp__frame_recv(fd, TP_FRAME_HELLO, buf, TP_FRAME_MAX, len,
-				    tp__left_ms(peer_deadline));
+		rc = tp__rdv_frame_recv(fd, TP_RDV_FRAME_HELLO, buf, TP_RDV_FRAME_MAX, len,
+				    step_ms(peer_deadline));
 	return rc;
 }
 
 static int hello_send(int fd, const struct tp_auth_state *a, bool server,
-		      const struct tcpx_p2p_listener *l, int64_t deadline)
+		      const struct tcpx_p2p_listener *l, tp_deadline deadline)
 {
 	unsigned char *buf;
 	int rc;
 
 	if (!a->token)
-		return tp__frame_send(fd, TP_FRAME_HELLO, l->blob, (uint32_t)l->blob_len,
-				      tp__left_ms(deadline));
+		return tp__rdv_frame_send(fd, TP_RDV_FRAME_HELLO, l->blob, (uint32_t)l->blob_len,
+				      step_ms(deadline));
 	buf = malloc(l->blob_len + TP_AUTH_MAC);
 	if (!buf)
 		return tp__error(TCPX_P2P_ENOMEM, "handshake: out of memory");
 	memcpy(buf, l->blob, l->blob_len);
 	rc = hello_mac(a, server, l->blob, l->blob_len, buf + l->blob_len);
 	if (!rc)
-		rc = tp__frame_send(fd, TP_FRAME_HELLO, buf,
-				    (uint32_t)(l->blob_len + TP_AUTH_MAC), tp__left_ms(deadline));
+		rc = tp__rdv_frame_send(fd, TP_RDV_FRAME_HELLO, buf,
+				    (uint32_t)(l->blob_len + TP_AUTH_MAC), step_ms(deadline));
 	free(buf);
 	return rc;
 }
@@ -273,7 +264,7 @@ static int hello_open(const struct tp_auth_state *a, bool server, const unsigned
 }
 
 int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool server,
-		  int64_t peer_deadline, int64_t deadline, struct tcpx_p2p_conn **out)
+		  tp_deadline peer_deadline, tp_deadline deadline, struct tcpx_p2p_conn **out)
 {
 	struct tcpx_p2p_listener *l = NULL;
 	struct tp_auth_state a;
@@ -283,7 +274,7 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 
 	memset(&a, 0, sizeof(a));
 	a.token = s->cfg.auth_token;
-	peer_blob = malloc(TP_FRAME_MAX);
+	peer_blob = malloc(TP_RDV_FRAME_MAX);
 	if (!peer_blob)
 		return tp__error(TCPX_P2P_ENOMEM, "handshake with %s: out of memory", peer);
 	if (server) {
@@ -304,8 +295,8 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 		if (!rc)
 			rc = hello_send(fd, &a, server, l, deadline);
 		if (!rc) {
-			rc = tp__frame_recv(fd, TP_FRAME_HELLO, peer_blob, TP_FRAME_MAX,
-					    &peer_len, tp__left_ms(deadline));
+			rc = tp__rdv_frame_recv(fd, TP_RDV_FRAME_HELLO, peer_blob, TP_RDV_FRAME_MAX,
+					    &peer_len, step_ms(deadline));
 			/* The server checks our blob and closes on a mismatch
 			 * without a word; only its log names the setting. */
 			if (rc == TCPX_P2P_ECLOSED)
@@ -319,7 +310,7 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 			rc = hello_open(&a, server, peer_blob, &peer_len);
 	}
 	if (!rc)
-		rc = tcpx_p2p_connect(l, peer_blob, peer_len, tp__left_ms(deadline), out);
+		rc = tcpx_p2p_connect(l, peer_blob, peer_len, step_ms(deadline), out);
 	if (rc) {
 		with_peer(rc, peer);
 		TP_WARN("conn", "%s", tcpx_p2p_last_error());
@@ -327,7 +318,7 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 			tcpx_p2p_listener_destroy(l);
 		goto free_blob;
 	}
-	(*out)->ctrl_fd = fd;
+	(*out)->rdv_fd = fd;
 	snprintf((*out)->peer, sizeof((*out)->peer), "%s", peer);
 	TP_INFO("conn", "connected to %s: %d channels%s", peer, (*out)->nchan,
 		a.token ? ", peer authenticated" : "");

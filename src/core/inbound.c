@@ -110,7 +110,7 @@ static struct tcpx_p2p_xfer *find_answer(struct tcpx_p2p_conn *c, uint64_t id)
 {
 	struct tcpx_p2p_xfer *x;
 
-	for (x = c->answers.head; x; x = x->wnext)
+	for (x = c->answers.head; x; x = x->wlink.next)
 		if (x->id == id)
 			return x;
 	return NULL;

@@ -14,6 +14,7 @@
 #include "core/core.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 {
@@ -130,21 +131,13 @@ int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size
 	return rc;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Drive every pending connect and accept until all comms exist. */
 static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int timeout_ms,
 		     void **send, void **recv, ncclNetDeviceHandle_v7_t *devh)
 {
 	struct tcpx_p2p_session *s = l->s;
 	const struct tp_net_ops *ops = s->net->ops;
-	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	struct timespec pause = { 0, 200 * 1000 };
 	int i, pending, rc;
 
@@ -168,7 +161,7 @@ static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int ti
 		}
 		if (!pending)
 			return 0;
-		if (now_ms() >= deadline)
+		if (tp__deadline_passed(deadline))
 			return tp__error(TCPX_P2P_ETIMEDOUT,
 					 "connect: %d of %d comms still pending after %d ms",
 					 pending, 2 * l->nchan, timeout_ms);

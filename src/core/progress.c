@@ -29,13 +29,7 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	x->first_seq = d->next_seq;
 	d->next_seq += x->nchunks;
 	end = x->first_seq + x->nchunks;
-	x->prev = d->tail;
-	x->next = NULL;
-	if (d->tail)
-		d->tail->next = x;
-	else
-		d->head = x;
-	d->tail = x;
+	tp_list_append(d, x, dlink);
 	/* An idle comm has posted every chunk of its channel below
 	 * x->first_seq, so its next_seq lies at or after it. */
 	for (i = 0; i < c->nchan; i++)
@@ -45,17 +39,7 @@ void tp__xfer_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 
 static void unlink_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	struct tp_direction *d = &c->dir[x->dir];
-
-	if (x->prev)
-		x->prev->next = x->next;
-	else
-		d->head = x->next;
-	if (x->next)
-		x->next->prev = x->prev;
-	else
-		d->tail = x->prev;
-	x->prev = x->next = NULL;
+	tp_list_remove(&c->dir[x->dir], x, dlink);
 }
 
 /* A chunk of x is done; the last one ends x (or its wait for an answer).
@@ -73,7 +57,7 @@ static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 {
 	cm->next_seq += (uint64_t)c->nchan;
 	while (cm->cursor && cm->next_seq >= cm->cursor->first_seq + cm->cursor->nchunks)
-		cm->cursor = cm->cursor->next;
+		cm->cursor = cm->cursor->dlink.next;
 }
 
 /* Fill slot sl with the next chunk of x (seq): straight from or into its
@@ -115,14 +99,14 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 			return rc;
 		ptr = sl->stage;
 		if (cm->dir == TP_SEND) {
-			bool host = x->mtype != TCPX_P2P_MEM_CUDA;
+			enum tp_copy_path path = tp__copy_path(s, cm, sl);
 
-			rc = tp__vec_copies(s, x, sl, true, ptr, host && !tp__hcopy_worth(n), &ncp);
-			if (!rc && ncp && host) {
+			rc = tp__vec_copies(s, x, sl, true, ptr, path == TP_PATH_HOST_NOW, &ncp);
+			if (!rc && ncp && path == TP_PATH_HOST_THREADS) {
 				rc = tp__hcopy_submit(s, &sl->hjob, sl->cp, ncp);
 				sl->hjob_wait = !rc;
 			} else if (!rc && ncp) {
-				rc = tp__unpack_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
+				rc = tp__devq_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
 			}
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
@@ -170,7 +154,7 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			sl->hjob_wait = false;
 		}
 		if (sl->launch) {
-			rc = tp__unpack_done(c->s, sl->launch, &done);
+			rc = tp__devq_done(c->s, sl->launch, &done);
 			if (rc || !done)
 				return rc;
 			sl->launch = 0;
@@ -296,38 +280,29 @@ static int flush_batch(struct tcpx_p2p_conn *c, struct tp_batch *b)
 	return rc;
 }
 
-/* A received chunk that spans several segments (or a large one whose host
- * bounce records go to the copy threads): scatter it from the bounce
- * records or the staging slot, on the host when every byte is in host
- * memory (in the pass, or on the copy threads for a large chunk), else as
- * one device copy list. */
-static int unpack_multi(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl)
+/* A received chunk scattered by a list of copies (path: HOST_*, LIST_*):
+ * from the bounce records or the staging slot into its segments. */
+static int unpack_list(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl,
+		       enum tp_copy_path path)
 {
 	struct tcpx_p2p_session *s = c->s;
-	bool dev_dst = sl->dst_dev, dev_src, host;
+	bool now = path == TP_PATH_HOST_NOW;
 	uint32_t n;
 	int rc;
 
-	if (cm->meta) {
-		dev_src = cm->bounce_on_device;
-		host = !dev_src && !dev_dst;
-		rc = tp__vec_copies_recs(s, sl->x, sl, &sl->meta, cm->bounce,
-					 host && !tp__hcopy_worth(sl->len), &n);
-	} else {
-		dev_src = dev_dst; /* the stage is of the transfer's memory type */
-		host = !dev_dst;
-		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage,
-				    host && !tp__hcopy_worth(sl->len), &n);
-	}
+	if (cm->meta)
+		rc = tp__vec_copies_recs(s, sl->x, sl, &sl->meta, cm->bounce, now, &n);
+	else
+		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage, now, &n);
 	sl->unpack = TP_UNPACK_NONE;
 	if (rc || !n)
 		return rc;
-	if (host) {
+	if (path == TP_PATH_HOST_THREADS) {
 		sl->unpack = TP_UNPACK_HCOPY;
 		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	}
 	sl->unpack = TP_UNPACK_DEVICE;
-	return tp__unpack_copies(s, sl->cp, n, dev_src && (dev_dst || sl->dst_mapped) && sl->cp_pinned,
+	return tp__devq_copies(s, sl->cp, n, path == TP_PATH_LIST_KERNEL && sl->cp_pinned,
 				 &sl->launch);
 }
 
@@ -352,34 +327,49 @@ static int unpack_stage(struct tcpx_p2p_conn *c, bool *moved)
 				     : landed_whole(cm, sl, tp_window_slot(cm->win.unpacked));
 			if (rc < 0)
 				return rc;
-			if (!rc) {
+			sl->path = rc ? tp__copy_path(c->s, cm, sl) : TP_PATH_NONE;
+			switch (sl->path) {
+			case TP_PATH_NONE:
 				sl->unpack = TP_UNPACK_NONE;
-			} else if (sl->multi) {
-				rc = unpack_multi(c, cm, sl);
-				if (rc)
-					return rc;
-			} else if (!cm->meta) {
-				sl->unpack = TP_UNPACK_NONE;
-			} else if (!cm->bounce_on_device && !sl->dst_dev &&
-				   tp__hcopy_worth(sl->len)) {
-				/* host bounce, host buffer, a large chunk: the
-				 * records' copies go to the copy threads */
-				rc = unpack_multi(c, cm, sl);
-				if (rc)
-					return rc;
-			} else if (!cm->bounce_on_device && !sl->dst_dev) {
+				break;
+			case TP_PATH_RECORDS:
 				sl->unpack = TP_UNPACK_MEMCPY;
 				unpack_memcpy(cm, sl);
-			} else {
+				break;
+			case TP_PATH_HOST_NOW:
+			case TP_PATH_HOST_THREADS:
+			case TP_PATH_LIST_KERNEL:
+			case TP_PATH_LIST_COPIES:
+				rc = unpack_list(c, cm, sl, sl->path);
+				if (rc)
+					return rc;
+				break;
+			case TP_PATH_KERNEL:
+			case TP_PATH_D2D:
+			case TP_PATH_STAGED:
 				sl->unpack = TP_UNPACK_DEVICE;
 				b.cm[b.n] = cm;
 				b.sl[b.n++] = sl;
 				if (b.n == TP_UNPACK_MAX_JOBS && (rc = flush_batch(c, &b)))
 					return rc;
+				break;
 			}
 		}
 	}
 	return flush_batch(c, &b);
+}
+
+/* Test builds only (TCPX_P2P_TEST_EARLY_CONSUME): consume a device unpack
+ * without waiting for it, so that the GPU poison tests can prove they
+ * catch that.  A release build has no such switch to read. */
+static bool early_consume(const struct tcpx_p2p_session *s)
+{
+#if TP_TEST_HOOKS
+	return s->test_early_consume;
+#else
+	(void)s;
+	return false;
+#endif
 }
 
 /* Hand receive buffers back in posting order, once their unpack finished. */
@@ -394,8 +384,8 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
 		if (sl->unpack == TP_UNPACK_HCOPY && !tp__hcopy_done(&sl->hjob))
 			return 0;
-		if (sl->unpack == TP_UNPACK_DEVICE && !c->s->test_early_consume) {
-			rc = tp__unpack_done(c->s, sl->launch, &done);
+		if (sl->unpack == TP_UNPACK_DEVICE && !early_consume(c->s)) {
+			rc = tp__devq_done(c->s, sl->launch, &done);
 			if (rc)
 				return rc;
 			if (!done)

@@ -27,7 +27,7 @@
 
 struct tp_pending {
 	int fd;
-	int64_t deadline;
+	tp_deadline deadline;
 	char peer[64];
 };
 
@@ -121,7 +121,7 @@ static int accept_queued(struct tcpx_p2p_server *srv)
 		}
 		p = &srv->pend[srv->npend++];
 		p->fd = fd;
-		p->deadline = tp__now_ms() + srv->s->cfg.handshake_ms;
+		p->deadline = tp__deadline_ms(srv->s->cfg.handshake_ms);
 		snprintf(p->peer, sizeof(p->peer), "%s", peer);
 		TP_DEBUG("conn", "rendezvous connection from %s", peer);
 	}
@@ -138,12 +138,12 @@ static bool spoke(int fd)
 }
 
 /* Drop connections whose peer let its handshake deadline pass silent. */
-static int expire(struct tcpx_p2p_server *srv, int64_t now)
+static int expire(struct tcpx_p2p_server *srv, int64_t now_ns)
 {
 	int i, n = 0;
 
 	for (i = 0; i < srv->npend;) {
-		if (now < srv->pend[i].deadline || spoke(srv->pend[i].fd)) {
+		if (now_ns < srv->pend[i].deadline || spoke(srv->pend[i].fd)) {
 			i++;
 			continue;
 		}
@@ -184,7 +184,7 @@ static int wait_ready(struct tcpx_p2p_server *srv, int wait_ms)
  * their deadline pass, then wait at most one slice for a peer to speak.
  * 1 with *p taken out of the set when one did, 0 when none did, < 0 an
  * error (ETIMEDOUT once deadline passed). */
-static int pick(struct tcpx_p2p_server *srv, int64_t deadline, int timeout_ms, int *dropped,
+static int pick(struct tcpx_p2p_server *srv, tp_deadline deadline, int timeout_ms, int *dropped,
 		struct tp_pending *p)
 {
 	int64_t now, next;
@@ -194,22 +194,22 @@ static int pick(struct tcpx_p2p_server *srv, int64_t deadline, int timeout_ms, i
 	rc = accept_queued(srv);
 	if (rc)
 		goto unlock;
-	now = tp__now_ms();
+	now = tp__now_ns();
 	*dropped += expire(srv, now);
-	if (deadline >= 0 && now >= deadline) {
+	if (now >= deadline) {
 		rc = tp__error(TCPX_P2P_ETIMEDOUT,
 			       "accept: timed out: no peer completed a handshake within %d ms "
 			       "(%d silent connection(s) dropped after %d ms, %d still waiting)",
 			       timeout_ms, *dropped, srv->s->cfg.handshake_ms, srv->npend);
 		goto unlock;
 	}
-	next = now + TP_SERVER_SLICE_MS;
-	if (deadline >= 0 && deadline < next)
+	next = now + (int64_t)TP_SERVER_SLICE_MS * TP_NS_PER_MS;
+	if (deadline < next)
 		next = deadline;
 	for (i = 0; i < srv->npend; i++)
 		if (srv->pend[i].deadline < next)
 			next = srv->pend[i].deadline;
-	i = wait_ready(srv, (int)(next - now));
+	i = wait_ready(srv, tp__deadline_left_ms(next));
 	rc = i < -1 ? i : 0;
 	if (i >= 0) {
 		*p = srv->pend[i];
@@ -226,13 +226,14 @@ unlock:
 int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn **out)
 {
 	struct tp_pending p;
-	int64_t deadline, now, peer_deadline, setup_deadline;
+	tp_deadline deadline, peer_deadline, setup_deadline;
+	int64_t now;
 	int rc, dropped = 0;
 
 	if (!srv || !out)
 		return tp__error(TCPX_P2P_EINVAL, "server_accept: NULL argument");
 	timeout_ms = tp__session_timeout(srv->s, timeout_ms);
-	deadline = timeout_ms < 0 ? -1 : tp__now_ms() + timeout_ms;
+	deadline = tp__deadline_ms(timeout_ms);
 	while ((rc = pick(srv, deadline, timeout_ms, &dropped, &p)) == 0)
 		sched_yield(); /* let another accepting thread have the lock */
 	if (rc < 0)
@@ -242,12 +243,12 @@ int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn *
 	 * waited its turn); the set-up that follows is bounded by the call's
 	 * deadline or, for a call without one, the session's timeout_ms: an
 	 * accept may wait for ever for a peer, not on one. */
-	now = tp__now_ms();
-	peer_deadline = now + srv->s->cfg.handshake_ms;
+	now = tp__now_ns();
+	peer_deadline = now + (int64_t)srv->s->cfg.handshake_ms * TP_NS_PER_MS;
 	setup_deadline = deadline;
-	if (setup_deadline < 0 && srv->s->cfg.timeout_ms > 0)
-		setup_deadline = now + srv->s->cfg.timeout_ms;
-	if (setup_deadline >= 0 && setup_deadline < peer_deadline)
+	if (setup_deadline == TP_NO_DEADLINE && srv->s->cfg.timeout_ms > 0)
+		setup_deadline = now + (int64_t)srv->s->cfg.timeout_ms * TP_NS_PER_MS;
+	if (setup_deadline < peer_deadline)
 		peer_deadline = setup_deadline;
 	rc = tp__handshake(srv->s, p.fd, p.peer, true, peer_deadline, setup_deadline, out);
 	if (rc)
@@ -259,13 +260,13 @@ int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int time
 		  tcpx_p2p_conn **out)
 {
 	char peer[64];
-	int64_t deadline;
+	tp_deadline deadline;
 	int fd, rc;
 
 	if (!s || !host || !out)
 		return tp__error(TCPX_P2P_EINVAL, "dial: NULL argument");
 	timeout_ms = tp__session_timeout(s, timeout_ms);
-	deadline = timeout_ms < 0 ? -1 : tp__now_ms() + timeout_ms;
+	deadline = tp__deadline_ms(timeout_ms);
 	rc = tp__sock_dial(host, port, timeout_ms, &fd);
 	if (rc)
 		return rc;

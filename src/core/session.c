@@ -321,7 +321,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 		return tp__error(TCPX_P2P_EBUSY,
 				 "session_destroy: conns, listeners, servers or mrs remain");
 	tp__engine_destroy(s);
-	tp__unpacker_destroy(s->unpacker);
+	tp__devq_destroy(s->devq);
 	tp__hcopy_destroy(s->hcopy);
 	tp__net_unload(s->net);
 	pthread_mutex_destroy(&s->notif_lock);

@@ -25,26 +25,12 @@ void tp__xfer_free(struct tcpx_p2p_xfer *x)
 
 void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
 {
-	x->wnext = NULL;
-	x->wprev = l->tail;
-	if (l->tail)
-		l->tail->wnext = x;
-	else
-		l->head = x;
-	l->tail = x;
+	tp_list_append(l, x, wlink);
 }
 
 void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
 {
-	if (x->wprev)
-		x->wprev->wnext = x->wnext;
-	else
-		l->head = x->wnext;
-	if (x->wnext)
-		x->wnext->wprev = x->wprev;
-	else
-		l->tail = x->wprev;
-	x->wprev = x->wnext = NULL;
+	tp_list_remove(l, x, wlink);
 }
 
 static bool internal(const struct tcpx_p2p_xfer *x)
@@ -148,11 +134,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		return rc;
 	}
 	tp__segs_get(c->s, x);
-	x->lprev = NULL;
-	x->lnext = c->live;
-	if (c->live)
-		c->live->lprev = x;
-	c->live = x;
+	tp_list_prepend(&c->live, x, llink);
 	if (x->op == TP_OP_RECV)
 		tp__xlist_push(&c->unmatched, x);
 	if (x->need_ack)
@@ -290,7 +272,7 @@ int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_session *s,
 		     int timeout_ms)
 {
-	int64_t deadline = timeout_ms < 0 ? INT64_MAX : tp__now_ns() + (int64_t)timeout_ms * 1000000;
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	struct tp_backoff b = { 0 };
 	struct tp_progress st;
 	uint64_t seen;
@@ -302,7 +284,7 @@ static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_ses
 			if (xfer_done(xs[i]))
 				return i;
 		if (tp__engine_threaded(s)) {
-			if (tp__now_ns() >= deadline)
+			if (tp__deadline_passed(deadline))
 				return -1;
 			tp__engine_wait_completion(s, seen, deadline);
 			continue;
@@ -312,7 +294,7 @@ static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_ses
 		for (i = 0; i < n; i++)
 			if (xfer_done(xs[i]))
 				return i;
-		if (tp__now_ns() >= deadline)
+		if (tp__deadline_passed(deadline))
 			return -1;
 		tp__backoff(&b, &st);
 	}
@@ -374,12 +356,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 	/* A failed xfer stays with its conn until the comms are closed. */
 	keep = x->conn_failed;
 	x->released = true;
-	if (x->lprev)
-		x->lprev->lnext = x->lnext;
-	else
-		c->live = x->lnext;
-	if (x->lnext)
-		x->lnext->lprev = x->lprev;
+	tp_list_remove(&c->live, x, llink);
 	pthread_mutex_unlock(&c->lock);
 	if (!keep)
 		tp__xfer_free(x);

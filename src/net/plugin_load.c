@@ -116,7 +116,7 @@ static void plugin_log(ncclDebugLogLevel level, unsigned long flags, const char 
 	/* A plugin may log one line per request or per poll (TCPX warns on
 	 * every host-memory task and every full task queue): past a burst,
 	 * one line per call site per period, with the count held back. */
-	if (!tp__log_site_allow(file ? file : fmt, line, time(NULL), &held))
+	if (!tp__log_site_allow(file ? file : fmt, line, tp__now_s(), &held))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "tcpx_p2p.h"
+#include "util/time.h"
 
 extern int tp__log_level; /* enum tcpx_p2p_log_level; read without a lock */
 
@@ -43,7 +44,7 @@ int tp__log_site_allow(const char *site, int line, time_t now, unsigned long *he
 #define TP_WARN_RL(ss, ...)                                                      \
 	do {                                                                     \
 		static time_t tp__rl_last;                                       \
-		time_t tp__rl_now = time(NULL);                                  \
+		time_t tp__rl_now = tp__now_s();                                 \
 		if (tp__rl_now != tp__rl_last) {                                 \
 			tp__rl_last = tp__rl_now;                                \
 			TP_WARN(ss, __VA_ARGS__);                                \

@@ -5,7 +5,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,56 +12,25 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"
+#include "util/time.h"
 
-#define TP_NO_DEADLINE UINT64_MAX
 #define TP_DIAL_BACKOFF_MIN_MS 10
 #define TP_DIAL_BACKOFF_MAX_MS 500
 #define TP_ADDR_LEN (INET6_ADDRSTRLEN + 8)
 
-static uint64_t tp_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t tp_deadline(int timeout_ms)
-{
-	if (timeout_ms < 0)
-		return TP_NO_DEADLINE;
-	return tp_now_ns() + (uint64_t)timeout_ms * 1000000u;
-}
-
-/* What is left of the deadline as a poll() timeout: -1 for none, 0 once
- * passed (a last non-blocking look), rounded up so we never spin. */
-static int tp_left_ms(uint64_t deadline)
-{
-	uint64_t now, ms;
-
-	if (deadline == TP_NO_DEADLINE)
-		return -1;
-	now = tp_now_ns();
-	if (now >= deadline)
-		return 0;
-	ms = (deadline - now + 999999u) / 1000000u;
-	return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
 /* 0 when fd is ready for events, ETIMEDOUT, or ENET (errno kept). */
-static int tp_wait_fd(int fd, short events, uint64_t deadline)
+static int tp_wait_fd(int fd, short events, tp_deadline deadline)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
 	int n;
 
 	for (;;) {
-		n = poll(&pfd, 1, tp_left_ms(deadline));
+		n = poll(&pfd, 1, tp__deadline_left_ms(deadline));
 		if (n > 0)
 			return 0;
 		if (n == 0)
@@ -258,7 +226,7 @@ int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len)
 
 int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_len)
 {
-	uint64_t deadline = tp_deadline(timeout_ms);
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	int rc;
 
 	if (lfd < 0 || !fd)
@@ -280,7 +248,7 @@ static int tp_retryable_connect_errno(int err)
 }
 
 /* One attempt on one address: 0 and *out_fd, or -1 with errno set. */
-static int tp_connect_one(const struct addrinfo *ai, uint64_t deadline, int *out_fd)
+static int tp_connect_one(const struct addrinfo *ai, tp_deadline deadline, int *out_fd)
 {
 	socklen_t sl = sizeof(int);
 	int fd, err = 0;
@@ -327,7 +295,7 @@ int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
-	uint64_t deadline = tp_deadline(timeout_ms);
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	int backoff = TP_DIAL_BACKOFF_MIN_MS;
 	struct addrinfo *res, *ai;
 	char portstr[8];
@@ -370,7 +338,7 @@ int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd)
 				       strerror(hard_err));
 			break;
 		}
-		left = tp_left_ms(deadline);
+		left = tp__deadline_left_ms(deadline);
 		if (left == 0) {
 			rc = tp__error(TCPX_P2P_ETIMEDOUT,
 				       "dial %s:%u: no connection within %d ms "
@@ -392,7 +360,7 @@ int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd)
 	return 0;
 }
 
-static int tp_send_until(int fd, const void *buf, size_t len, uint64_t deadline)
+static int tp_send_until(int fd, const void *buf, size_t len, tp_deadline deadline)
 {
 	const char *p = buf;
 	char peer[TP_ADDR_LEN];
@@ -429,7 +397,7 @@ static int tp_send_until(int fd, const void *buf, size_t len, uint64_t deadline)
 	return 0;
 }
 
-static int tp_recv_until(int fd, void *buf, size_t len, uint64_t deadline)
+static int tp_recv_until(int fd, void *buf, size_t len, tp_deadline deadline)
 {
 	char *p = buf;
 	char peer[TP_ADDR_LEN];
@@ -476,14 +444,14 @@ int tp__sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
 {
 	if (fd < 0 || (!buf && len))
 		return tp__error(TCPX_P2P_EINVAL, "send: bad fd %d or NULL buffer", fd);
-	return tp_send_until(fd, buf, len, tp_deadline(timeout_ms));
+	return tp_send_until(fd, buf, len, tp__deadline_ms(timeout_ms));
 }
 
 int tp__sock_recv_all(int fd, void *buf, size_t len, int timeout_ms)
 {
 	if (fd < 0 || (!buf && len))
 		return tp__error(TCPX_P2P_EINVAL, "recv: bad fd %d or NULL buffer", fd);
-	return tp_recv_until(fd, buf, len, tp_deadline(timeout_ms));
+	return tp_recv_until(fd, buf, len, tp__deadline_ms(timeout_ms));
 }
 
 void tp__sock_close(int fd)
@@ -497,60 +465,61 @@ void tp__sock_close(int fd)
 static const char *tp_frame_type_name(unsigned type)
 {
 	switch (type) {
-	case TP_FRAME_HELLO:
+	case TP_RDV_FRAME_HELLO:
 		return "hello";
-	case TP_FRAME_BARRIER:
+	case TP_RDV_FRAME_BARRIER:
 		return "barrier";
-	case TP_FRAME_BYE:
+	case TP_RDV_FRAME_BYE:
 		return "bye";
-	case TP_FRAME_AUTH:
+	case TP_RDV_FRAME_AUTH:
 		return "auth";
 	default:
 		return "unknown";
 	}
 }
 
-void tp__frame_encode(struct tp_frame_hdr *wire, uint16_t type, uint32_t len)
+void tp__rdv_frame_encode(struct tp_rdv_frame_hdr *wire, uint16_t type, uint32_t len)
 {
-	wire->magic = htonl(TP_FRAME_MAGIC);
-	wire->version = htons(TP_FRAME_VERSION);
+	wire->magic = htonl(TP_RDV_FRAME_MAGIC);
+	wire->version = htons(TP_RDV_FRAME_VERSION);
 	wire->type = htons(type);
 	wire->len = htonl(len);
 }
 
-int tp__frame_decode(const struct tp_frame_hdr *wire, uint16_t type, uint32_t cap, uint32_t *len)
+int tp__rdv_frame_decode(const struct tp_rdv_frame_hdr *wire, uint16_t type, uint32_t cap,
+			 uint32_t *len)
 {
 	uint32_t magic = ntohl(wire->magic), n = ntohl(wire->len);
 	unsigned version = ntohs(wire->version), got = ntohs(wire->type);
 
-	if (magic != TP_FRAME_MAGIC)
+	if (magic != TP_RDV_FRAME_MAGIC)
 		return tp__error(TCPX_P2P_EPROTO, "bad magic 0x%08x: not a tcpx_p2p peer", magic);
-	if (version != TP_FRAME_VERSION)
+	if (version != TP_RDV_FRAME_VERSION)
 		return tp__error(TCPX_P2P_EPROTO,
 				 "peer speaks bootstrap version %u, this library speaks %u",
-				 version, TP_FRAME_VERSION);
-	if (type != TP_FRAME_ANY && got != type)
+				 version, TP_RDV_FRAME_VERSION);
+	if (type != TP_RDV_FRAME_ANY && got != type)
 		return tp__error(TCPX_P2P_EPROTO, "expected a %s frame (type %u), got %s (type %u)",
 				 tp_frame_type_name(type), type, tp_frame_type_name(got), got);
-	if (n > cap || n > TP_FRAME_MAX)
+	if (n > cap || n > TP_RDV_FRAME_MAX)
 		return tp__error(TCPX_P2P_EPROTO, "%s frame of %u bytes exceeds the limit of %u",
 				 tp_frame_type_name(got), n,
-				 cap < TP_FRAME_MAX ? cap : TP_FRAME_MAX);
+				 cap < TP_RDV_FRAME_MAX ? cap : TP_RDV_FRAME_MAX);
 	if (len)
 		*len = n;
 	return 0;
 }
 
-int tp__frame_send(int fd, uint16_t type, const void *payload, uint32_t len, int timeout_ms)
+int tp__rdv_frame_send(int fd, uint16_t type, const void *payload, uint32_t len, int timeout_ms)
 {
-	uint64_t deadline = tp_deadline(timeout_ms);
-	struct tp_frame_hdr hdr;
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
+	struct tp_rdv_frame_hdr hdr;
 	int rc;
 
-	if (fd < 0 || len > TP_FRAME_MAX || (!payload && len))
+	if (fd < 0 || len > TP_RDV_FRAME_MAX || (!payload && len))
 		return tp__error(TCPX_P2P_EINVAL, "frame send: bad fd %d or payload (%u bytes)", fd,
 				 len);
-	tp__frame_encode(&hdr, type, len);
+	tp__rdv_frame_encode(&hdr, type, len);
 	rc = tp_send_until(fd, &hdr, sizeof(hdr), deadline);
 	if (rc == 0 && len)
 		rc = tp_send_until(fd, payload, len, deadline);
@@ -560,8 +529,8 @@ int tp__frame_send(int fd, uint16_t type, const void *payload, uint32_t len, int
 static int tp_frame_recv(int fd, uint16_t want, uint16_t *type, void *buf, uint32_t cap,
 			 uint32_t *len, int timeout_ms)
 {
-	uint64_t deadline = tp_deadline(timeout_ms);
-	struct tp_frame_hdr hdr;
+	tp_deadline deadline = tp__deadline_ms(timeout_ms);
+	struct tp_rdv_frame_hdr hdr;
 	char peer[TP_ADDR_LEN];
 	uint32_t n;
 	int rc;
@@ -571,7 +540,7 @@ static int tp_frame_recv(int fd, uint16_t want, uint16_t *type, void *buf, uint3
 	rc = tp_recv_until(fd, &hdr, sizeof(hdr), deadline);
 	if (rc)
 		return rc;
-	rc = tp__frame_decode(&hdr, want, cap, &n);
+	rc = tp__rdv_frame_decode(&hdr, want, cap, &n);
 	if (rc) {
 		tp_peer_name(fd, peer, sizeof(peer));
 		return tp__error(rc, "from %s: %s", peer, tcpx_p2p_last_error());
@@ -585,13 +554,14 @@ static int tp_frame_recv(int fd, uint16_t want, uint16_t *type, void *buf, uint3
 	return rc;
 }
 
-int tp__frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len, int timeout_ms)
+int tp__rdv_frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len,
+		       int timeout_ms)
 {
 	return tp_frame_recv(fd, type, NULL, buf, cap, len, timeout_ms);
 }
 
-int tp__frame_recv_any(int fd, uint16_t *type, void *buf, uint32_t cap, uint32_t *len,
+int tp__rdv_frame_recv_any(int fd, uint16_t *type, void *buf, uint32_t cap, uint32_t *len,
 		       int timeout_ms)
 {
-	return tp_frame_recv(fd, TP_FRAME_ANY, type, buf, cap, len, timeout_ms);
+	return tp_frame_recv(fd, TP_RDV_FRAME_ANY, type, buf, cap, len, timeout_ms);
 }

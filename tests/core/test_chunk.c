@@ -1,5 +1,5 @@
 /* The transfer engine's arithmetic: chunking, channel mapping, tags and
- * window accounting (src/core/chunk.h). */
+ * window accounting (src/core/chunk.h, src/core/window.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "core/chunk.h"
+#include "core/window.h"
 
 static void test_chunk_count(void **state)
 {

@@ -73,7 +73,7 @@ static int teardown(void **state)
 
 	for (int d = 0; d < 2; d++)
 		for (x = f->c.dir[d].head; x; x = next) {
-			next = x->next;
+			next = x->dlink.next;
 			tp__xfer_free(x);
 		}
 	tp__rma_destroy(&f->c);

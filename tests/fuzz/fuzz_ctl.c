@@ -93,7 +93,7 @@ static void drop_list(struct tcpx_p2p_xfer *keep[3])
 		struct tcpx_p2p_xfer *x, *next;
 
 		for (x = c.dir[d].head; x; x = next) {
-			next = x->next;
+			next = x->dlink.next;
 			if (x != keep[0] && x != keep[1] && x != keep[2])
 				tp__xfer_free(x);
 		}

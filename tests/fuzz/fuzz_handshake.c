@@ -43,17 +43,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tcpx_p2p_conn *c = NULL;
-	int64_t deadline;
+	tp_deadline deadline;
 	int sv[2];
 
 	if (size < 1 || size > 100000 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 0;
 	if (write(sv[1], data + 1, size - 1) == (ssize_t)(size - 1)) {
 		shutdown(sv[1], SHUT_WR);
-		deadline = tp__now_ms() + 20;
+		deadline = tp__deadline_ms(20);
 		if (tp__handshake(sess[data[0] & 1], sv[0], "fuzz", true, deadline, deadline,
 				  &c) == 0) {
-			c->ctrl_fd = -1; /* closed below */
+			c->rdv_fd = -1; /* closed below */
 			tcpx_p2p_conn_destroy(c);
 		}
 	}

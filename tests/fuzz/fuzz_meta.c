@@ -1,5 +1,5 @@
 /* libFuzzer target: the reader of the plugin's unpack meta ring
- * (device/unpack_meta.c), fed hostile slots.  Input: u32 chunk length,
+ * (src/device/unpack_meta.c), fed hostile slots.  Input: u32 chunk length,
  * u32 slot, u64 bounce length, u64 count, then records of 16 bytes
  * ({u32 src_off, u32 len, u64 dst_off}, little-endian) into that slot.
  * Whatever it accepts must be inside the chunk and the bounce buffer; a
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tp_device.h"
+#include "device/tp_device.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,7 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "dev_priv.h"
+#include "device/dev_priv.h"
 #include "gpu_check.h"
 #include "tcpx_p2p.h"
 

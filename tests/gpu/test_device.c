@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dev_priv.h"
+#include "device/dev_priv.h"
 #include "tcpx_p2p.h"
 
 static int failures;

@@ -11,7 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "dev_priv.h"
+#include "device/dev_priv.h"
+#include "device/dev_tune.h"
 #include "gpu_check.h"
 #include "tcpx_p2p.h"
 
@@ -313,18 +314,22 @@ int main(void)
 		for (int var = VAR_KERNEL; var <= VAR_HOST; var++)
 			run_all(lay, var, 0, 0);
 	/* Single jobs of few records went with their records in the launch;
-	 * now every launch reads the ring.  And the copies one call each, as
-	 * with a runtime without batch copies. */
+	 * now every launch reads the ring (test-hook builds: the knobs of
+	 * dev_tune.h).  And the copies one call each, as with a runtime
+	 * without batch copies. */
+#if TP_TEST_HOOKS
 	tp__dev_unpack_set_inline(false);
 	for (int lay = LAYOUT_RANDOM; lay <= LAYOUT_EMU; lay++)
 		run_all(lay, VAR_KERNEL, 0, 0);
 	tp__dev_unpack_set_inline(true);
+#endif
 	stream->batch_ok = false;
 	for (int var = VAR_D2D; var <= VAR_HOST; var++)
 		run_all(LAYOUT_RANDOM, var, 0, 0);
 	stream->batch_ok = true;
 	/* Other grid shapes: 1 and 7 blocks give warps several 32-record
 	 * batches; 256 gives every warp a single record. */
+#if TP_TEST_HOOKS
 	if (tp__dev_unpack_set_blocks(0) != TCPX_P2P_EINVAL)
 		FAIL("0 blocks per job accepted");
 	for (size_t i = 0; i < 3; i++) {
@@ -334,10 +339,13 @@ int main(void)
 		run_all(LAYOUT_RANDOM, VAR_KERNEL, 0, 0);
 	}
 	CK(tp__dev_unpack_set_blocks(32));
+#endif
 	check_out_of_range();
+#if TP_TEST_HOOKS
 	tp__dev_unpack_set_inline(false);
 	check_out_of_range();
 	tp__dev_unpack_set_inline(true);
+#endif
 	for (int var = VAR_D2D; var <= VAR_HOST; var++) {
 		run_all(LAYOUT_RANDOM, var, 1, 0);
 		run_all(LAYOUT_RANDOM, var, 0, 1);

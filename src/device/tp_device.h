@@ -1,4 +1,4 @@
-/* CUDA behind one seam.  Built from the .cu/.c files in device/ when the
+/* CUDA behind one seam.  Built from the .cu/.c files in src/device/ when the
  * CUDA toolkit is found, else from stub.c whose calls answer
  * TCPX_P2P_ENOTSUP (and a device count of 0); the meta-ring reader
  * (unpack_meta.c) is plain C, built either way.  Every function returns 0 or

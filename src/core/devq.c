@@ -1,7 +1,10 @@
-/* Device unpack: the session's one CUDA stream, a ring of events, and the
- * bookkeeping that gates irecvConsumed on the unpack having finished.
+/* The session's device queue: its one CUDA stream, a ring of events, and
+ * the bookkeeping that gates the next stage on device work having
+ * finished: receive unpacks (irecvConsumed waits for them), the scatters
+ * and gathers of copy lists, and the control channel's frame copies.
  * Launches are numbered; all run on one stream, so they finish in order
- * and "launch L done" means every launch up to L is done. */
+ * and "launch L done" means every launch up to L is done.  Also here:
+ * reading a comm's unpack handle (tp__unpack_prepare). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +17,7 @@ _Static_assert(TP_WINDOW_SLOTS == TP_UNPACK_QUEUE_DEPTH,
 
 #define TP_EVENT_RING 256
 
-struct tp_unpacker {
+struct tp_devq {
 	pthread_mutex_t lock;
 	tp_dev_stream *stream;
 	tp_dev_event *ev[TP_EVENT_RING];
@@ -22,52 +25,52 @@ struct tp_unpacker {
 	uint64_t completed; /* every launch <= completed has finished */
 };
 
-void tp__unpacker_destroy(struct tp_unpacker *u)
+void tp__devq_destroy(struct tp_devq *q)
 {
 	int i;
 
-	if (!u)
+	if (!q)
 		return;
-	if (u->stream)
-		tp__dev_stream_sync(u->stream);
+	if (q->stream)
+		tp__dev_stream_sync(q->stream);
 	for (i = 0; i < TP_EVENT_RING; i++)
-		tp__dev_event_destroy(u->ev[i]);
-	tp__dev_stream_destroy(u->stream);
-	pthread_mutex_destroy(&u->lock);
-	free(u);
+		tp__dev_event_destroy(q->ev[i]);
+	tp__dev_stream_destroy(q->stream);
+	pthread_mutex_destroy(&q->lock);
+	free(q);
 }
 
-static int unpacker_create(struct tcpx_p2p_session *s, struct tp_unpacker **out)
+static int devq_create(struct tcpx_p2p_session *s, struct tp_devq **out)
 {
-	struct tp_unpacker *u = calloc(1, sizeof(*u));
+	struct tp_devq *q = calloc(1, sizeof(*q));
 	int i, rc;
 
-	if (!u)
+	if (!q)
 		return tp__error(TCPX_P2P_ENOMEM, "unpack: out of memory");
-	if (pthread_mutex_init(&u->lock, NULL)) {
-		free(u);
+	if (pthread_mutex_init(&q->lock, NULL)) {
+		free(q);
 		return tp__error(TCPX_P2P_ENOMEM, "unpack: mutex init failed");
 	}
 	rc = tp__session_use_gpu(s);
 	if (!rc)
-		rc = tp__dev_stream_create(&u->stream);
+		rc = tp__dev_stream_create(&q->stream);
 	for (i = 0; !rc && i < TP_EVENT_RING; i++)
-		rc = tp__dev_event_create(&u->ev[i]);
+		rc = tp__dev_event_create(&q->ev[i]);
 	if (rc) {
-		tp__unpacker_destroy(u);
+		tp__devq_destroy(q);
 		return rc;
 	}
-	*out = u;
+	*out = q;
 	return 0;
 }
 
-static int unpacker_get(struct tcpx_p2p_session *s)
+static int devq_get(struct tcpx_p2p_session *s)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (!s->unpacker)
-		rc = unpacker_create(s, &s->unpacker);
+	if (!s->devq)
+		rc = devq_create(s, &s->devq);
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
@@ -111,52 +114,52 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	 * buffers (possible only with a gpu), need the stream. */
 	if (!on_dev && s->cfg.gpu < 0)
 		return 0;
-	return unpacker_get(s);
+	return devq_get(s);
 }
 
-void tp__unpack_drain(struct tcpx_p2p_session *s)
+void tp__devq_drain(struct tcpx_p2p_session *s)
 {
-	struct tp_unpacker *u = s->unpacker;
+	struct tp_devq *q = s->devq;
 
-	if (!u)
+	if (!q)
 		return;
-	pthread_mutex_lock(&u->lock);
-	if (tp__session_use_gpu(s) || tp__dev_stream_sync(u->stream))
+	pthread_mutex_lock(&q->lock);
+	if (tp__session_use_gpu(s) || tp__dev_stream_sync(q->stream))
 		TP_WARN("unpack", "draining the unpack stream: %s", tcpx_p2p_last_error());
-	pthread_mutex_unlock(&u->lock);
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* Advance `completed` over finished launches; a kernel that met a record
  * outside its chunk (skipped it) fails whoever observes it. */
-static int poll_events(struct tp_unpacker *u)
+static int poll_events(struct tp_devq *q)
 {
 	int done, bad, rc;
 
-	while (u->completed < u->launched) {
-		rc = tp__dev_event_query(u->ev[(u->completed + 1) % TP_EVENT_RING], &done);
+	while (q->completed < q->launched) {
+		rc = tp__dev_event_query(q->ev[(q->completed + 1) % TP_EVENT_RING], &done);
 		if (rc)
 			return rc;
 		if (!done)
 			break;
-		u->completed++;
+		q->completed++;
 	}
-	rc = tp__dev_stream_error(u->stream, &bad);
+	rc = tp__dev_stream_error(q->stream, &bad);
 	if (!rc && bad)
 		rc = tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside "
 			       "its chunk (sender and receiver lengths differ?)");
 	return rc;
 }
 
-int tp__unpack_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done)
+int tp__devq_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done)
 {
-	struct tp_unpacker *u = s->unpacker;
+	struct tp_devq *q = s->devq;
 	int rc = 0;
 
-	pthread_mutex_lock(&u->lock);
-	if (launch > u->completed)
-		rc = poll_events(u);
-	*done = launch <= u->completed;
-	pthread_mutex_unlock(&u->lock);
+	pthread_mutex_lock(&q->lock);
+	if (launch > q->completed)
+		rc = poll_events(q);
+	*done = launch <= q->completed;
+	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
@@ -164,7 +167,7 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 		   int n)
 {
 	struct tp_unpack_job jobs[TP_UNPACK_MAX_JOBS];
-	tp_dev_stream *st = s->unpacker->stream;
+	tp_dev_stream *st = s->devq->stream;
 	int i, nk = 0, rc;
 
 	for (i = 0; i < n; i++) {
@@ -177,16 +180,13 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 			.bounce_dev = cms[i]->bounce_on_device,
 			.dst_pinned = slots[i]->dst_dev || slots[i]->dst_mapped,
 		};
-		bool dst_dev = slots[i]->dst_dev;
 
-		/* The kernel reads device bounce pages and writes device memory
-		 * or mapped host memory; every other combination goes through
-		 * copies (cudaMemcpyDefault). */
-		if (j.dst_pinned && j.bounce_dev && s->cfg.unpack == TCPX_P2P_UNPACK_KERNEL) {
+		/* The variant tp__copy_path chose for the slot. */
+		if (slots[i]->path == TP_PATH_KERNEL) {
 			jobs[nk++] = j;
 			continue;
 		}
-		if (dst_dev && s->cfg.unpack == TCPX_P2P_UNPACK_HOST)
+		if (slots[i]->path == TP_PATH_STAGED)
 			rc = tp__dev_unpack_host(st, &j);
 		else
 			rc = tp__dev_unpack_d2d(st, &j);
@@ -209,38 +209,38 @@ struct launch_work {
 
 static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint64_t *out)
 {
-	struct tp_unpacker *u;
+	struct tp_devq *q;
 	uint64_t l = 0;
 	int rc;
 
-	rc = unpacker_get(s);
+	rc = devq_get(s);
 	if (!rc)
 		rc = tp__session_use_gpu(s);
 	if (rc)
 		return rc;
-	u = s->unpacker;
-	pthread_mutex_lock(&u->lock);
-	rc = poll_events(u);
+	q = s->devq;
+	pthread_mutex_lock(&q->lock);
+	rc = poll_events(q);
 	/* Rare: TP_EVENT_RING launches in flight.  Wait for the oldest. */
-	if (!rc && u->launched - u->completed >= TP_EVENT_RING) {
+	if (!rc && q->launched - q->completed >= TP_EVENT_RING) {
 		TP_WARN_RL("unpack", "%d unpack launches in flight; waiting", TP_EVENT_RING);
-		rc = tp__dev_stream_sync(u->stream);
+		rc = tp__dev_stream_sync(q->stream);
 		if (!rc)
-			rc = poll_events(u);
+			rc = poll_events(q);
 	}
 	if (!rc && w->slots)
 		rc = enqueue(s, w->cms, w->slots, w->n);
 	else if (!rc && w->kernel)
-		rc = tp__dev_copy_kernel(u->stream, w->list, w->ncopies);
+		rc = tp__dev_copy_kernel(q->stream, w->list, w->ncopies);
 	else if (!rc)
-		rc = tp__dev_copy_async(u->stream, w->list, w->ncopies);
+		rc = tp__dev_copy_async(q->stream, w->list, w->ncopies);
 	if (!rc) {
-		l = u->launched + 1;
-		rc = tp__dev_event_record(u->ev[l % TP_EVENT_RING], u->stream);
+		l = q->launched + 1;
+		rc = tp__dev_event_record(q->ev[l % TP_EVENT_RING], q->stream);
 		if (!rc)
-			u->launched = l;
+			q->launched = l;
 	}
-	pthread_mutex_unlock(&u->lock);
+	pthread_mutex_unlock(&q->lock);
 	if (!rc)
 		*out = l;
 	return rc;
@@ -261,7 +261,7 @@ int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_sl
 	return 0;
 }
 
-int tp__unpack_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
+int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
 		      bool kernel, uint64_t *launch_out)
 {
 	struct launch_work w = { .list = list, .ncopies = n, .kernel = kernel };

@@ -42,14 +42,6 @@ struct tp_dev_event {
  * cudaGetErrorString(err)" as the detail and returns TCPX_P2P_ECUDA. */
 int tp__dev_cuda_check(cudaError_t err, const char *call);
 
-/* Blocks per job of the unpack kernel (a tuning knob for unpack_bench;
- * not thread-safe against concurrent launches). */
-int tp__dev_unpack_set_blocks(int blocks);
-/* Whether launches of few records carry them in their parameters (the
- * default) or every launch reads the ring (for unpack_bench and the tests
- * of the ring path; same thread rule). */
-void tp__dev_unpack_set_inline(bool on);
-
 /* Collect a copy (cudaMemcpyDefault) for the next issue; issue them all,
  * ordered on the stream as a group (not among themselves: no copy of a
  * batch may depend on another); pinned: every operand is device or pinned

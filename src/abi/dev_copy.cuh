@@ -1,8 +1,10 @@
-/* The copy routines the kernels of device/ share: one contiguous range
- * copied by a group of W threads (W = 32: a warp of the unpack kernel;
- * a whole block of the copy-list kernel), thread t of the group handling
- * words t, t + W, ...  W is a template argument so that each kernel gets
- * the strides as constants. */
+/* The copy routine every kernel shares, the library's (src/device/: the unpack
+ * and copy-list kernels) and the emulator's (its device-bounce scatter):
+ * one contiguous range copied by a group of W threads (W = 32: a warp of
+ * the unpack and scatter kernels; a whole block of the copy-list kernel),
+ * thread t of the group handling words t, t + W, ...  W is a template
+ * argument so that each kernel gets the strides as constants.  Nothing but
+ * CUDA's own headers: both sides include it. */
 #ifndef TP_DEV_COPY_CUH
 #define TP_DEV_COPY_CUH
 

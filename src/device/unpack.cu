@@ -7,8 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dev_copy.cuh"
+#include "abi/dev_copy.cuh"
 #include "dev_priv.h"
+#include "dev_tune.h"
 extern "C" {
 #include "util/error.h"
 }
@@ -113,6 +114,7 @@ static __global__ void __launch_bounds__(TP_UNPACK_THREADS)
 		unpack_rec(job, rec[i].src_off, rec[i].len, rec[i].dst_off, a.err, lane);
 }
 
+#if TP_TEST_HOOKS
 static int unpack_blocks = TP_UNPACK_BLOCKS;
 static bool inline_on = true;
 
@@ -128,6 +130,10 @@ extern "C" void tp__dev_unpack_set_inline(bool on)
 {
 	inline_on = on;
 }
+#else
+static const int unpack_blocks = TP_UNPACK_BLOCKS;
+static const bool inline_on = true;
+#endif
 
 /* Launch jobs with their records in an Args block, read here from the
  * ring in host memory; false when they do not fit. */

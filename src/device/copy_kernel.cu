@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dev_copy.cuh"
+#include "abi/dev_copy.cuh"
 #include "dev_priv.h"
 
 #define TP_COPY_THREADS 256 /* a 64 KiB entry in two unrolled rounds of uint4 */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "dev_priv.h"
+#include "dev_tune.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -219,6 +220,18 @@ void tp__dev_free(void *p)
 	if (p && TP_CUDA(cudaFree, p))
 		TP_WARN("dev", "device memory free: %s", tcpx_p2p_last_error());
 }
+
+#if TP_TEST_HOOKS
+void *tp__dev_stream_cuda(tp_dev_stream *s)
+{
+	return s->st;
+}
+
+void tp__dev_stream_set_batch(tp_dev_stream *s, bool on)
+{
+	s->batch_ok = on;
+}
+#endif
 
 int tp__dev_stream_create(tp_dev_stream **s)
 {
