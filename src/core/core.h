@@ -391,6 +391,9 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c);
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
 /* Post x on c: take its regions, queue it (and its announcement) and make a
  * first pass.  On failure x is freed. */
+/* After queuing something (c->lock held): a first pass, then, unlocked,
+ * the engine told what completed in it and woken.  Returns with c unlocked. */
+void tp__post_pass_unlock(struct tcpx_p2p_conn *c);
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
 		  tcpx_p2p_xfer **out);

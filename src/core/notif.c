@@ -144,8 +144,6 @@ int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 
 int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 {
-	struct tp_progress st;
-	uint64_t before = 0;
 	unsigned char *m;
 	int rc = 0;
 
@@ -162,13 +160,10 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	} else {
 		tp_put32(m, (uint32_t)len);
 		memcpy(m + 4, msg, len);
-		before = c->completed;
-		tp__progress(c, &st);
-		before = c->completed - before;
+		tp__post_pass_unlock(c);
+		return 0;
 	}
 	pthread_mutex_unlock(&c->lock);
-	tp__engine_notify(c->s, before);
-	tp__engine_kick(c->s);
 	return rc;
 }
 

@@ -114,8 +114,6 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
 		  tcpx_p2p_xfer **out)
 {
-	struct tp_progress st;
-	uint64_t before;
 	int rc;
 
 	x->c = c;
@@ -141,15 +139,22 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xlist_push(&c->answers, x);
 	if (x->dir == TP_SEND)
 		tp__xfer_enqueue(c, x);
-	/* Post what fits now; errors land on the xfer and the conn. */
-	before = c->completed;
+	tp__post_pass_unlock(c);
+	*out = x;
+	return 0;
+}
+
+void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
+{
+	struct tp_progress st;
+	uint64_t before = c->completed;
+
+	/* Post what fits now; errors land on the xfers and the conn. */
 	tp__progress(c, &st);
 	before = c->completed - before;
 	pthread_mutex_unlock(&c->lock);
 	tp__engine_notify(c->s, before);
 	tp__engine_kick(c->s);
-	*out = x;
-	return 0;
 }
 
 static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -360,54 +361,21 @@ int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd)
 	return 0;
 }
 
-static int tp_send_until(int fd, const void *buf, size_t len, tp_deadline deadline)
+/* Move all len bytes of buf to (send) or from the socket by the deadline;
+ * the socket is nonblocking, so each call waits in poll() for more room
+ * or more bytes. */
+static int tp_move_until(int fd, char *buf, size_t len, tp_deadline deadline, bool send_dir)
 {
-	const char *p = buf;
+	const char *what = send_dir ? "send to" : "recv from";
 	char peer[TP_ADDR_LEN];
 	size_t done = 0;
 	ssize_t n;
 	int rc;
 
 	while (done < len) {
-		n = send(fd, p + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n >= 0) {
-			done += (size_t)n;
-			continue;
-		}
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			int err = errno;
-
-			tp_peer_name(fd, peer, sizeof(peer));
-			return tp__error(tp_errno_code(err),
-					 "send to %s after %zu of %zu bytes: %s", peer, done, len,
-					 strerror(err));
-		}
-		rc = tp_wait_fd(fd, POLLOUT, deadline);
-		if (rc) {
-			int err = errno;
-
-			tp_peer_name(fd, peer, sizeof(peer));
-			return tp__error(rc, "send to %s: %s after %zu of %zu bytes", peer,
-					 rc == TCPX_P2P_ETIMEDOUT ? "timed out" : strerror(err),
-					 done, len);
-		}
-	}
-	return 0;
-}
-
-static int tp_recv_until(int fd, void *buf, size_t len, tp_deadline deadline)
-{
-	char *p = buf;
-	char peer[TP_ADDR_LEN];
-	size_t done = 0;
-	ssize_t n;
-	int rc;
-
-	while (done < len) {
-		n = recv(fd, p + done, len - done, MSG_DONTWAIT);
-		if (n > 0) {
+		n = send_dir ? send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+			     : recv(fd, buf + done, len - done, MSG_DONTWAIT);
+		if (n > 0 || (n == 0 && send_dir)) {
 			done += (size_t)n;
 			continue;
 		}
@@ -423,21 +391,30 @@ static int tp_recv_until(int fd, void *buf, size_t len, tp_deadline deadline)
 			int err = errno;
 
 			tp_peer_name(fd, peer, sizeof(peer));
-			return tp__error(tp_errno_code(err),
-					 "recv from %s after %zu of %zu bytes: %s", peer, done, len,
-					 strerror(err));
+			return tp__error(tp_errno_code(err), "%s %s after %zu of %zu bytes: %s",
+					 what, peer, done, len, strerror(err));
 		}
-		rc = tp_wait_fd(fd, POLLIN, deadline);
+		rc = tp_wait_fd(fd, send_dir ? POLLOUT : POLLIN, deadline);
 		if (rc) {
 			int err = errno;
 
 			tp_peer_name(fd, peer, sizeof(peer));
-			return tp__error(rc, "recv from %s: %s after %zu of %zu bytes", peer,
+			return tp__error(rc, "%s %s: %s after %zu of %zu bytes", what, peer,
 					 rc == TCPX_P2P_ETIMEDOUT ? "timed out" : strerror(err),
 					 done, len);
 		}
 	}
 	return 0;
+}
+
+static int tp_send_until(int fd, const void *buf, size_t len, tp_deadline deadline)
+{
+	return tp_move_until(fd, (char *)buf, len, deadline, true);
+}
+
+static int tp_recv_until(int fd, void *buf, size_t len, tp_deadline deadline)
+{
+	return tp_move_until(fd, buf, len, deadline, false);
 }
 
 int tp__sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
