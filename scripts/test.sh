@@ -2,7 +2,7 @@
 # Set up and run every test: installs missing Debian packages, builds with
 # warnings as errors, runs CTest; then (unless --quick) the same suite
 # under ASan+UBSan and under TSan, and a bounded libFuzzer run of the fuzz
-# targets (about 60 s; skipped with a message where clang cannot be had).
+# targets (20 s each; skipped with a message where clang cannot be had).
 # GPU tests skip (exit 77) without a GPU.  A suite that runs no test fails.
 # Usage: scripts/test.sh [--quick] [extra ctest args]   (--help: usage)
 set -euo pipefail
