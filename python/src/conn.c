@@ -334,23 +334,33 @@ static PyObject *conn_export(ConnObject *self, PyObject *args, PyObject *kw)
 	return PyBytes_FromStringAndSize((const char *)desc.bytes, sizeof(desc.bytes));
 }
 
+/* The descriptor argument of a call on a live conn (0), or -1 with the
+ * exception set. */
+static int desc_arg(ConnObject *self, PyObject *args, const char *call, tcpx_p2p_rdesc *desc)
+{
+	Py_buffer b;
+
+	if (!PyArg_ParseTuple(args, "y*", &b))
+		return -1;
+	if (tp_conn_check(self) || b.len != TCPX_P2P_RDESC_SIZE) {
+		if (!PyErr_Occurred())
+			PyErr_Format(PyExc_ValueError, "%s: a descriptor is %d bytes, not %zd",
+				     call, TCPX_P2P_RDESC_SIZE, b.len);
+		PyBuffer_Release(&b);
+		return -1;
+	}
+	memcpy(desc->bytes, b.buf, sizeof(desc->bytes));
+	PyBuffer_Release(&b);
+	return 0;
+}
+
 static PyObject *conn_unexport(ConnObject *self, PyObject *args)
 {
 	tcpx_p2p_rdesc desc;
-	Py_buffer b;
 	int rc;
 
-	if (!PyArg_ParseTuple(args, "y*:unexport", &b))
+	if (desc_arg(self, args, "Conn.unexport", &desc))
 		return NULL;
-	if (tp_conn_check(self) || b.len != TCPX_P2P_RDESC_SIZE) {
-		if (!PyErr_Occurred())
-			PyErr_Format(PyExc_ValueError, "Conn.unexport: a descriptor is %d bytes, "
-				     "not %zd", TCPX_P2P_RDESC_SIZE, b.len);
-		PyBuffer_Release(&b);
-		return NULL;
-	}
-	memcpy(desc.bytes, b.buf, sizeof(desc.bytes));
-	PyBuffer_Release(&b);
 	TP_ENTER(self);
 	rc = tp_api.mr_unexport(self->c, &desc);
 	TP_LEAVE(self);
@@ -364,20 +374,10 @@ static PyObject *conn_import_rmr(ConnObject *self, PyObject *args)
 	tcpx_p2p_rdesc desc;
 	tcpx_p2p_rmr *r;
 	RMRObject *o;
-	Py_buffer b;
 	int rc;
 
-	if (!PyArg_ParseTuple(args, "y*:import_rmr", &b))
+	if (desc_arg(self, args, "Conn.import_rmr", &desc))
 		return NULL;
-	if (tp_conn_check(self) || b.len != TCPX_P2P_RDESC_SIZE) {
-		if (!PyErr_Occurred())
-			PyErr_Format(PyExc_ValueError, "Conn.import_rmr: a descriptor is %d bytes, "
-				     "not %zd", TCPX_P2P_RDESC_SIZE, b.len);
-		PyBuffer_Release(&b);
-		return NULL;
-	}
-	memcpy(desc.bytes, b.buf, sizeof(desc.bytes));
-	PyBuffer_Release(&b);
 	rc = tp_api.rmr_import(self->c, &desc, &r);
 	if (rc)
 		return tp_py_raise(rc, "Conn.import_rmr");

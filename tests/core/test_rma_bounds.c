@@ -1,8 +1,9 @@
 /* What a peer's control messages can make this side hold, and what a
- * peer can learn by probing, on a connection built without a plugin (as
- * tests/fuzz/fuzz_ctl.c builds one): messages go in through tp__ctl_feed,
- * answers pile up in the outgoing stream (nothing sends them), so every
- * bound is reached deterministically.  Each test builds a fresh conn. */
+ * peer can learn by probing, on a connection built without a plugin
+ * (bare_conn.h, shared with the control channel's fuzz target): messages
+ * go in through tp__ctl_feed, answers pile up in the outgoing stream
+ * (nothing sends them), so every bound is reached deterministically.
+ * Each test builds a fresh conn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +13,7 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
-#include "core/ctl.h"
+#include "bare_conn.h"
 
 #define POOL (64u << 10)
 #define NREG 1000 /* regions registered, each exported once */
@@ -35,27 +35,12 @@ static int setup(void **state)
 	struct fx *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	f->s.cfg.chunk_bytes = 64 << 10;
-	f->s.cfg.num_channels = 2;
-	f->s.cfg.peer_max_items = 64;
-	f->s.cfg.peer_max_segments = 4096;
-	f->s.cfg.peer_max_notifs = 16;
-	f->s.cfg.peer_max_ctl_bytes = 1 << 20;
-	pthread_mutex_init(&f->s.lock, NULL);
-	pthread_mutex_init(&f->s.notif_lock, NULL);
 	for (int i = 0; i < NREG; i++) {
-		f->mr[i] = (struct tcpx_p2p_mr){ .s = &f->s, .id = (uint64_t)i + 1, .ptr = f->pool,
-						 .len = POOL, .type = TCPX_P2P_MEM_HOST };
+		f->mr[i] = (struct tcpx_p2p_mr){ .ptr = f->pool, .len = POOL,
+						 .type = TCPX_P2P_MEM_HOST };
 		f->mrs[i] = &f->mr[i];
 	}
-	f->s.mrs = f->mrs;
-	f->s.nmrs = f->s.mrs_cap = NREG;
-	f->c.s = &f->s;
-	f->c.nchan = 2;
-	f->c.send = &f->comms[0];
-	f->c.recv = &f->comms[2];
-	f->c.ctl = &f->ctl;
-	pthread_mutex_init(&f->c.lock, NULL);
+	tp_bare_conn_init(&f->s, &f->c, f->comms, &f->ctl, f->mrs, NREG);
 	assert_int_equal(tp__rma_create(&f->c), 0);
 	/* Export i: region i, all of it, read and write. */
 	for (int i = 0; i < NREG; i++)

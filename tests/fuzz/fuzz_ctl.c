@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
-#include "core/ctl.h"
+#include "../core/bare_conn.h"
 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -33,28 +32,12 @@ static const char marker[3] = { 'A', 'C', 'D' };
 
 static void setup(void)
 {
-	s.cfg.chunk_bytes = 64 << 10;
-	s.cfg.num_channels = 2;
-	s.cfg.peer_max_items = 64;
-	s.cfg.peer_max_segments = 4096;
-	s.cfg.peer_max_notifs = 16;
-	s.cfg.peer_max_ctl_bytes = 1 << 20;
-	pthread_mutex_init(&s.lock, NULL);
-	pthread_mutex_init(&s.notif_lock, NULL);
-	mr = (struct tcpx_p2p_mr){ .s = &s, .id = 1, .ptr = pool, .len = sizeof(pool),
-				   .type = TCPX_P2P_MEM_HOST };
-	mr2 = (struct tcpx_p2p_mr){ .s = &s, .id = 2, .ptr = pool2, .len = sizeof(pool2),
+	mr = (struct tcpx_p2p_mr){ .ptr = pool, .len = sizeof(pool), .type = TCPX_P2P_MEM_HOST };
+	mr2 = (struct tcpx_p2p_mr){ .ptr = pool2, .len = sizeof(pool2),
 				    .type = TCPX_P2P_MEM_HOST };
 	mrs[0] = &mr;
 	mrs[1] = &mr2;
-	s.mrs = mrs;
-	s.nmrs = s.mrs_cap = 2;
-	c.s = &s;
-	c.nchan = 2;
-	c.send = &comms[0];
-	c.recv = &comms[2];
-	c.ctl = &ctl;
-	pthread_mutex_init(&c.lock, NULL);
+	tp_bare_conn_init(&s, &c, comms, &ctl, mrs, 2);
 }
 
 /* A fresh one-sided state per input: export 0 is all of mr (read and
