@@ -119,13 +119,11 @@ def test_one_xfer_waited_on_by_two_threads_is_busy(pair):
     t = threading.Thread(target=waiter)
     t.start()
     busy = False
-    for _ in range(100000):
+    while t.is_alive():  # until the waiter is inside wait(), for its 3 s
         try:
-            x.test()  # False until the waiter is inside wait()
+            x.test()  # False while the waiter is not
         except tp.Busy:
             busy = True
-            break
-        if not t.is_alive():
             break
     t.join(TIMEOUT)
     assert busy and out == {"waiter": "timed out"}
