@@ -180,10 +180,10 @@ static int side_create(const struct opts *o, struct side *sd, size_t len)
 	return 0;
 }
 
+/* Both conns go before either session: the second destroy answers the
+ * first one's close (both peers are driven by this one thread). */
 static void side_destroy(struct side *sd)
 {
-	if (sd->c)
-		tcpx_p2p_conn_destroy(sd->c);
 	if (sd->l)
 		tcpx_p2p_listener_destroy(sd->l);
 	if (sd->mr)
@@ -414,6 +414,10 @@ int main(int argc, char **argv)
 out:
 	if (r.rmr)
 		tcpx_p2p_rmr_release(r.rmr);
+	if (a.c)
+		tcpx_p2p_conn_destroy(a.c);
+	if (b.c)
+		tcpx_p2p_conn_destroy(b.c);
 	side_destroy(&a);
 	side_destroy(&b);
 	free(r.rseg);

@@ -162,6 +162,10 @@ typedef struct tcpx_p2p_config {
 	/* 1 = fail with ENOPLUGIN rather than fall back to the
 	 * bundled emulator when the plugin search finds nothing. */
 	int require_plugin;
+	/* Added in 0.6: how long a destroyed connection waits for the peer's
+	 * answer to its close before closing its comms anyway, with requests
+	 * still posted (docs/api.md, conn_destroy); 0 = do not wait. */
+	int close_timeout_ms;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -242,6 +246,14 @@ typedef struct tcpx_p2p_session_info {
 	const char *plugin_tried;
 	int send_window;
 	int recv_window;
+	/* Added in 0.6.  conns_closing: destroyed connections whose close
+	 * handshake with the peer still runs (session passes and
+	 * session_destroy finish it); unclean_closes: connections whose comms
+	 * were closed with plugin requests still posted (the connection had
+	 * failed, transfers were under way, or the peer did not answer the
+	 * close in time; a warning says which), since the session began. */
+	int conns_closing;
+	uint64_t unclean_closes;
 } tcpx_p2p_session_info;
 
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */

@@ -74,6 +74,16 @@ struct emu_config {
 	 * rule 12); eager (1 here) hands every request over at post time.
 	 */
 	int eager;
+	/*
+	 * Closing a comm with requests in flight (posted and not yet reported
+	 * done, or a receive not yet consumed) while its peer is still there:
+	 * NCCL never does it and what TCPX does then is not known.  The
+	 * emulator warns and returns ncclInvalidUsage from the close;
+	 * TCPX_EMU_CLOSE_INFLIGHT=fail-others also fails every other comm of
+	 * the process that exists then (their next call returns
+	 * ncclInternalError), as aws-ofi-nccl's shared endpoint does.
+	 */
+	int close_fail_others;
 	uint32_t accept_wait_us; /* TCPX_EMU_ACCEPT_WAIT_US: flow-steering set-up */
 	int null_bounce;         /* TCPX_EMU_NULL_BOUNCE: device handle without a bounce buffer */
 	int connect_abandon_ms; /* TCPX_EMU_CONNECT_ABANDON_MS: see emu_pending.c */
@@ -292,6 +302,8 @@ struct emu_comm {
 	uint64_t nconsumed;
 	int closing;
 	ncclResult_t broken; /* set when a helper hit a socket error */
+	uint64_t epoch;      /* emu_comm.c's bad_closes when it was made */
+	int poisoned;        /* another comm's close broke it (close_fail_others) */
 	uint32_t rng;
 	uint32_t mss;      /* this comm's packet payload size */
 	struct emu_req reqs[EMU_MAX_REQS];
@@ -343,6 +355,9 @@ void tp__emu_pending_reap(int64_t abandon_ms);
 struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config *cfg);
 int tp__emu_comm_start(struct emu_comm *c);
 void tp__emu_comm_free(struct emu_comm *c);
+/* A comm another comm's close with requests in flight has broken
+ * (TCPX_EMU_CLOSE_INFLIGHT=fail-others): marks it broken, under c->lock. */
+void tp__emu_comm_check_others(struct emu_comm *c);
 uint32_t tp__emu_rand(uint32_t *state);
 uint64_t tp__emu_slice_size(uint64_t size, int nsocks);
 

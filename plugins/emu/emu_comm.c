@@ -36,6 +36,20 @@ uint64_t tp__emu_slice_size(uint64_t size, int nsocks)
 	return s;
 }
 
+/* Comms closed with requests in flight under TCPX_EMU_CLOSE_INFLIGHT=
+ * fail-others: every comm made before the last of them is broken. */
+static uint64_t bad_closes;
+
+void tp__emu_comm_check_others(struct emu_comm *c)
+{
+	if (c->poisoned || c->epoch == __atomic_load_n(&bad_closes, __ATOMIC_ACQUIRE))
+		return;
+	EMU_WARN("%s comm: another comm of this process was closed with requests in flight; "
+		 "failing this one too (TCPX_EMU_CLOSE_INFLIGHT=fail-others)",
+		 c->kind == EMU_SEND ? "send" : "recv");
+	c->poisoned = 1;
+}
+
 struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config *cfg)
 {
 	struct emu_comm *c = calloc(1, sizeof(*c));
@@ -45,6 +59,7 @@ struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config 
 		return NULL;
 	c->kind = kind;
 	c->cfg = *cfg;
+	c->epoch = __atomic_load_n(&bad_closes, __ATOMIC_ACQUIRE);
 	c->nsocks = cfg->nsocks;
 	c->nthreads = cfg->nthreads;
 	for (int i = 0; i < EMU_MAX_SOCKS; i++)
@@ -182,14 +197,40 @@ void tp__emu_comm_free(struct emu_comm *c)
 	free(c);
 }
 
+/* Requests still in flight at a close while the peer is there break the
+ * contract (emu.h, close_fail_others): said, and refused with
+ * ncclInvalidUsage, though the comm is freed all the same. */
+static ncclResult_t close_comm(struct emu_comm *c)
+{
+	ncclResult_t ret = ncclSuccess;
+	uint64_t n;
+
+	if (!c)
+		return ncclInvalidArgument;
+	pthread_mutex_lock(&c->lock);
+	n = c->npost - (c->kind == EMU_SEND ? c->ntested : c->nconsumed);
+	if (c->broken)
+		n = 0; /* the peer is gone: nothing else can be done */
+	pthread_mutex_unlock(&c->lock);
+	if (n) {
+		EMU_WARN("close%s with %llu requests in flight: NCCL never does this and what "
+			 "TCPX does then is not known%s", c->kind == EMU_SEND ? "Send" : "Recv",
+			 (unsigned long long)n, c->cfg.close_fail_others
+			 ? "; every other comm of the process fails now" : "");
+		if (c->cfg.close_fail_others)
+			__atomic_add_fetch(&bad_closes, 1, __ATOMIC_RELEASE);
+		ret = ncclInvalidUsage;
+	}
+	tp__emu_comm_free(c);
+	return ret;
+}
+
 ncclResult_t tp__emu_close_send(void *send_comm)
 {
-	tp__emu_comm_free(send_comm);
-	return ncclSuccess;
+	return close_comm(send_comm);
 }
 
 ncclResult_t tp__emu_close_recv(void *recv_comm)
 {
-	tp__emu_comm_free(recv_comm);
-	return ncclSuccess;
+	return close_comm(recv_comm);
 }

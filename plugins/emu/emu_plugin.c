@@ -51,6 +51,19 @@ static enum emu_bounce bounce_mode(void)
 	return gpu ? EMU_BOUNCE_DEVICE : EMU_BOUNCE_OFF;
 }
 
+/* TCPX_EMU_CLOSE_INFLIGHT: 1 for fail-others, 0 for error (the default). */
+static int close_mode(void)
+{
+	const char *s = getenv("TCPX_EMU_CLOSE_INFLIGHT");
+
+	if (!s || !*s || !strcasecmp(s, "error"))
+		return 0;
+	if (!strcasecmp(s, "fail-others"))
+		return 1;
+	EMU_WARN("unknown TCPX_EMU_CLOSE_INFLIGHT=%s (error|fail-others): using error", s);
+	return 0;
+}
+
 /* 1 for eager, 0 for strict (TCPX's model, the default). */
 static int progress_mode(void)
 {
@@ -107,6 +120,7 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->cuda_batch = env_long("TCPX_EMU_CUDA_BATCH", 1, 0, 1) != 0;
 	cfg->cuda_scatter = env_long("TCPX_EMU_CUDA_SCATTER", 1, 0, 1) != 0;
 	cfg->eager = progress_mode();
+	cfg->close_fail_others = close_mode();
 	cfg->accept_wait_us = (uint32_t)env_long("TCPX_EMU_ACCEPT_WAIT_US", 5000, 0, 60000000);
 	cfg->null_bounce = env_long("TCPX_EMU_NULL_BOUNCE", 0, 0, 1) != 0;
 	cfg->connect_abandon_ms = (int)env_long("TCPX_EMU_CONNECT_ABANDON_MS", 30000, 1, 86400000);

@@ -85,6 +85,11 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 		return ncclInvalidUsage;
 	}
 	pthread_mutex_lock(&c->lock);
+	tp__emu_comm_check_others(c);
+	if (c->poisoned) {
+		pthread_mutex_unlock(&c->lock);
+		return ncclInternalError;
+	}
 	if (null_request(c)) {
 		pthread_mutex_unlock(&c->lock);
 		return ncclSuccess;
@@ -219,6 +224,11 @@ ncclResult_t tp__emu_test(void *request, int *done, int *sizes)
 	}
 	c = r->comm;
 	pthread_mutex_lock(&c->lock);
+	tp__emu_comm_check_others(c);
+	if (c->poisoned) {
+		ret = ncclInternalError;
+		goto unlock;
+	}
 	if (r->state == EMU_REQ_FREE || r->state == EMU_REQ_REPORTED) {
 		EMU_WARN("test after done (request %llu was already reported complete)",
 			 (unsigned long long)r->seq);

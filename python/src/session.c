@@ -30,6 +30,7 @@ static const struct cfg_field {
 	{ "peer_max_notifs", CFG_INT, offsetof(tcpx_p2p_config, peer_max_notifs) },
 	{ "peer_max_ctl_bytes", CFG_SIZE, offsetof(tcpx_p2p_config, peer_max_ctl_bytes) },
 	{ "require_plugin", CFG_BOOL, offsetof(tcpx_p2p_config, require_plugin) },
+	{ "close_timeout_ms", CFG_INT, offsetof(tcpx_p2p_config, close_timeout_ms) },
 };
 
 static const char *const unpack_names[] = { "kernel", "d2d", "host" };
@@ -382,11 +383,17 @@ static PyObject *session_query(SessionObject *self, PyObject *unused)
 		}
 		PyList_SET_ITEM(nics, i, t);
 	}
-	d = Py_BuildValue("{s:s,s:s,s:i,s:i,s:i,s:s,s:N,s:n}", "plugin_path", info.plugin_path,
-			  "plugin_name", info.plugin_name, "plugin_abi", info.plugin_abi,
-			  "net_dev", info.net_dev, "gpu", info.gpu, "unpack",
+	d = Py_BuildValue("{s:s,s:s,s:i,s:i,s:i,s:s,s:N,s:n,s:O,s:s,s:i,s:i,s:i,s:K}",
+			  "plugin_path", info.plugin_path, "plugin_name", info.plugin_name,
+			  "plugin_abi", info.plugin_abi, "net_dev", info.net_dev, "gpu", info.gpu,
+			  "unpack",
 			  info.unpack >= 0 && info.unpack < 3 ? unpack_names[info.unpack] : "?",
-			  "nics", nics, "chunk_bytes", (Py_ssize_t)info.chunk_bytes);
+			  "nics", nics, "chunk_bytes", (Py_ssize_t)info.chunk_bytes,
+			  "plugin_fallback", info.plugin_fallback ? Py_True : Py_False,
+			  "plugin_tried", info.plugin_tried ? info.plugin_tried : "",
+			  "send_window", info.send_window, "recv_window", info.recv_window,
+			  "conns_closing", info.conns_closing,
+			  "unclean_closes", (unsigned long long)info.unclean_closes);
 	return d;
 }
 
@@ -706,9 +713,9 @@ PyTypeObject tp_SessionType = {
 		  "Keyword arguments set fields of tcpx_p2p_config (gpu, net_dev, num_channels, "
 		  "chunk_bytes, send_window, recv_window, unpack, timeout_ms, plugin_path, "
 		  "progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
-		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin); the "
-		  "others keep their "
-		  "defaults and TCPX_P2P_* environment values.",
+		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin, "
+		  "close_timeout_ms); the others keep their defaults and TCPX_P2P_* environment "
+		  "values.",
 	.tp_methods = session_methods,
 	.tp_getset = session_getset,
 	.tp_init = (initproc)session_init,

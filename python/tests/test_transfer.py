@@ -238,6 +238,15 @@ def test_progress_thread_and_config_kwargs():
         xs.wait(TIMEOUT)  # the threads drive both sessions
         xr.wait(TIMEOUT)
         assert np.array_equal(dst, src)
+        # The threads also finish the close handshake: nothing left posted.
+        ca.close()
+        cb.close()
+        deadline = time.monotonic() + TIMEOUT
+        while (a.query()["conns_closing"] or b.query()["conns_closing"]) and \
+                time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert a.query()["conns_closing"] == b.query()["conns_closing"] == 0
+        assert a.query()["unclean_closes"] == b.query()["unclean_closes"] == 0
 
 
 def test_asyncio_await(pair):
@@ -323,5 +332,5 @@ def test_failed_conn_is_an_empty_notification():
             ca.progress()
         assert "peer_max_notifs" in e.value.detail
     finally:
+        a.close()  # the failed side first: b's close then sees it gone at once
         b.close()
-        a.close()

@@ -61,6 +61,9 @@ def test_two_processes():
                 assert np.array_equal(pool[4096:], back[:4096])
                 assert np.array_equal(pool[:4096], back[size // 2:size // 2 + 4096])
                 c.barrier(timeout=TIMEOUT)
+                # Closing here answers the child's close; a parent that
+                # only waited would leave it waiting close_timeout_ms.
+                c.close()
                 out, err = child.communicate(timeout=TIMEOUT)
             finally:
                 if child.poll() is None:

@@ -10,7 +10,7 @@
 #include "abi/nccl_net.h"
 
 #define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
-#define TP_BLOB_VERSION 4u /* 4: 128-bit export keys on the control channel */
+#define TP_BLOB_VERSION 5u /* 5: the close handshake (CLOSE on the control channel) */
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow

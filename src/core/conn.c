@@ -282,9 +282,104 @@ static void drop_failed_xfers(struct tcpx_p2p_conn *c)
 	}
 }
 
+/* The peer's CLOSE arrived (ctl.c, conn lock held): a conn the caller
+ * still holds fails with ECLOSED, and answers with its own CLOSE. */
+int tp__conn_peer_closed(struct tcpx_p2p_conn *c)
+{
+	if (!c->destroyed && !c->err) {
+		snprintf(c->why, sizeof(c->why), "the peer closed the connection");
+		TP_INFO("conn", "%s closed the connection", c->peer[0] ? c->peer : "the peer");
+		fail_pending(c, TCPX_P2P_ECLOSED);
+		tp__rma_tell_failed(c);
+	}
+	return tp__ctl_close(c);
+}
+
+/* The caller's xfers outlive the conn: test, wait and release then see a
+ * destroyed conn, not freed memory. */
+static void detach_live(struct tcpx_p2p_conn *c)
+{
+	for (struct tcpx_p2p_xfer *x = c->live.head, *next; x; x = next) {
+		next = x->llink.next;
+		x->llink.prev = x->llink.next = NULL;
+		x->c = NULL;
+	}
+	c->live.head = c->live.tail = NULL;
+}
+
+/* Requests posted on the data channels (chunks in the plugin's hands). */
+static uint32_t data_inflight(const struct tcpx_p2p_conn *c)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < c->nchan; i++)
+		n += (c->send[i].win.posted - c->send[i].win.retired) +
+		     (c->recv[i].win.posted - c->recv[i].win.retired);
+	return n;
+}
+
+static void close_comm(struct tcpx_p2p_session *s, void *comm, enum tp_dir dir, bool *refused)
+{
+	int rc;
+
+	tp__mr_drop_comm(s, comm);
+	rc = dir == TP_SEND ? s->net->ops->close_send(s->net, comm)
+			    : s->net->ops->close_recv(s->net, comm);
+	*refused |= rc != 0;
+}
+
+void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason)
+{
+	struct tcpx_p2p_session *s = c->s;
+	uint32_t posted = data_inflight(c) + tp__ctl_inflight(c);
+	bool refused = false;
+	int i;
+
+	for (i = 0; i < c->nchan; i++) {
+		close_comm(s, c->send[i].comm, TP_SEND, &refused);
+		close_comm(s, c->recv[i].comm, TP_RECV, &refused);
+	}
+	close_comm(s, tp__ctl_comm(c, TP_SEND), TP_SEND, &refused);
+	close_comm(s, tp__ctl_comm(c, TP_RECV), TP_RECV, &refused);
+	if (posted || refused) {
+		__atomic_add_fetch(&s->unclean_closes, 1, __ATOMIC_RELAXED);
+		TP_WARN("conn", "connection to %s closed with %u plugin requests posted%s: %s",
+			c->peer[0] ? c->peer : "peer", posted,
+			refused ? " (the plugin reported an error)" : "", reason);
+	}
+	drop_failed_xfers(c);
+	detach_live(c);
+	for (i = 0; i < c->nchan; i++) {
+		tp__stage_free(&c->send[i]);
+		tp__stage_free(&c->recv[i]);
+	}
+	land_destroy(c);
+	tp__ctl_destroy(c);
+	tp__rma_destroy(c);
+	if (c->rdv_fd >= 0)
+		tp__sock_close(c->rdv_fd);
+	pthread_mutex_destroy(&c->rdv_lock);
+	pthread_mutex_destroy(&c->lock);
+	free(c->recv);
+	free(c->send);
+	free(c);
+}
+
+/* Destroying a conn closes it with the peer (docs/architecture.md
+ * "Closing a connection"): both sides say CLOSE on the control channel and
+ * post exactly the receives the other side's frames fill, so that no
+ * request is left posted when the comms are closed (NCCL never closes a
+ * comm with requests in flight; some plugins then break the other comms
+ * of the process).  The caller gets control back at once: the handshake
+ * ends in later passes of the session, or at session_destroy, within the
+ * session's timeout.  Where it cannot run (the conn failed, or chunks
+ * are in the plugin's hands) the comms are closed now, and a warning says
+ * how many requests were still posted. */
 int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s;
+	const char *unclean = NULL;
+	char reason[300];
 	uint64_t before;
 	void *ctx;
 	int i;
@@ -296,6 +391,10 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	/* No pass of the session reaches this conn after this. */
 	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
+	if (c->err && !tp__ctl_closing(c)) {
+		snprintf(reason, sizeof(reason), "the connection had failed: %s", c->why);
+		unclean = reason;
+	}
 	before = c->completed;
 	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head || c->unmatched.head || c->answers.head ||
 	    c->settling.head) {
@@ -317,47 +416,26 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		}
 	}
 	tp__session_use_gpu(s);
-	for (i = 0; i < c->nchan; i++) {
-		tp__mr_drop_comm(s, c->send[i].comm);
-		tp__mr_drop_comm(s, c->recv[i].comm);
-		s->net->ops->close_send(s->net, c->send[i].comm);
-		s->net->ops->close_recv(s->net, c->recv[i].comm);
-	}
-	for (i = 0; i < 2; i++) {
-		void *comm = tp__ctl_comm(c, (enum tp_dir)i);
-
-		tp__mr_drop_comm(s, comm);
-		if (i == TP_SEND)
-			s->net->ops->close_send(s->net, comm);
-		else
-			s->net->ops->close_recv(s->net, comm);
-	}
-	drop_failed_xfers(c);
-	/* The caller's xfers outlive the conn: test, wait and release then
-	 * see a destroyed conn, not freed memory. */
-	for (struct tcpx_p2p_xfer *x = c->live.head, *next; x; x = next) {
-		next = x->llink.next;
-		x->llink.prev = x->llink.next = NULL;
-		x->c = NULL;
-	}
-	c->live.head = c->live.tail = NULL;
-	for (i = 0; i < c->nchan; i++) {
-		tp__stage_free(&c->send[i]);
-		tp__stage_free(&c->recv[i]);
-	}
-	land_destroy(c);
-	tp__ctl_destroy(c);
+	c->destroyed = true;
+	/* Notifications naming c go before the caller can no longer take them. */
 	tp__rma_destroy(c);
-	tp__dev_ctx_restore(ctx);
-	if (c->rdv_fd >= 0)
-		tp__sock_close(c->rdv_fd);
+	if (!unclean && data_inflight(c))
+		unclean = "transfers were under way (their chunks cannot be taken back)";
+	if (!unclean && tp__ctl_close(c))
+		unclean = "out of memory for the close handshake";
+	/* With chunks still posted the plugin may write into the buffers of
+	 * the failed xfers: the comms close before the caller gets them back. */
+	if (unclean)
+		tp__conn_finish(c, unclean);
+	else
+		drop_failed_xfers(c);
+	if (!unclean)
+		detach_live(c);
 	pthread_mutex_lock(&s->lock);
 	s->nconns--;
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_destroy(&c->rdv_lock);
-	pthread_mutex_destroy(&c->lock);
-	free(c->recv);
-	free(c->send);
-	free(c);
+	if (!unclean)
+		tp__close_linger(c);
+	tp__dev_ctx_restore(ctx);
 	return 0;
 }

@@ -63,6 +63,13 @@ struct tcpx_p2p_session {
 	pthread_mutex_t notif_lock;   /* guards the delivered notifications */
 	struct tp_notif_node *notifs, *notifs_tail;
 	uint64_t auth_id;             /* random: tells a connection to oneself */
+	/* Connections the caller destroyed whose close handshake still runs
+	 * (close.c), through elink; nclosing is also read without the lock. */
+	pthread_mutex_t close_lock;
+	TP_LIST(struct tcpx_p2p_conn) closing;
+	unsigned nclosing;
+	uint64_t unclean_closes;      /* comms closed with requests posted (atomic) */
+	TP_LINK(struct tcpx_p2p_session) slink; /* the process's sessions (close.c) */
 };
 
 /* One plugin registration of a region on one comm. */
@@ -293,6 +300,10 @@ struct tcpx_p2p_conn {
 	uint64_t next_id;   /* ids of this side's announced items */
 	uint32_t inbound;   /* the peer's announcements queued and this side's own
 			     * items alive (inbound.c bounds them) */
+	/* The caller destroyed it: it only finishes its close handshake, on
+	 * the session's closing list, until close_deadline. */
+	bool destroyed;
+	tp_deadline close_deadline;
 };
 
 struct tcpx_p2p_listener {
@@ -360,6 +371,24 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		    struct tcpx_p2p_conn **out);
 /* Record the first fatal error and fail every pending xfer with it. */
 int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
+/* Close the comms of a destroyed conn (what is still posted counts as an
+ * unclean close, said with reason) and free it. */
+void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason);
+
+/* close.c: destroyed conns finishing their close handshake. */
+/* Take c (destroyed, its CLOSE queued): drive it while it moves, then
+ * leave it to the session's passes, or finish it. */
+void tp__close_linger(struct tcpx_p2p_conn *c);
+/* Drive every closing conn once and finish those done or out of time;
+ * wait: take the list even if another thread drives it.  Returns whether
+ * some remain; *moved, whether one advanced. */
+bool tp__close_pass(struct tcpx_p2p_session *s, bool wait, bool *moved);
+/* session_destroy: drive until every closing conn is finished (and the
+ * process's other sessions meanwhile: the peer may be one of them). */
+void tp__close_all(struct tcpx_p2p_session *s);
+/* The process's sessions, for tp__close_all (after create, before destroy). */
+void tp__close_register(struct tcpx_p2p_session *s);
+void tp__close_unregister(struct tcpx_p2p_session *s);
 
 /* progress.c: one pass over one conn (its lock held). */
 struct tp_progress {

@@ -31,6 +31,10 @@ unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_
 	struct tp_ctl *t = c->ctl;
 	unsigned char *m;
 
+	if (t->close_queued) {
+		tp__error(TCPX_P2P_ECLOSED, "control message after the connection's close");
+		return NULL;
+	}
 	if (body_len > TP_CTL_MSG_MAX) {
 		tp__error(TCPX_P2P_EINVAL, "control message of %zu bytes (at most %u)", body_len,
 			  TP_CTL_MSG_MAX);
@@ -143,35 +147,66 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 	return rc;
 }
 
-static int tx_post(struct tcpx_p2p_conn *c, bool *moved)
+/* Post one frame: the next n bytes of the outgoing stream (0: an empty
+ * frame of the close handshake).  *posted: the plugin took it. */
+static int post_frame(struct tcpx_p2p_conn *c, size_t n, bool *posted)
 {
 	struct tp_ctl *t = c->ctl;
 	struct tp_comm *cm = &t->tx;
 	struct tp_net *net = c->s->net;
-	unsigned char *f;
-	size_t n;
+	unsigned char *f = (unsigned char *)t->txbuf + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME;
 	void *mh, *req;
 	int rc;
 
+	tp_put32(f, TP_CTL_FRAME_MAGIC);
+	tp_put32(f + 4, (uint32_t)n);
+	memcpy(f + TP_CTL_FRAME_HDR, t->out + t->out_off, n);
+	rc = tp__mr_handle(t->txmr, cm, &mh);
+	if (rc)
+		return rc;
+	req = NULL;
+	rc = net->ops->isend(net, cm->comm, f, TP_CTL_FRAME_HDR + n, 0, mh, &req);
+	if (rc || !req)
+		return rc;
+	cm->slot[tp_window_slot(cm->win.posted)].request = req;
+	cm->issued = ++cm->win.posted;
+	cm->handover++;
+	t->out_off += n;
+	*posted = true;
+	return 0;
+}
+
+/* Frame the outgoing stream.  Once the frame that ends with our CLOSE is
+ * posted, TP_CTL_SLOTS - 1 empty frames follow it: the peer, which may
+ * have posted up to that many receives past it, posts exactly that many
+ * (rx_post) and stops. */
+static int tx_post(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_ctl *t = c->ctl;
+	struct tp_comm *cm = &t->tx;
+	bool posted;
+	size_t n;
+	int rc;
+
 	while (t->out_off != t->out_len && tp_window_can_post(&cm->win)) {
-		f = (unsigned char *)t->txbuf + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME;
 		n = t->out_len - t->out_off;
 		if (n > TP_CTL_FRAME - TP_CTL_FRAME_HDR)
 			n = TP_CTL_FRAME - TP_CTL_FRAME_HDR;
-		tp_put32(f, TP_CTL_FRAME_MAGIC);
-		tp_put32(f + 4, (uint32_t)n);
-		memcpy(f + TP_CTL_FRAME_HDR, t->out + t->out_off, n);
-		rc = tp__mr_handle(t->txmr, cm, &mh);
-		if (rc)
+		posted = false;
+		rc = post_frame(c, n, &posted);
+		if (rc || !posted)
 			return rc;
-		req = NULL;
-		rc = net->ops->isend(net, cm->comm, f, TP_CTL_FRAME_HDR + n, 0, mh, &req);
-		if (rc || !req)
+		*moved = true;
+		if (t->close_queued && t->out_off == t->out_len) {
+			t->close_framed = true;
+			t->tx_end = cm->win.posted - 1 + TP_CTL_SLOTS;
+		}
+	}
+	while (t->close_framed && cm->win.posted != t->tx_end && tp_window_can_post(&cm->win)) {
+		posted = false;
+		rc = post_frame(c, 0, &posted);
+		if (rc || !posted)
 			return rc;
-		cm->slot[tp_window_slot(cm->win.posted)].request = req;
-		cm->issued = ++cm->win.posted;
-		cm->handover++;
-		t->out_off += n;
 		*moved = true;
 	}
 	return 0;
@@ -185,7 +220,7 @@ static int rx_post(struct tcpx_p2p_conn *c, bool *moved)
 	void *mh, *req;
 	int rc;
 
-	while (tp_window_can_post(&cm->win)) {
+	while (tp_window_can_post(&cm->win) && (!t->peer_closed || cm->win.posted != t->rx_end)) {
 		rc = tp__mr_handle(t->landmr, cm, &mh);
 		if (rc)
 			return rc;
@@ -229,6 +264,24 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 	return n ? tp__devq_copies(c->s, t->cp, n, false, &sl->launch) : 0;
 }
 
+/* The peer's CLOSE, in the frame being parsed (number rx.win.retired):
+ * it must end the stream, and the peer sends TP_CTL_SLOTS - 1 empty
+ * frames after it (tx_post), which is never fewer than the receives this
+ * side has posted past it (at most TP_CTL_SLOTS in flight). */
+static int on_close(struct tcpx_p2p_conn *c, uint32_t body)
+{
+	struct tp_ctl *t = c->ctl;
+
+	if (body || t->in_len - t->in_off != TP_CTL_MSG_HDR)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent %s after its close",
+				 body ? "a body" : "bytes");
+	if (t->peer_closed)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer closed twice");
+	t->peer_closed = true;
+	t->rx_end = t->rx.win.retired + TP_CTL_SLOTS;
+	return tp__conn_peer_closed(c);
+}
+
 /* Parse every complete message of the incoming stream. */
 static int parse(struct tcpx_p2p_conn *c)
 {
@@ -245,7 +298,12 @@ static int parse(struct tcpx_p2p_conn *c)
 					 "message (at most %u)", body, TP_CTL_MSG_MAX);
 		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
 			break;
-		rc = tp__rma_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
+		if (m[0] == TP_CTL_CLOSE)
+			rc = on_close(c, body);
+		else if (t->close_queued) /* closing: what the peer still says is moot */
+			rc = 0;
+		else
+			rc = tp__rma_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
 		if (rc)
 			return rc;
 		t->in_off += TP_CTL_MSG_HDR + body;
@@ -304,6 +362,9 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 		if (sl->got >= 0 && (uint32_t)sl->got < TP_CTL_FRAME_HDR + n)
 			return tp__error(TCPX_P2P_EPROTO, "control channel: a frame of %u bytes "
 					 "arrived with %d", TP_CTL_FRAME_HDR + n, sl->got);
+		if (t->peer_closed && n)
+			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent %u bytes after "
+					 "its close", n);
 		rc = tp__ctl_feed(c, f + TP_CTL_FRAME_HDR, n);
 		if (rc)
 			return rc;
@@ -364,4 +425,52 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	*pending = t->tx.handover || rx->handover || rx->win.retired != rx->win.unpacked ||
 		   (t->out_off != t->out_len && tp_window_can_post(&t->tx.win));
 	return rc;
+}
+
+int tp__ctl_close(struct tcpx_p2p_conn *c)
+{
+	struct tp_ctl *t = c->ctl;
+
+	if (t->close_queued)
+		return 0;
+	if (!tp__ctl_msg(c, TP_CTL_CLOSE, 0))
+		return TCPX_P2P_ENOMEM; /* recorded */
+	t->close_queued = true;
+	return 0;
+}
+
+bool tp__ctl_closing(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->close_queued;
+}
+
+int tp__ctl_close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
+{
+	struct tp_ctl *t = c->ctl;
+
+	if (!t->close_rc)
+		t->close_rc = tp__ctl_progress(c, moved, pending);
+	return t->close_rc;
+}
+
+bool tp__ctl_close_done(const struct tcpx_p2p_conn *c)
+{
+	const struct tp_ctl *t = c->ctl;
+
+	return t->close_framed && t->peer_closed && t->tx.win.retired == t->tx_end &&
+	       t->rx.win.posted == t->rx_end && t->rx.win.retired == t->rx_end;
+}
+
+bool tp__ctl_close_sent(const struct tcpx_p2p_conn *c)
+{
+	const struct tp_ctl *t = c->ctl;
+
+	return t->close_framed && t->tx.win.posted == t->tx_end && !t->tx.handover;
+}
+
+uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c)
+{
+	const struct tp_ctl *t = c->ctl;
+
+	return (t->tx.issued - t->tx.win.retired) + (t->rx.issued - t->rx.win.retired);
 }

@@ -42,6 +42,7 @@ enum tp_ctl_type {
 	TP_CTL_READ_RESP = 4, /* {id, len}: next item is the response to read id */
 	TP_CTL_ACK = 5,       /* {id, status, 0, value}: answer to send/write/read id */
 	TP_CTL_NOTIF = 6,     /* {len, msg}: deliver after the items before it */
+	TP_CTL_CLOSE = 7,     /* {}: the sender's last message (the close handshake) */
 };
 
 /* An export's secret: 128 random bits a peer must name with its index. */
@@ -112,6 +113,14 @@ struct tp_ctl {
 	unsigned char *in;
 	size_t in_off, in_len, in_cap;
 	struct tp_copy cp[TP_UNPACK_MAX_PAGES]; /* device bounce -> frame copies */
+	/* The close handshake (docs/architecture.md "Closing a connection"):
+	 * close_queued, our CLOSE ends the outgoing stream; tx_end, once it is
+	 * framed, the frames sent in all (TP_CTL_SLOTS - 1 empty ones follow
+	 * it); rx_end, once the peer's CLOSE arrived, the receives posted in
+	 * all; close_rc, an error that stopped the handshake. */
+	bool close_queued, close_framed, peer_closed;
+	uint32_t tx_end, rx_end;
+	int close_rc;
 };
 
 /* Set up the control channel on its two comms (the conn's last channel). */
@@ -134,6 +143,20 @@ size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c);
  * queued, or posted and not yet handed over by a test(). */
 bool tp__ctl_owes(const struct tcpx_p2p_conn *c);
 
+/* Queue our CLOSE: no message follows it (0, or ENOMEM). */
+int tp__ctl_close(struct tcpx_p2p_conn *c);
+/* Our CLOSE is queued: the conn is closing. */
+bool tp__ctl_closing(const struct tcpx_p2p_conn *c);
+/* One pass of a closing conn (tp__ctl_progress; its first error sticks). */
+int tp__ctl_close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
+/* Both CLOSEs went through and every control request has completed: the
+ * comms can be closed with nothing posted. */
+bool tp__ctl_close_done(const struct tcpx_p2p_conn *c);
+/* Our CLOSE and the empty frames after it are all in the plugin's hands. */
+bool tp__ctl_close_sent(const struct tcpx_p2p_conn *c);
+/* Control requests posted and not yet completed (and consumed). */
+uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c);
+
 /* One pass over the control channel: send what is queued, receive and
  * hand every complete message to tp__rma_on_msg.  Returns 0 or the error
  * that fails the conn.  *pending: a test still owes a hand-over, or bytes
@@ -143,6 +166,9 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
 /* Append received stream bytes and hand every complete message to
  * tp__rma_on_msg (0, or the error that fails the conn). */
 int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
+
+/* conn.c: the peer's CLOSE arrived (0, or the error that fails the conn). */
+int tp__conn_peer_closed(struct tcpx_p2p_conn *c);
 
 /* inbound.c: one message from the peer (type and body checked for size only). */
 int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *body,

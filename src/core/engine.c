@@ -141,6 +141,9 @@ next:
 	}
 	pthread_rwlock_unlock(&e->list_lock);
 	tp__engine_notify(s, completed);
+	/* Destroyed conns finishing their close (close.c). */
+	if (tp__close_pass(s, false, &st->moved))
+		st->conns = true;
 }
 
 bool tp__engine_threaded(const struct tcpx_p2p_session *s)

@@ -424,8 +424,12 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	int i, rc = 0;
 
 	*st = (struct tp_progress){ 0 };
-	if (c->err)
+	if (c->err) {
+		/* A conn the peer closed still answers the close handshake. */
+		if (tp__ctl_closing(c))
+			(void)tp__ctl_close_step(c, moved, &st->pending);
 		return c->err;
+	}
 	rc = tp__ctl_progress(c, moved, &st->pending);
 	if (!rc)
 		rc = tp__rma_progress(c, moved);

@@ -285,16 +285,23 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
 		goto destroy_lock;
 	}
+	if (pthread_mutex_init(&s->close_lock, NULL)) {
+		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
+		goto destroy_notif_lock;
+	}
 	rc = tp__engine_create(s);
 	if (rc)
-		goto destroy_notif_lock;
+		goto destroy_close_lock;
 	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s) of %d striped, gpu %d, "
 		"%d channels, chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
 		s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
+	tp__close_register(s);
 	tp__dev_ctx_restore(ctx);
 	*out = s;
 	return 0;
 
+destroy_close_lock:
+	pthread_mutex_destroy(&s->close_lock);
 destroy_notif_lock:
 	pthread_mutex_destroy(&s->notif_lock);
 destroy_lock:
@@ -310,20 +317,33 @@ free_session:
 
 int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 {
+	void *ctx;
 	int busy;
 
 	if (!s)
 		return tp__error(TCPX_P2P_EINVAL, "session_destroy: NULL session");
 	pthread_mutex_lock(&s->lock);
-	busy = s->nconns || s->nlisteners || s->nservers || s->nmrs;
+	busy = s->nconns || s->nlisteners || s->nservers;
 	pthread_mutex_unlock(&s->lock);
+	if (!busy) {
+		/* Closes still under way end now (within the session's timeout);
+		 * their internal regions go with them. */
+		ctx = tp__gpu_save(s);
+		tp__close_all(s);
+		tp__dev_ctx_restore(ctx);
+		pthread_mutex_lock(&s->lock);
+		busy = s->nmrs != 0;
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (busy)
 		return tp__error(TCPX_P2P_EBUSY,
 				 "session_destroy: conns, listeners, servers or mrs remain");
+	tp__close_unregister(s);
 	tp__engine_destroy(s);
 	tp__devq_destroy(s->devq);
 	tp__hcopy_destroy(s->hcopy);
 	tp__net_unload(s->net);
+	pthread_mutex_destroy(&s->close_lock);
 	pthread_mutex_destroy(&s->notif_lock);
 	pthread_mutex_destroy(&s->lock);
 	drop_token(s);
@@ -367,6 +387,8 @@ int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *inf
 	out.plugin_tried = s->net->tried;
 	out.send_window = s->cfg.send_window;
 	out.recv_window = s->cfg.recv_window;
+	out.conns_closing = (int)__atomic_load_n(&s->nclosing, __ATOMIC_ACQUIRE);
+	out.unclean_closes = __atomic_load_n(&s->unclean_closes, __ATOMIC_RELAXED);
 	memcpy(info, &out, n);
 	return 0;
 }

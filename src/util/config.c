@@ -90,6 +90,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "0", "0|1",
 	  "1 = fail session_create when the plugin search finds no plugin, instead of "
 	  "using the bundled emulator" },
+	{ "TCPX_P2P_CLOSE_TIMEOUT_MS", NULL, "close_timeout_ms", TP_CFG_INT,
+	  TP_OFF(close_timeout_ms), 0, 86400000, 0, NULL, 0,
+	  "10000", "0..86400000",
+	  "how long a destroyed connection waits for the peer to answer its close before "
+	  "closing with requests still posted; 0 = do not wait" },
 	{ "TCPX_P2P_PROGRESS_THREAD", NULL, "progress_thread", TP_CFG_INT,
 	  TP_OFF(progress_thread), 0, 1, 0, NULL, 0,
 	  "0", "0|1",
@@ -334,39 +339,44 @@ static int config_init(tcpx_p2p_config *cfg)
  */
 #define TP_CONFIG_V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
 #define TP_CONFIG_V02_SIZE offsetof(tcpx_p2p_config, peer_max_items) /* the first 0.5 field */
+#define TP_CONFIG_V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms) /* the first 0.6 one */
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.5")))
-int tp__config_init_v05(tcpx_p2p_config *cfg)
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.6")))
+int tp__config_init_v06(tcpx_p2p_config *cfg)
 {
 	return config_init(cfg);
+}
+
+/* Writes exactly n bytes of the full struct, and n as struct_size. */
+static int config_init_size(tcpx_p2p_config *cfg, size_t n)
+{
+	tcpx_p2p_config full;
+	int rc;
+
+	if (!cfg)
+		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
+	rc = config_init(&full);
+	memcpy(cfg, &full, n);
+	cfg->struct_size = n;
+	return rc;
+}
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.5")))
+int tp__config_init_v05(tcpx_p2p_config *cfg)
+{
+	return config_init_size(cfg, TP_CONFIG_V05_SIZE);
 }
 
 TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.2")))
 int tp__config_init_v02(tcpx_p2p_config *cfg)
 {
-	tcpx_p2p_config full;
-	int rc;
-
-	if (!cfg)
-		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
-	rc = config_init(&full);
-	memcpy(cfg, &full, TP_CONFIG_V02_SIZE);
-	cfg->struct_size = TP_CONFIG_V02_SIZE;
-	return rc;
+	return config_init_size(cfg, TP_CONFIG_V02_SIZE);
 }
 
 TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.1")))
 int tp__config_init_v01(tcpx_p2p_config *cfg)
 {
-	tcpx_p2p_config full;
-	int rc;
-
-	if (!cfg)
-		return tp__error(TCPX_P2P_EINVAL, "tcpx_p2p_config_init: cfg is NULL");
-	rc = config_init(&full);
-	memcpy(cfg, &full, TP_CONFIG_V01_SIZE);
-	cfg->struct_size = TP_CONFIG_V01_SIZE;
-	return rc;
+	return config_init_size(cfg, TP_CONFIG_V01_SIZE);
 }
 
 int tp__config_init(tcpx_p2p_config *cfg)

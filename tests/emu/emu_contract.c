@@ -426,7 +426,25 @@ static void test_socket_clamp(void **state)
 	assert_true(emu_warned("clamped"));
 }
 
-/* Close both ends with receives and a large send in flight: no hang. */
+/* Deregister what the harness registered on comm, before closing it alone. */
+static void drop_regs(struct emu_pair *p, void *comm)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nauto; i++) {
+		if (p->auto_comm[i] == comm) {
+			net->deregMr(comm, p->auto_mh[i]);
+			continue;
+		}
+		p->auto_comm[n] = p->auto_comm[i];
+		p->auto_mh[n++] = p->auto_mh[i];
+	}
+	p->nauto = n;
+}
+
+/* Close both ends with receives and a large send in flight: no hang, and
+ * the close of a comm whose peer is still there is refused as a contract
+ * violation (the comm is freed all the same). */
 static void test_close_in_flight(void **state)
 {
 	struct emu_pair p;
@@ -440,9 +458,45 @@ static void test_close_in_flight(void **state)
 		assert_int_equal(emu_irecv(&p, r, 1, i, NULL, &req), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s, big, 0, NULL, &req), ncclSuccess);
 	assert_int_equal(emu_isend(&p, s, big, 1, NULL, &req), ncclSuccess);
+	emu_clear_warn();
+	drop_regs(&p, p.rcomm);
+	assert_int_equal(net->closeRecv(p.rcomm), ncclInvalidUsage);
+	assert_true(emu_warned("closeRecv with 4 requests in flight"));
+	p.rcomm = NULL;
 	emu_pair_close(&p);
 	free(s);
 	free(r);
+}
+
+/* TCPX_EMU_CLOSE_INFLIGHT=fail-others: as with aws-ofi-nccl's shared
+ * endpoint, such a close breaks every other comm of the process (its next
+ * post or test fails); comms made after it work. */
+static void test_close_fails_others(void **state)
+{
+	struct emu_pair p, q, later;
+	char buf[64];
+	void *req, *sreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_pair_open(&p), 0);
+	assert_int_equal(emu_pair_open(&q), 0);
+	assert_int_equal(emu_irecv(&p, buf, 64, 0, NULL, &req), ncclSuccess);
+	drop_regs(&p, p.rcomm);
+	assert_int_equal(net->closeRecv(p.rcomm), ncclInvalidUsage);
+	p.rcomm = NULL;
+	assert_true(emu_warned("every other comm of the process fails now"));
+	assert_int_equal(emu_isend(&q, buf, 64, 0, NULL, &sreq), ncclInternalError);
+	assert_true(emu_warned("another comm of this process was closed"));
+	assert_int_equal(emu_pair_open(&later), 0);
+	memset(buf, 7, sizeof(buf));
+	assert_int_equal(emu_irecv(&later, buf + 32, 32, 0, NULL, &req), ncclSuccess);
+	assert_int_equal(emu_isend(&later, buf, 32, 0, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(&later, req, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	assert_int_equal(net->irecvConsumed(later.rcomm, 1, req), ncclSuccess);
+	emu_pair_close(&later);
+	emu_pair_close(&q);
+	emu_pair_close(&p);
 }
 
 static void test_peer_death_recv(void **state)
@@ -896,6 +950,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fragment_limit),
 	};
 	const struct CMUnitTest reap[] = { cmocka_unit_test(test_abandoned_connect) };
+	const struct CMUnitTest close_others[] = { cmocka_unit_test(test_close_fails_others) };
 	const struct CMUnitTest task[] = { cmocka_unit_test(test_task_limit) };
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(test_close_in_flight),
@@ -935,6 +990,8 @@ int main(int argc, char **argv)
 		return RUN("emu null bounce", null_bounce) ? 1 : 0;
 	if (!strncmp(group, "mss", 3))
 		return RUN("emu fragments", mss) ? 1 : 0;
+	if (!strcmp(group, "closeothers"))
+		return RUN("emu close fails others", close_others) ? 1 : 0;
 	if (!strcmp(group, "reap"))
 		return RUN("emu abandoned connects", reap) ? 1 : 0;
 	if (!strcmp(group, "fault"))

@@ -45,7 +45,7 @@ PAYLOADS = {
 
 
 BLOB_MAGIC = 0x54505842  # "TPXB", src/core/listener.c
-BLOB_VERSION = 4  # src/core/blob.h: TP_BLOB_VERSION
+BLOB_VERSION = 5  # src/core/blob.h: TP_BLOB_VERSION
 EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
 
 

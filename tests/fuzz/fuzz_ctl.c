@@ -148,6 +148,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(comms, 0, sizeof(comms));
 	ctl.in_off = ctl.in_len = 0;
 	ctl.out_off = ctl.out_len = 0;
+	ctl.close_queued = ctl.close_framed = ctl.peer_closed = false; /* a CLOSE */
+	ctl.tx_end = ctl.rx_end = 0;
+	ctl.close_rc = 0;
 	c.completed = 0;
 	c.inbound = 0;
 	c.err = 0;

@@ -25,7 +25,7 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 4, nchan, 524288, 128, plugin)
+    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 5, nchan, 524288, 128, plugin)  # TP_BLOB_VERSION
     return hdr + (handle or emu_handle()) * nchan
 
 
@@ -95,6 +95,10 @@ SEEDS = {
         "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
         "huge": b"\x00" + struct.pack("<BBHI", 2, 0, 0, 0xFFFFFFFF),
         "unknown": b"\x00" + ctl(77, b"zz"),
+        "close": b"\x03" + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(7, b""),
+        "close_then_send": b"\x00" + ctl(7, b"") + ctl(1, struct.pack("<QQ", 7, 100)),
+        "close_twice": b"\x00" + ctl(7, b"") + ctl(7, b""),
+        "close_body": b"\x00" + ctl(7, b"x"),
     },
     "meta": {
         "whole": meta(8192, 3, 1 << 32, [(4096, 4096, 0), (0, 4096, 4096)]),

@@ -2,7 +2,8 @@
  * tcpx_p2p_config_init@TCPX_P2P_0.1 writes only the 0.1 struct (fields up
  * to plugin_path) and says so in struct_size, and session_create then
  * reads no further; the 0.2 entry point (binaries built against 0.2 to
- * 0.4) writes the struct up to require_plugin.  The old entry points are
+ * 0.4) writes the struct up to the 0.5 fields, the 0.5 one up to
+ * close_timeout_ms (0.6).  The old entry points are
  * reached with dlvsym, as the dynamic linker would bind an old binary. */
 #define _GNU_SOURCE /* dlvsym */
 #include <dlfcn.h>
@@ -18,6 +19,7 @@
 
 #define V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
 #define V02_SIZE offsetof(tcpx_p2p_config, peer_max_items)
+#define V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms)
 
 static void test_config_init_v01(void **state)
 {
@@ -25,6 +27,7 @@ static void test_config_init_v01(void **state)
 	int (*init01)(tcpx_p2p_config *);
 	int (*init02)(tcpx_p2p_config *);
 	int (*init05)(tcpx_p2p_config *);
+	int (*init06)(tcpx_p2p_config *);
 	tcpx_p2p_config *cfg = (tcpx_p2p_config *)(void *)buf;
 	tcpx_p2p_session *s;
 	void *lib = dlopen(TP_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -36,7 +39,9 @@ static void test_config_init_v01(void **state)
 	init05 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.5");
 	assert_non_null(init02);
 	assert_non_null(init05);
-	assert_ptr_equal((void *)init05, (void *)dlsym(lib, "tcpx_p2p_config_init"));
+	init06 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.6");
+	assert_non_null(init06);
+	assert_ptr_equal((void *)init06, (void *)dlsym(lib, "tcpx_p2p_config_init"));
 
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init01(cfg), 0);
@@ -60,10 +65,21 @@ static void test_config_init_v01(void **state)
 	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
 	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
 
+	/* 0.5 binaries: the struct ends before close_timeout_ms. */
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init05(cfg), 0);
-	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->struct_size, V05_SIZE);
 	assert_int_equal(cfg->require_plugin, 0);
+	for (size_t i = V05_SIZE; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0x5a);
+	cfg->gpu = -1;
+	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(init06(cfg), 0);
+	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->close_timeout_ms, 10000);
 	dlclose(lib);
 }
 

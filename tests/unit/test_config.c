@@ -371,6 +371,7 @@ static void test_resolve_old_struct(void **state)
 	assert_int_equal(out.require_plugin, 0);
 	assert_int_equal(out.peer_max_items, 65536);
 	assert_int_equal(out.peer_max_notifs, 4096);
+	assert_int_equal(out.close_timeout_ms, 10000);
 
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
@@ -383,8 +384,10 @@ static void test_resolve_old_struct(void **state)
 	in.peer_max_notifs = 10;
 	in.peer_max_ctl_bytes = 1 << 20;
 	in.require_plugin = 1;
+	in.close_timeout_ms = 500;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_int_equal(out.require_plugin, 1);
+	assert_int_equal(out.close_timeout_ms, 500);
 	assert_int_equal(out.struct_size, sizeof(out));
 	assert_int_equal(out.num_channels, 8);
 
@@ -455,6 +458,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_HANDSHAKE_MS", "10000" },
 		{ "TCPX_P2P_PLUGIN", "(search)" },
 		{ "TCPX_P2P_REQUIRE_PLUGIN", "0" },
+		{ "TCPX_P2P_CLOSE_TIMEOUT_MS", "10000" },
 		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
 		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_NICS", "auto" },

@@ -1,0 +1,161 @@
+/* Destroyed connections finishing their close handshake (conn.c says
+ * what it is).  The caller's conn_destroy returns at once; the conn then
+ * sits on its session's closing list, driven by every pass of the session
+ * (waits, progress calls, the progress thread) and by session_destroy,
+ * until both CLOSEs went through and every control request completed, or
+ * until close_timeout_ms passes (the peer did not answer: the comms are
+ * closed anyway, and a warning says so).
+ *
+ * One thread drives the list at a time (close_lock); a pass that finds it
+ * taken moves on, as engine passes do with a busy conn. */
+#include <sched.h>
+#include <stdio.h>
+
+#include "core/core.h"
+#include "core/ctl.h"
+#include "util/log.h"
+
+/* Passes a destroy makes on its own, at most, until the CLOSE and its
+ * empty frames are in the plugin's hands (so that a peer destroyed next in
+ * the same thread finds them) and nothing moves any more. */
+#define TP_CLOSE_EAGER_PASSES 64
+
+/* One pass of one closing conn.  Returns NULL while it is to go on, ""
+ * once closed cleanly, else why it must close now (in reason). */
+static const char *step(struct tcpx_p2p_conn *c, bool *moved, char *reason, size_t len)
+{
+	bool pending = false;
+	int rc;
+
+	rc = tp__ctl_close_step(c, moved, &pending);
+	if (rc) {
+		snprintf(reason, len, "the close handshake failed: %s (%s)", tcpx_p2p_strerror(rc),
+			 tcpx_p2p_last_error());
+		return reason;
+	}
+	if (tp__ctl_close_done(c))
+		return "";
+	if (tp__deadline_passed(c->close_deadline)) {
+		struct tp_ctl *t = c->ctl;
+		TP_WARN("conn", "DBG tx %u/%u/%u end %u framed %d rx %u/%u/%u end %u peer %d hand %u/%u",
+			t->tx.win.posted, t->tx.win.tested, t->tx.win.retired, t->tx_end,
+			t->close_framed, t->rx.win.posted, t->rx.win.tested, t->rx.win.retired,
+			t->rx_end, t->peer_closed, t->tx.handover, t->rx.handover);
+		snprintf(reason, len, "the peer did not answer the close within %d ms "
+			 "(close_timeout_ms)", c->s->cfg.close_timeout_ms);
+		return reason;
+	}
+	return NULL;
+}
+
+bool tp__close_pass(struct tcpx_p2p_session *s, bool wait, bool *moved)
+{
+	struct tcpx_p2p_conn *c, *next;
+	const char *end;
+	char reason[320];
+	bool left;
+	void *ctx;
+
+	if (!__atomic_load_n(&s->nclosing, __ATOMIC_ACQUIRE))
+		return false;
+	if (wait)
+		pthread_mutex_lock(&s->close_lock);
+	else if (pthread_mutex_trylock(&s->close_lock))
+		return true;
+	ctx = tp__gpu_save(s);
+	for (c = s->closing.head; c; c = next) {
+		next = c->elink.next;
+		end = step(c, moved, reason, sizeof(reason));
+		if (!end)
+			continue;
+		tp_list_remove(&s->closing, c, elink);
+		tp__conn_finish(c, end);
+		/* Only now: session_destroy reads 0 as "all finished". */
+		__atomic_sub_fetch(&s->nclosing, 1, __ATOMIC_RELEASE);
+	}
+	left = s->closing.head != NULL;
+	tp__dev_ctx_restore(ctx);
+	pthread_mutex_unlock(&s->close_lock);
+	return left;
+}
+
+void tp__close_linger(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_session *s = c->s;
+	const char *end = NULL;
+	char reason[320];
+	bool moved;
+
+	c->close_deadline = tp__deadline_ms(s->cfg.close_timeout_ms);
+	/* Earlier closes move on here too: a session whose caller only makes
+	 * and destroys conns (no waits) still finishes them. */
+	moved = false;
+	(void)tp__close_pass(s, false, &moved);
+	for (int i = 0; i < TP_CLOSE_EAGER_PASSES && !end; i++) {
+		moved = false;
+		end = step(c, &moved, reason, sizeof(reason));
+		if (!moved && tp__ctl_close_sent(c))
+			break;
+		if (!moved)
+			sched_yield(); /* a plugin that said "not now" */
+	}
+	if (end) {
+		tp__conn_finish(c, end);
+		return;
+	}
+	pthread_mutex_lock(&s->close_lock);
+	tp_list_append(&s->closing, c, elink);
+	__atomic_add_fetch(&s->nclosing, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&s->close_lock);
+	/* A progress thread asleep for want of connections has one to close. */
+	tp__engine_kick(s);
+}
+
+/* The sessions of this process.  A close waits for the peer's answer, and
+ * the peer may be another session of this process that nobody drives
+ * while this thread waits (two sessions in one program, destroyed one
+ * after the other): session_destroy drives them too. */
+static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static TP_LIST(struct tcpx_p2p_session) sessions;
+
+void tp__close_register(struct tcpx_p2p_session *s)
+{
+	pthread_mutex_lock(&sessions_lock);
+	tp_list_append(&sessions, s, slink);
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+void tp__close_unregister(struct tcpx_p2p_session *s)
+{
+	pthread_mutex_lock(&sessions_lock);
+	tp_list_remove(&sessions, s, slink);
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+/* One engine pass over every other session of the process. */
+static void drive_others(struct tcpx_p2p_session *self, struct tp_progress *st)
+{
+	struct tp_progress one;
+
+	pthread_mutex_lock(&sessions_lock);
+	for (struct tcpx_p2p_session *o = sessions.head; o; o = o->slink.next) {
+		if (o == self)
+			continue;
+		tp__engine_pass(o, NULL, &one);
+		st->moved |= one.moved;
+		st->pending |= one.pending;
+	}
+	pthread_mutex_unlock(&sessions_lock);
+}
+
+void tp__close_all(struct tcpx_p2p_session *s)
+{
+	struct tp_backoff b = { 0 };
+	struct tp_progress st = { 0 };
+
+	while (tp__close_pass(s, true, &st.moved)) {
+		drive_others(s, &st);
+		tp__backoff(&b, &st);
+		st = (struct tp_progress){ 0 };
+	}
+}
