@@ -36,11 +36,6 @@ static const char *step(struct tcpx_p2p_conn *c, bool *moved, char *reason, size
 	if (tp__ctl_close_done(c))
 		return "";
 	if (tp__deadline_passed(c->close_deadline)) {
-		struct tp_ctl *t = c->ctl;
-		TP_WARN("conn", "DBG tx %u/%u/%u end %u framed %d rx %u/%u/%u end %u peer %d hand %u/%u",
-			t->tx.win.posted, t->tx.win.tested, t->tx.win.retired, t->tx_end,
-			t->close_framed, t->rx.win.posted, t->rx.win.tested, t->rx.win.retired,
-			t->rx_end, t->peer_closed, t->tx.handover, t->rx.handover);
 		snprintf(reason, len, "the peer did not answer the close within %d ms "
 			 "(close_timeout_ms)", c->s->cfg.close_timeout_ms);
 		return reason;

@@ -11,22 +11,29 @@
 #include "util/log.h"
 
 /*
- * Set-up calls (listen, connect, accept, regMr, deregMr) go to the plugin
- * one at a time in the process.  TCPX keeps per-GPU state that it creates
- * lazily and unlocked: two accepts completing at once in two threads each
- * import the GPU's receive buffer, and the second import unmaps the first,
- * whose address the first comm's device handle already carries (seen over
- * Google's plugin: that comm's unpack then reads unmapped memory).  These
- * calls return at once on TCPX (its connect and accept run in threads of
- * their own), so the lock costs nothing; the data path is not under it.
+ * Set-up calls (listen, connect, accept, regMr, deregMr) go to a plugin of
+ * ABI v7 or later one at a time in the process.  TCPX keeps per-GPU state
+ * that it creates lazily and unlocked: two accepts completing at once in
+ * two threads each import the GPU's receive buffer, and the second import
+ * unmaps the first, whose address the first comm's device handle already
+ * carries (seen over Google's plugin: that comm's unpack then reads
+ * unmapped memory).  These calls return at once on such plugins (NCCL has
+ * required connect and accept to be non-blocking since then), so the lock
+ * costs nothing; the data path is not under it.  Older plugins may block
+ * in accept until the peer connects (google/nccl-fastsocket does): with
+ * both peers in one process the lock would deadlock them, so their calls
+ * are not serialised.
  */
 static pthread_mutex_t tp_setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define SETUP_CALL(call)                                        \
+#define SETUP_CALL(net, call)                                   \
 	({                                                      \
-		pthread_mutex_lock(&tp_setup_lock);             \
+		bool tp__l = (net)->abi >= 7;                   \
+		if (tp__l)                                      \
+			pthread_mutex_lock(&tp_setup_lock);     \
 		ncclResult_t tp__r = (call);                    \
-		pthread_mutex_unlock(&tp_setup_lock);           \
+		if (tp__l)                                      \
+			pthread_mutex_unlock(&tp_setup_lock);   \
 		tp__r;                                          \
 	})
 
@@ -183,7 +190,7 @@ int tp__net_listen(struct tp_net *net, tp_nccl_listen_fn fn, int dev, void *hand
 {
 	if (!fn)
 		return tp__net_unsupported(net, "listen");
-	return tp__net_err(net, "listen", SETUP_CALL(fn(dev, handle, listen_comm)));
+	return tp__net_err(net, "listen", SETUP_CALL(net, fn(dev, handle, listen_comm)));
 }
 
 int tp__net_connect_v5(struct tp_net *net, tp_nccl_connect_v5_fn fn, int dev, void *handle,
@@ -191,7 +198,7 @@ int tp__net_connect_v5(struct tp_net *net, tp_nccl_connect_v5_fn fn, int dev, vo
 {
 	if (!fn)
 		return tp__net_unsupported(net, "connect");
-	return tp__net_err(net, "connect", SETUP_CALL(fn(dev, handle, send_comm)));
+	return tp__net_err(net, "connect", SETUP_CALL(net, fn(dev, handle, send_comm)));
 }
 
 int tp__net_accept_v5(struct tp_net *net, tp_nccl_accept_v5_fn fn, void *listen_comm,
@@ -199,7 +206,7 @@ int tp__net_accept_v5(struct tp_net *net, tp_nccl_accept_v5_fn fn, void *listen_
 {
 	if (!fn)
 		return tp__net_unsupported(net, "accept");
-	return tp__net_err(net, "accept", SETUP_CALL(fn(listen_comm, recv_comm)));
+	return tp__net_err(net, "accept", SETUP_CALL(net, fn(listen_comm, recv_comm)));
 }
 
 /* A plugin may fill the storage we point it at (TCPX does, and crashes on
@@ -221,7 +228,7 @@ int tp__net_connect_v7(struct tp_net *net, tp_nccl_connect_v7_fn fn, int dev, vo
 
 	if (!fn)
 		return tp__net_unsupported(net, "connect");
-	return tp__net_err(net, "connect", SETUP_CALL(fn(dev, handle, send_comm, &ptr)));
+	return tp__net_err(net, "connect", SETUP_CALL(net, fn(dev, handle, send_comm, &ptr)));
 }
 
 int tp__net_accept_v7(struct tp_net *net, tp_nccl_accept_v7_fn fn, void *listen_comm,
@@ -234,7 +241,7 @@ int tp__net_accept_v7(struct tp_net *net, tp_nccl_accept_v7_fn fn, void *listen_
 		return tp__net_unsupported(net, "accept");
 	if (!dev_handle)
 		return tp__error(TCPX_P2P_EINVAL, "%s accept: no device-handle storage", net->name);
-	rc = tp__net_err(net, "accept", SETUP_CALL(fn(listen_comm, recv_comm, &ptr)));
+	rc = tp__net_err(net, "accept", SETUP_CALL(net, fn(listen_comm, recv_comm, &ptr)));
 	if (!rc)
 		take_dev_handle(dev_handle, ptr);
 	return rc;
@@ -250,7 +257,7 @@ int tp__net_reg_mr_int(struct tp_net *net, tp_nccl_reg_mr_int_fn fn, void *comm,
 	rc = int_size(net, "regMr", size, &isize);
 	if (rc)
 		return rc;
-	return tp__net_err(net, "regMr", SETUP_CALL(fn(comm, data, isize, type, mhandle)));
+	return tp__net_err(net, "regMr", SETUP_CALL(net, fn(comm, data, isize, type, mhandle)));
 }
 
 int tp__net_reg_mr(struct tp_net *net, tp_nccl_reg_mr_fn fn, void *comm, void *data,
@@ -258,14 +265,14 @@ int tp__net_reg_mr(struct tp_net *net, tp_nccl_reg_mr_fn fn, void *comm, void *d
 {
 	if (!fn)
 		return tp__net_unsupported(net, "regMr");
-	return tp__net_err(net, "regMr", SETUP_CALL(fn(comm, data, size, type, mhandle)));
+	return tp__net_err(net, "regMr", SETUP_CALL(net, fn(comm, data, size, type, mhandle)));
 }
 
 int tp__net_dereg_mr(struct tp_net *net, tp_nccl_dereg_mr_fn fn, void *comm, void *mhandle)
 {
 	if (!fn)
 		return tp__net_unsupported(net, "deregMr");
-	return tp__net_err(net, "deregMr", SETUP_CALL(fn(comm, mhandle)));
+	return tp__net_err(net, "deregMr", SETUP_CALL(net, fn(comm, mhandle)));
 }
 
 int tp__net_isend(struct tp_net *net, tp_nccl_isend_fn fn, void *send_comm, void *data,
@@ -392,7 +399,7 @@ int tp__net_connect_v10(struct tp_net *net, tp_nccl_connect_v10_fn fn, int dev, 
 	if (!fn)
 		return tp__net_unsupported(net, "connect");
 	return tp__net_err(net, "connect",
-			   SETUP_CALL(fn(dev, &config, handle, send_comm, &ptr)));
+			   SETUP_CALL(net, fn(dev, &config, handle, send_comm, &ptr)));
 }
 
 int tp__net_listen_v11(struct tp_net *net, tp_nccl_listen_v11_fn fn, int dev, void *handle,
@@ -400,7 +407,7 @@ int tp__net_listen_v11(struct tp_net *net, tp_nccl_listen_v11_fn fn, int dev, vo
 {
 	if (!fn)
 		return tp__net_unsupported(net, "listen");
-	return tp__net_err(net, "listen", SETUP_CALL(fn(net->ctx, dev, handle, listen_comm)));
+	return tp__net_err(net, "listen", SETUP_CALL(net, fn(net->ctx, dev, handle, listen_comm)));
 }
 
 int tp__net_connect_v11(struct tp_net *net, tp_nccl_connect_v11_fn fn, int dev, void *handle,
@@ -412,7 +419,7 @@ int tp__net_connect_v11(struct tp_net *net, tp_nccl_connect_v11_fn fn, int dev, 
 	if (!fn)
 		return tp__net_unsupported(net, "connect");
 	return tp__net_err(net, "connect",
-			   SETUP_CALL(fn(net->ctx, dev, handle, send_comm, &ptr)));
+			   SETUP_CALL(net, fn(net->ctx, dev, handle, send_comm, &ptr)));
 }
 
 int tp__net_init_v11(struct tp_net *net, tp_nccl_init_v11_fn fn, ncclDebugLogger_t log)
