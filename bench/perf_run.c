@@ -379,6 +379,7 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 	struct peer p = { .o = o, .g = g, .pair = pair, .pi.role = role };
 	tcpx_p2p_config cfg = o->cfg;
 	size_t len = o->bidir ? 2 * o->sweep.max_bytes : o->sweep.max_bytes;
+	double teardown = 0;
 	char err[256];
 	int rc;
 
@@ -421,6 +422,7 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 		fail("final barrier", rc);
 	/* The conns first: after a failure, destroying them is what stops
 	 * writes into the buffer and completes what was pending. */
+	teardown = bench_now_s();
 	destroy_conns(&p);
 	release_xfers(&p);
 	if (tcpx_p2p_mr_deregister(p.mr) == 0)
@@ -432,6 +434,11 @@ close_conns:
 	destroy_conns(&p);
 destroy_session:
 	tcpx_p2p_session_destroy(p.s);
+	/* Both sides close with the peer (the close handshake): how long
+	 * that takes, from the first conn_destroy to the session gone. */
+	if (!rc && report && !o->quiet && !o->json)
+		printf("# %steardown %.2f ms (conn_destroy until session_destroy returned)\n", who,
+		       (bench_now_s() - teardown) * 1e3);
 free_us:
 	free(p.us);
 	return rc;
