@@ -162,6 +162,9 @@ typedef struct tcpx_p2p_config {
 	/* 1 = fail with ENOPLUGIN rather than fall back to the
 	 * bundled emulator when the plugin search finds nothing. */
 	int require_plugin;
+	/* The 0.5 struct's tail padding, named so that it stays: struct_size
+	 * then tells a 0.5 caller (which ends here) from a 0.6 one. */
+	int reserved_05;
 	/* Added in 0.6: how long a destroyed connection waits for the peer's
 	 * answer to its close before closing its comms anyway, with requests
 	 * still posted (docs/api.md, conn_destroy); 0 = do not wait. */

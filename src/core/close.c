@@ -30,7 +30,7 @@ static const char *step(struct tcpx_p2p_conn *c, bool *moved, char *reason, size
 	rc = tp__ctl_close_step(c, moved, &pending);
 	if (rc) {
 		snprintf(reason, len, "the close handshake failed: %s (%s)", tcpx_p2p_strerror(rc),
-			 tcpx_p2p_last_error());
+			 tp__ctl_close_why(c));
 		return reason;
 	}
 	if (tp__ctl_close_done(c))
@@ -72,6 +72,24 @@ bool tp__close_pass(struct tcpx_p2p_session *s, bool wait, bool *moved)
 	tp__dev_ctx_restore(ctx);
 	pthread_mutex_unlock(&s->close_lock);
 	return left;
+}
+
+bool tp__close_drain(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_session *s = c->s;
+	tp_deadline deadline = tp__deadline_ms(s->cfg.close_timeout_ms);
+	struct tp_backoff b = { 0 };
+	struct tp_progress st;
+
+	for (;;) {
+		tp__progress(c, &st);
+		if (!tp__conn_data_inflight(c))
+			return true;
+		if (c->drain_failed || tp__deadline_passed(deadline))
+			return false;
+		tp__close_drive_others(s, &st);
+		tp__backoff(&b, &st);
+	}
 }
 
 void tp__close_linger(struct tcpx_p2p_conn *c)
@@ -128,7 +146,7 @@ void tp__close_unregister(struct tcpx_p2p_session *s)
 }
 
 /* One engine pass over every other session of the process. */
-static void drive_others(struct tcpx_p2p_session *self, struct tp_progress *st)
+void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_progress *st)
 {
 	struct tp_progress one;
 
@@ -149,7 +167,7 @@ void tp__close_all(struct tcpx_p2p_session *s)
 	struct tp_progress st = { 0 };
 
 	while (tp__close_pass(s, true, &st.moved)) {
-		drive_others(s, &st);
+		tp__close_drive_others(s, &st);
 		tp__backoff(&b, &st);
 		st = (struct tp_progress){ 0 };
 	}

@@ -307,14 +307,14 @@ static void detach_live(struct tcpx_p2p_conn *c)
 	c->live.head = c->live.tail = NULL;
 }
 
-/* Requests posted on the data channels (chunks in the plugin's hands). */
-static uint32_t data_inflight(const struct tcpx_p2p_conn *c)
+/* Requests the plugin has on the data channels (chunks in its hands). */
+uint32_t tp__conn_data_inflight(const struct tcpx_p2p_conn *c)
 {
 	uint32_t n = 0;
 
 	for (int i = 0; i < c->nchan; i++)
-		n += (c->send[i].win.posted - c->send[i].win.retired) +
-		     (c->recv[i].win.posted - c->recv[i].win.retired);
+		n += (c->send[i].issued - c->send[i].win.retired) +
+		     (c->recv[i].issued - c->recv[i].win.retired);
 	return n;
 }
 
@@ -331,10 +331,12 @@ static void close_comm(struct tcpx_p2p_session *s, void *comm, enum tp_dir dir, 
 void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason)
 {
 	struct tcpx_p2p_session *s = c->s;
-	uint32_t posted = data_inflight(c) + tp__ctl_inflight(c);
+	uint32_t posted = tp__conn_data_inflight(c) + tp__ctl_inflight(c);
 	bool refused = false;
 	int i;
 
+	/* Control-frame copies out of the bounce buffer read it until they end. */
+	tp__devq_drain(s);
 	for (i = 0; i < c->nchan; i++) {
 		close_comm(s, c->send[i].comm, TP_SEND, &refused);
 		close_comm(s, c->recv[i].comm, TP_RECV, &refused);
@@ -419,23 +421,31 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	c->destroyed = true;
 	/* Notifications naming c go before the caller can no longer take them. */
 	tp__rma_destroy(c);
-	if (!unclean && data_inflight(c))
-		unclean = "transfers were under way (their chunks cannot be taken back)";
 	if (!unclean && tp__ctl_close(c))
 		unclean = "out of memory for the close handshake";
+	/* Chunks in the plugin's hands may still write into the caller's
+	 * buffers: they complete (the peer, told of the close, finishes what
+	 * it has under way too) before conn_destroy returns, or the comms
+	 * close as they are. */
+	if (!unclean && tp__conn_data_inflight(c) && !tp__close_drain(c))
+		unclean = c->drain_failed ? "transfers were under way and their chunks failed"
+					  : "transfers were under way and their chunks did not "
+					    "complete within close_timeout_ms";
 	/* With chunks still posted the plugin may write into the buffers of
 	 * the failed xfers: the comms close before the caller gets them back. */
 	if (unclean)
 		tp__conn_finish(c, unclean);
 	else
 		drop_failed_xfers(c);
-	if (!unclean)
+	if (!unclean) {
 		detach_live(c);
+		tp__close_linger(c);
+	}
+	/* After the conn is on the closing list: a session_destroy that then
+	 * finds no conn of the caller's finds this one's close. */
 	pthread_mutex_lock(&s->lock);
 	s->nconns--;
 	pthread_mutex_unlock(&s->lock);
-	if (!unclean)
-		tp__close_linger(c);
 	tp__dev_ctx_restore(ctx);
 	return 0;
 }

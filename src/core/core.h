@@ -304,6 +304,7 @@ struct tcpx_p2p_conn {
 	 * the session's closing list, until close_deadline. */
 	bool destroyed;
 	tp_deadline close_deadline;
+	bool drain_failed;  /* a closing conn's data requests could not be drained */
 };
 
 struct tcpx_p2p_listener {
@@ -375,7 +376,17 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
  * unclean close, said with reason) and free it. */
 void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason);
 
+struct tp_progress;
+/* Requests the plugin has on c's data channels. */
+uint32_t tp__conn_data_inflight(const struct tcpx_p2p_conn *c);
+
 /* close.c: destroyed conns finishing their close handshake. */
+/* conn_destroy of a conn whose CLOSE is queued with chunks in the plugin's
+ * hands: drive it (and the process's other sessions) until they completed
+ * (true) or cannot, or close_timeout_ms passed (false). */
+bool tp__close_drain(struct tcpx_p2p_conn *c);
+/* One engine pass over every other session of the process. */
+void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_progress *st);
 /* Take c (destroyed, its CLOSE queued): drive it while it moves, then
  * leave it to the session's passes, or finish it. */
 void tp__close_linger(struct tcpx_p2p_conn *c);

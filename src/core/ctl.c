@@ -2,6 +2,7 @@
  * byte stream, messages out of it.  The comms follow the same plugin rules
  * as the data channels: FIFO test of the head only, once more per request
  * still owed a hand-over, FIFO irecvConsumed, at most TP_CTL_SLOTS each. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -448,9 +449,17 @@ int tp__ctl_close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 {
 	struct tp_ctl *t = c->ctl;
 
-	if (!t->close_rc)
+	if (!t->close_rc) {
 		t->close_rc = tp__ctl_progress(c, moved, pending);
+		if (t->close_rc)
+			snprintf(t->close_why, sizeof(t->close_why), "%s", tcpx_p2p_last_error());
+	}
 	return t->close_rc;
+}
+
+const char *tp__ctl_close_why(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->close_why;
 }
 
 bool tp__ctl_close_done(const struct tcpx_p2p_conn *c)

@@ -121,6 +121,7 @@ struct tp_ctl {
 	bool close_queued, close_framed, peer_closed;
 	uint32_t tx_end, rx_end;
 	int close_rc;
+	char close_why[160];  /* close_rc's detail, kept for whoever finishes the conn */
 };
 
 /* Set up the control channel on its two comms (the conn's last channel). */
@@ -147,8 +148,10 @@ bool tp__ctl_owes(const struct tcpx_p2p_conn *c);
 int tp__ctl_close(struct tcpx_p2p_conn *c);
 /* Our CLOSE is queued: the conn is closing. */
 bool tp__ctl_closing(const struct tcpx_p2p_conn *c);
-/* One pass of a closing conn (tp__ctl_progress; its first error sticks). */
+/* One pass of a closing conn (tp__ctl_progress; its first error sticks,
+ * its detail in ctl->close_why). */
 int tp__ctl_close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
+const char *tp__ctl_close_why(const struct tcpx_p2p_conn *c);
 /* Both CLOSEs went through and every control request has completed: the
  * comms can be closed with nothing posted. */
 bool tp__ctl_close_done(const struct tcpx_p2p_conn *c);

@@ -405,6 +405,84 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 	return 0;
 }
 
+/* A closing conn (its CLOSE queued: the caller's destroy or the peer's
+ * CLOSE) posts no more chunks, but the requests the plugin already has
+ * still complete: the peer's bytes for receives posted here may arrive
+ * after its CLOSE, and sends finish.  They are tested and handed back, the
+ * receives unpacked nowhere (their transfers have failed), so that the
+ * comms can close with nothing posted.  Their xfers stay listed, holding
+ * their regions, until conn_destroy. */
+static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	struct tp_net *net = c->s->net;
+	struct tp_slot *sl;
+	int done, size, rc;
+	bool launched, ok;
+
+	while (cm->win.tested != cm->issued) {
+		sl = &cm->slot[tp_window_slot(cm->win.tested)];
+		done = 0;
+		rc = net->ops->test(net, sl->request, &done, &size);
+		if (rc)
+			return rc;
+		if (cm->handover)
+			cm->handover--;
+		if (!done) {
+			if (cm->handover)
+				continue;
+			break;
+		}
+		cm->win.tested++;
+		*moved = true;
+		if (cm->dir == TP_SEND) {
+			cm->win.unpacked = cm->win.retired = cm->win.tested;
+			if (sl->stage)
+				tp__stage_give(cm, sl->stage);
+		}
+	}
+	while (cm->dir == TP_RECV && cm->win.retired != cm->win.tested) {
+		sl = &cm->slot[tp_window_slot(cm->win.retired)];
+		launched = cm->win.retired != cm->win.unpacked; /* its unpack was started */
+		if (launched && sl->unpack == TP_UNPACK_HCOPY && !tp__hcopy_done(&sl->hjob))
+			return 0;
+		if (launched && sl->unpack == TP_UNPACK_DEVICE) {
+			rc = tp__devq_done(c->s, sl->launch, &ok);
+			if (rc || !ok)
+				return rc;
+		}
+		rc = net->ops->irecv_consumed(net, cm->comm, sl->request);
+		if (rc)
+			return rc;
+		if (sl->stage)
+			tp__stage_give(cm, sl->stage);
+		if (!launched)
+			cm->win.unpacked++;
+		cm->win.retired++;
+		*moved = true;
+	}
+	return 0;
+}
+
+/* One pass of a conn that failed: a closing one goes on with its close
+ * handshake and drains what the plugin has of its data channels. */
+static int failed_pass(struct tcpx_p2p_conn *c, struct tp_progress *st)
+{
+	int rc = 0;
+
+	if (!tp__ctl_closing(c))
+		return c->err;
+	(void)tp__ctl_close_step(c, &st->moved, &st->pending);
+	for (int i = 0; i < c->nchan && !rc && !c->drain_failed; i++) {
+		rc = drain_comm(c, &c->send[i], &st->moved);
+		if (!rc)
+			rc = drain_comm(c, &c->recv[i], &st->moved);
+	}
+	/* What cannot complete now never will: conn_destroy closes it as is. */
+	if (rc)
+		c->drain_failed = true;
+	return c->err;
+}
+
 /* Work the next pass can do at once: hand-overs owed, unpacks running. */
 static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 {
@@ -424,13 +502,13 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	int i, rc = 0;
 
 	*st = (struct tp_progress){ 0 };
-	if (c->err) {
-		/* A conn the peer closed still answers the close handshake. */
-		if (tp__ctl_closing(c))
-			(void)tp__ctl_close_step(c, moved, &st->pending);
-		return c->err;
-	}
+	if (c->err)
+		return failed_pass(c, st);
 	rc = tp__ctl_progress(c, moved, &st->pending);
+	/* The peer's CLOSE, just read, failed the conn: no stage runs for
+	 * the transfers it failed. */
+	if (!rc && c->err)
+		return failed_pass(c, st);
 	if (!rc)
 		rc = tp__rma_progress(c, moved);
 	for (i = 0; i < c->nchan && !rc; i++) {

@@ -340,6 +340,13 @@ static int config_init(tcpx_p2p_config *cfg)
 #define TP_CONFIG_V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
 #define TP_CONFIG_V02_SIZE offsetof(tcpx_p2p_config, peer_max_items) /* the first 0.5 field */
 #define TP_CONFIG_V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms) /* the first 0.6 one */
+/* The 0.5 struct ended with require_plugin, padded to the struct's
+ * alignment: the first 0.6 field must start where that padding ended, or a
+ * 0.5 caller's struct_size (its sizeof) would cover it. */
+_Static_assert(TP_CONFIG_V05_SIZE ==
+		       ((offsetof(tcpx_p2p_config, require_plugin) + sizeof(int) +
+			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
+	       "close_timeout_ms must start after the 0.5 struct's padding");
 
 TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.6")))
 int tp__config_init_v06(tcpx_p2p_config *cfg)

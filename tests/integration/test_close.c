@@ -182,8 +182,59 @@ static void test_pending_receive_sees_close(void **state)
 	two_close(&t);
 }
 
-/* A peer that never answers: the close gives up after the session's
- * timeout, closes the comms anyway and counts it. */
+/* The sender's chunks are on their way (only its session was driven, the
+ * bytes fit the sockets' buffers) when it destroys its conn, its send
+ * still waiting for the ACK: the receiver learns of the close with
+ * receives posted (after 1..4 passes of its own) or not yet (0) for bytes
+ * already sent, and must still close clean, its region free again, the
+ * other conn intact. */
+static void test_close_with_bytes_on_the_way(void **state)
+{
+	const size_t len = 64u << 10;
+
+	for (int round = 0; round < 5; round++) {
+		struct two t;
+		tcpx_p2p_xfer *xs, *xr;
+		int done = 0, rc;
+
+		(void)state;
+		two_open(&t);
+		tp_fill(t.buf[0], len, 9);
+		assert_int_equal(tcpx_p2p_recv(t.p.c[1], t.mr[1], 0, len, &xr), 0);
+		assert_int_equal(tcpx_p2p_send(t.p.c[0], t.mr[0], 0, len, &xs), 0);
+		for (int i = 0; i < round; i++)
+			assert_int_equal(tcpx_p2p_session_progress(t.p.s[1]), 0);
+		for (int i = 0; i < 20000; i++)
+			assert_int_equal(tcpx_p2p_session_progress(t.p.s[0]), 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(t.p.c[0]), 0);
+		t.p.c[0] = NULL;
+		/* test() reports a failed transfer by its error. */
+		for (double give_up = now_s() + TP_TEST_TIMEOUT_MS / 1000.0;
+		     !done && now_s() < give_up;) {
+			assert_int_equal(tcpx_p2p_session_progress(t.p.s[0]), 0);
+			rc = tcpx_p2p_test(xr, &done);
+			assert_true(rc == 0 || rc == TCPX_P2P_ECLOSED);
+			done |= rc != 0;
+		}
+		assert_true(done);
+		rc = tcpx_p2p_wait(xr, 0);
+		assert_true(rc == 0 || rc == TCPX_P2P_ECLOSED);
+		assert_int_equal(tcpx_p2p_xfer_release(xr), 0);
+		rc = tcpx_p2p_wait(xs, 0); /* the ACK may have come before the close */
+		assert_true(rc == 0 || rc == TCPX_P2P_ECLOSED);
+		assert_int_equal(tcpx_p2p_xfer_release(xs), 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(t.p.c[1]), 0);
+		t.p.c[1] = NULL;
+		settle(t.p.s[0], t.p.s[1]);
+		assert_int_equal(query(t.p.s[0]).unclean_closes, 0);
+		assert_int_equal(query(t.p.s[1]).unclean_closes, 0);
+		move(t.a, t.mr[0], t.b, t.mr[1], t.buf[1], 10, t.buf[0]);
+		two_close(&t); /* deregisters both regions: none is held any more */
+	}
+}
+
+/* A peer that never answers: the close gives up after close_timeout_ms,
+ * closes the comms anyway and counts it. */
 static void test_unanswered_close_times_out(void **state)
 {
 	tcpx_p2p_config cfg;
@@ -208,6 +259,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_one_of_two),
 		cmocka_unit_test(test_destroy_both_in_turn),
 		cmocka_unit_test(test_pending_receive_sees_close),
+		cmocka_unit_test(test_close_with_bytes_on_the_way),
 		cmocka_unit_test(test_unanswered_close_times_out),
 	};
 
