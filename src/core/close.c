@@ -82,7 +82,11 @@ bool tp__close_drain(struct tcpx_p2p_conn *c)
 	struct tp_progress st;
 
 	for (;;) {
+		/* Out of the engine's list, but a caller's thread may still
+		 * look at one of its xfers. */
+		pthread_mutex_lock(&c->lock);
 		tp__progress(c, &st);
+		pthread_mutex_unlock(&c->lock);
 		if (!tp__conn_data_inflight(c))
 			return true;
 		if (c->drain_failed || tp__deadline_passed(deadline))
