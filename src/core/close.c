@@ -33,7 +33,13 @@ static const char *step(struct tcpx_p2p_conn *c, bool *moved, char *reason, size
 			 tp__ctl_close_why(c));
 		return reason;
 	}
-	if (tp__ctl_close_done(c))
+	rc = tp__data_drain(c, moved);
+	if (rc) {
+		snprintf(reason, len, "the data channels could not be drained: %s (%s)",
+			 tcpx_p2p_strerror(rc), tcpx_p2p_last_error());
+		return reason;
+	}
+	if (tp__ctl_close_done(c) && tp__data_drained(c))
 		return "";
 	if (tp__deadline_passed(c->close_deadline)) {
 		snprintf(reason, len, "the peer did not answer the close within %d ms "

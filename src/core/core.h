@@ -242,6 +242,12 @@ struct tp_comm {
 	uint64_t bounce_len; /* how far a record may reach: TP_META_BOUNCE_MAX */
 	bool bounce_on_device;
 	struct tp_stage stage[2]; /* [0] host, [1] CUDA */
+	/* A closing conn: the requests to post in all on this comm so that
+	 * every one the peer has completes (from its CLOSE; drain_set: known);
+	 * the ones past this side's own are empty sends or throw-away
+	 * receives (progress.c, drain_comm). */
+	uint32_t drain_to;
+	bool drain_set;
 };
 
 struct tp_direction {
@@ -305,6 +311,8 @@ struct tcpx_p2p_conn {
 	bool destroyed;
 	tp_deadline close_deadline;
 	bool drain_failed;  /* a closing conn's data requests could not be drained */
+	char *drain_buf;    /* host memory throw-away receives land in (a chunk) */
+	struct tcpx_p2p_mr *drain_mr;
 };
 
 struct tcpx_p2p_listener {
@@ -379,6 +387,16 @@ void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason);
 struct tp_progress;
 /* Requests the plugin has on c's data channels. */
 uint32_t tp__conn_data_inflight(const struct tcpx_p2p_conn *c);
+/* progress.c: a closing conn posts no more chunks: those prepared and not
+ * yet handed to the plugin are dropped, so that each comm's count of
+ * requests (issued) is final, as its CLOSE says. */
+void tp__data_freeze(struct tcpx_p2p_conn *c);
+/* Every data request of both sides has completed (the peer's CLOSE read,
+ * the requests its count asks of this side posted and done). */
+bool tp__data_drained(const struct tcpx_p2p_conn *c);
+/* Drive a closing conn's data channels once (test, consume, post what
+ * the peer's count asks); 0 or the error that ends the draining. */
+int tp__data_drain(struct tcpx_p2p_conn *c, bool *moved);
 
 /* close.c: destroyed conns finishing their close handshake. */
 /* conn_destroy of a conn whose CLOSE is queued with chunks in the plugin's

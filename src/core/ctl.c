@@ -268,18 +268,28 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 /* The peer's CLOSE, in the frame being parsed (number rx.win.retired):
  * it must end the stream, and the peer sends TP_CTL_SLOTS - 1 empty
  * frames after it (tx_post), which is never fewer than the receives this
- * side has posted past it (at most TP_CTL_SLOTS in flight). */
-static int on_close(struct tcpx_p2p_conn *c, uint32_t body)
+ * side has posted past it (at most TP_CTL_SLOTS in flight).  Its body
+ * gives the peer's count of requests per data comm (tp__ctl_close). */
+static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t len)
 {
 	struct tp_ctl *t = c->ctl;
 
-	if (body || t->in_len - t->in_off != TP_CTL_MSG_HDR)
-		return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent %s after its close",
-				 body ? "a body" : "bytes");
+	if (len != 4 + 8 * (uint32_t)c->nchan || tp_get32(body) != (uint32_t)c->nchan)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer's close of %u bytes "
+				 "(%d channels)", len, c->nchan);
+	if (t->in_len - t->in_off != TP_CTL_MSG_HDR + len)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent bytes after its "
+				 "close");
 	if (t->peer_closed)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: peer closed twice");
 	t->peer_closed = true;
 	t->rx_end = t->rx.win.retired + TP_CTL_SLOTS;
+	for (int i = 0; i < c->nchan; i++) {
+		/* Its sends on channel i meet this side's receives, and back. */
+		c->recv[i].drain_to = tp_get32(body + 4 + 8 * i);
+		c->send[i].drain_to = tp_get32(body + 8 + 8 * i);
+		c->recv[i].drain_set = c->send[i].drain_set = true;
+	}
 	return tp__conn_peer_closed(c);
 }
 
@@ -300,7 +310,7 @@ static int parse(struct tcpx_p2p_conn *c)
 		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
 			break;
 		if (m[0] == TP_CTL_CLOSE)
-			rc = on_close(c, body);
+			rc = on_close(c, m + TP_CTL_MSG_HDR, body);
 		else if (t->close_queued) /* closing: what the peer still says is moot */
 			rc = 0;
 		else
@@ -431,11 +441,20 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 int tp__ctl_close(struct tcpx_p2p_conn *c)
 {
 	struct tp_ctl *t = c->ctl;
+	unsigned char *b;
 
 	if (t->close_queued)
 		return 0;
-	if (!tp__ctl_msg(c, TP_CTL_CLOSE, 0))
+	b = tp__ctl_msg(c, TP_CTL_CLOSE, 4 + 8 * (size_t)c->nchan);
+	if (!b)
 		return TCPX_P2P_ENOMEM; /* recorded */
+	/* No chunk is posted after this: the counts below are final. */
+	tp__data_freeze(c);
+	tp_put32(b, (uint32_t)c->nchan);
+	for (int i = 0; i < c->nchan; i++) {
+		tp_put32(b + 4 + 8 * i, c->send[i].issued);
+		tp_put32(b + 8 + 8 * i, c->recv[i].issued);
+	}
 	t->close_queued = true;
 	return 0;
 }

@@ -42,7 +42,8 @@ enum tp_ctl_type {
 	TP_CTL_READ_RESP = 4, /* {id, len}: next item is the response to read id */
 	TP_CTL_ACK = 5,       /* {id, status, 0, value}: answer to send/write/read id */
 	TP_CTL_NOTIF = 6,     /* {len, msg}: deliver after the items before it */
-	TP_CTL_CLOSE = 7,     /* {}: the sender's last message (the close handshake) */
+	TP_CTL_CLOSE = 7,     /* {nchan, per channel: sends, receives}: the sender's last
+			       * message, with its count of data requests (the close) */
 };
 
 /* An export's secret: 128 random bits a peer must name with its index. */

@@ -8,6 +8,7 @@
  * moves no byte until test() hands it to the plugin's helper threads — at
  * most one per test, so a pass tests once per request it posted. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -409,9 +410,77 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
  * CLOSE) posts no more chunks, but the requests the plugin already has
  * still complete: the peer's bytes for receives posted here may arrive
  * after its CLOSE, and sends finish.  They are tested and handed back, the
- * receives unpacked nowhere (their transfers have failed), so that the
- * comms can close with nothing posted.  Their xfers stay listed, holding
- * their regions, until conn_destroy. */
+ * receives unpacked nowhere (their transfers have failed), and their xfers
+ * stay listed, holding their regions, until conn_destroy.  Both CLOSEs
+ * carry each side's count of requests per data comm; a side posts empty
+ * sends, or receives into a throw-away buffer, until its count on each comm
+ * reaches the peer's on the other end, so that every request of both sides
+ * completes (a plugin whose sends wait for the receiver's receive keeps
+ * the peer's sends posted otherwise). */
+void tp__data_freeze(struct tcpx_p2p_conn *c)
+{
+	for (int i = 0; i < 2 * c->nchan; i++) {
+		struct tp_comm *cm = i < c->nchan ? &c->send[i] : &c->recv[i - c->nchan];
+
+		/* Prepared, not handed over: their gathers end before the
+		 * staging goes (conn_destroy waits for them). */
+		if (cm->issued != cm->win.posted)
+			cm->next_seq = cm->slot[tp_window_slot(cm->issued)].seq;
+		cm->win.posted = cm->issued;
+		cm->cursor = NULL;
+	}
+}
+
+/* Post one request past this side's own: an empty send, or a receive of
+ * a whole chunk into memory nothing reads.  Returns 1 when the plugin took
+ * it. */
+static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_net *net = s->net;
+	size_t bytes = s->cfg.chunk_bytes;
+	struct tp_slot *sl = &cm->slot[tp_window_slot(cm->win.posted)];
+	struct tcpx_p2p_mr *mr;
+	char *buf;
+	void *mh, *req = NULL;
+	int rc;
+
+	if (cm->dir == TP_SEND) {
+		buf = c->ctl->txbuf;
+		mr = c->ctl->txmr;
+	} else if (cm->bounce_on_device) { /* TCPX receives only into device memory */
+		buf = c->land;
+		mr = c->landmr;
+	} else {
+		if (!c->drain_buf) {
+			c->drain_buf = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
+			if (!c->drain_buf)
+				return tp__error(TCPX_P2P_ENOMEM, "close: out of memory");
+			rc = tcpx_p2p_mr_register(s, c->drain_buf, bytes, TCPX_P2P_MEM_HOST,
+						  &c->drain_mr);
+			if (rc)
+				return rc;
+		}
+		buf = c->drain_buf;
+		mr = c->drain_mr;
+	}
+	rc = tp__mr_handle(mr, cm, &mh);
+	if (rc)
+		return rc;
+	if (cm->dir == TP_SEND)
+		rc = net->ops->isend(net, cm->comm, buf, 0, tp_chunk_tag(cm->next_seq), mh, &req);
+	else
+		rc = net->ops->irecv(net, cm->comm, buf, bytes, tp_chunk_tag(cm->next_seq), mh,
+				     &req);
+	if (rc || !req)
+		return rc;
+	*sl = (struct tp_slot){ .request = req, .seq = cm->next_seq, .got = TP_NET_SIZE_UNKNOWN };
+	cm->next_seq += (uint64_t)c->nchan;
+	cm->issued = ++cm->win.posted;
+	cm->handover++;
+	return 1;
+}
+
 static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	struct tp_net *net = c->s->net;
@@ -419,6 +488,13 @@ static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 	int done, size, rc;
 	bool launched, ok;
 
+	while (cm->drain_set && (int32_t)(cm->drain_to - cm->issued) > 0 &&
+	       tp_window_can_post(&cm->win)) {
+		rc = post_drain(c, cm);
+		if (rc <= 0)
+			return rc;
+		*moved = true;
+	}
 	while (cm->win.tested != cm->issued) {
 		sl = &cm->slot[tp_window_slot(cm->win.tested)];
 		done = 0;
@@ -463,23 +539,41 @@ static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 	return 0;
 }
 
-/* One pass of a conn that failed: a closing one goes on with its close
- * handshake and drains what the plugin has of its data channels. */
-static int failed_pass(struct tcpx_p2p_conn *c, struct tp_progress *st)
+int tp__data_drain(struct tcpx_p2p_conn *c, bool *moved)
 {
 	int rc = 0;
 
+	for (int i = 0; i < c->nchan && !rc && !c->drain_failed; i++) {
+		rc = drain_comm(c, &c->send[i], moved);
+		if (!rc)
+			rc = drain_comm(c, &c->recv[i], moved);
+	}
+	/* What cannot complete now never will: the close ends unclean. */
+	if (rc)
+		c->drain_failed = true;
+	return rc;
+}
+
+bool tp__data_drained(const struct tcpx_p2p_conn *c)
+{
+	for (int i = 0; i < 2 * c->nchan; i++) {
+		const struct tp_comm *cm = i < c->nchan ? &c->send[i] : &c->recv[i - c->nchan];
+
+		if (!cm->drain_set || (int32_t)(cm->drain_to - cm->issued) > 0 ||
+		    cm->win.retired != cm->issued)
+			return false;
+	}
+	return true;
+}
+
+/* One pass of a conn that failed: a closing one goes on with its close
+ * handshake and drains its data channels. */
+static int failed_pass(struct tcpx_p2p_conn *c, struct tp_progress *st)
+{
 	if (!tp__ctl_closing(c))
 		return c->err;
 	(void)tp__ctl_close_step(c, &st->moved, &st->pending);
-	for (int i = 0; i < c->nchan && !rc && !c->drain_failed; i++) {
-		rc = drain_comm(c, &c->send[i], &st->moved);
-		if (!rc)
-			rc = drain_comm(c, &c->recv[i], &st->moved);
-	}
-	/* What cannot complete now never will: conn_destroy closes it as is. */
-	if (rc)
-		c->drain_failed = true;
+	(void)tp__data_drain(c, &st->moved);
 	return c->err;
 }
 

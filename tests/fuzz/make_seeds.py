@@ -95,9 +95,12 @@ SEEDS = {
         "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
         "huge": b"\x00" + struct.pack("<BBHI", 2, 0, 0, 0xFFFFFFFF),
         "unknown": b"\x00" + ctl(77, b"zz"),
-        "close": b"\x03" + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(7, b""),
-        "close_then_send": b"\x00" + ctl(7, b"") + ctl(1, struct.pack("<QQ", 7, 100)),
-        "close_twice": b"\x00" + ctl(7, b"") + ctl(7, b""),
+        # CLOSE: u32 channels (fuzz_ctl's conn has 2), then per channel the
+        # sender's sends and receives so far.
+        "close": b"\x03" + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(7, struct.pack("<5I", 2, 3, 1, 0, 2)),
+        "close_then_send": b"\x00" + ctl(7, struct.pack("<5I", 2, 0, 0, 0, 0)) + ctl(1, struct.pack("<QQ", 7, 100)),
+        "close_twice": b"\x00" + ctl(7, struct.pack("<5I", 2, 0, 0, 0, 0)) * 2,
+        "close_channels": b"\x00" + ctl(7, struct.pack("<5I", 3, 0, 0, 0, 0)),
         "close_body": b"\x00" + ctl(7, b"x"),
     },
     "meta": {
