@@ -434,13 +434,13 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		unclean = c->drain_failed ? "transfers were under way and their chunks failed"
 					  : "transfers were under way and their chunks did not "
 					    "complete within close_timeout_ms";
-	/* With chunks still posted the plugin may write into the buffers of
-	 * the failed xfers: the comms close before the caller gets them back. */
-	if (unclean)
+	if (unclean) {
+		/* With chunks still posted the plugin may write into the buffers
+		 * of the failed xfers: the comms close before the caller gets
+		 * them back. */
 		tp__conn_finish(c, unclean);
-	else
+	} else {
 		drop_failed_xfers(c);
-	if (!unclean) {
 		detach_live(c);
 		tp__close_linger(c);
 	}

@@ -311,7 +311,7 @@ struct tcpx_p2p_conn {
 	bool destroyed;
 	tp_deadline close_deadline;
 	bool drain_failed;  /* a closing conn's data requests could not be drained */
-	char *drain_buf;    /* host memory throw-away receives land in (a chunk) */
+	char *drain_buf;    /* host memory throw-away receives land in (a chunk per channel) */
 	struct tcpx_p2p_mr *drain_mr;
 };
 

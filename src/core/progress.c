@@ -452,16 +452,20 @@ static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 		buf = c->land;
 		mr = c->landmr;
 	} else {
+		/* A chunk of host memory per comm, one receive at a time in it
+		 * (drain_comm): no two writes of the plugin's threads meet. */
+		size_t each = (bytes + 4095) & ~(size_t)4095;
+
 		if (!c->drain_buf) {
-			c->drain_buf = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
+			c->drain_buf = aligned_alloc(4096, each * (size_t)c->nchan);
 			if (!c->drain_buf)
 				return tp__error(TCPX_P2P_ENOMEM, "close: out of memory");
-			rc = tcpx_p2p_mr_register(s, c->drain_buf, bytes, TCPX_P2P_MEM_HOST,
-						  &c->drain_mr);
+			rc = tcpx_p2p_mr_register(s, c->drain_buf, each * (size_t)c->nchan,
+						  TCPX_P2P_MEM_HOST, &c->drain_mr);
 			if (rc)
 				return rc;
 		}
-		buf = c->drain_buf;
+		buf = c->drain_buf + each * (size_t)(cm - c->recv);
 		mr = c->drain_mr;
 	}
 	rc = tp__mr_handle(mr, cm, &mh);
@@ -488,8 +492,11 @@ static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 	int done, size, rc;
 	bool launched, ok;
 
+	/* Throw-away receives the plugin writes in place (no bounce buffer)
+	 * go one at a time per comm. */
 	while (cm->drain_set && (int32_t)(cm->drain_to - cm->issued) > 0 &&
-	       tp_window_can_post(&cm->win)) {
+	       tp_window_can_post(&cm->win) &&
+	       (cm->dir == TP_SEND || cm->meta || cm->win.retired == cm->issued)) {
 		rc = post_drain(c, cm);
 		if (rc <= 0)
 			return rc;
