@@ -10,6 +10,7 @@
  * taken moves on, as engine passes do with a busy conn. */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/core.h"
 #include "core/ctl.h"
@@ -137,14 +138,20 @@ void tp__close_linger(struct tcpx_p2p_conn *c)
 /* The sessions of this process.  A close waits for the peer's answer, and
  * the peer may be another session of this process that nobody drives
  * while this thread waits (two sessions in one program, destroyed one
- * after the other): session_destroy drives them too. */
+ * after the other): session_destroy drives them too.  A session being
+ * driven so is held (drivers), and leaves the list only once released:
+ * the passes themselves run outside the list's lock, so a plugin call that
+ * blocks there stalls no other thread's session_create or _destroy. */
 static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sessions_cv = PTHREAD_COND_INITIALIZER;
 static TP_LIST(struct tcpx_p2p_session) sessions;
+static unsigned nsessions;
 
 void tp__close_register(struct tcpx_p2p_session *s)
 {
 	pthread_mutex_lock(&sessions_lock);
 	tp_list_append(&sessions, s, slink);
+	nsessions++;
 	pthread_mutex_unlock(&sessions_lock);
 }
 
@@ -152,23 +159,42 @@ void tp__close_unregister(struct tcpx_p2p_session *s)
 {
 	pthread_mutex_lock(&sessions_lock);
 	tp_list_remove(&sessions, s, slink);
+	nsessions--;
+	while (s->drivers)
+		pthread_cond_wait(&sessions_cv, &sessions_lock);
 	pthread_mutex_unlock(&sessions_lock);
 }
 
-/* One engine pass over every other session of the process. */
 void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_progress *st)
 {
+	struct tcpx_p2p_session **held;
 	struct tp_progress one;
+	unsigned n = 0;
 
 	pthread_mutex_lock(&sessions_lock);
-	for (struct tcpx_p2p_session *o = sessions.head; o; o = o->slink.next) {
-		if (o == self)
-			continue;
-		tp__engine_pass(o, NULL, &one);
+	held = nsessions > 1 ? malloc(nsessions * sizeof(*held)) : NULL;
+	for (struct tcpx_p2p_session *o = sessions.head; held && o; o = o->slink.next) {
+		if (o != self) {
+			o->drivers++;
+			held[n++] = o;
+		}
+	}
+	pthread_mutex_unlock(&sessions_lock);
+	for (unsigned i = 0; i < n; i++) {
+		tp__engine_pass(held[i], NULL, &one);
 		st->moved |= one.moved;
 		st->pending |= one.pending;
 	}
+	if (!n) {
+		free(held);
+		return;
+	}
+	pthread_mutex_lock(&sessions_lock);
+	for (unsigned i = 0; i < n; i++)
+		held[i]->drivers--;
+	pthread_cond_broadcast(&sessions_cv);
 	pthread_mutex_unlock(&sessions_lock);
+	free(held);
 }
 
 void tp__close_all(struct tcpx_p2p_session *s)

@@ -70,6 +70,7 @@ struct tcpx_p2p_session {
 	unsigned nclosing;
 	uint64_t unclean_closes;      /* comms closed with requests posted (atomic) */
 	TP_LINK(struct tcpx_p2p_session) slink; /* the process's sessions (close.c) */
+	unsigned drivers;             /* other threads' closes driving it (close.c's lock) */
 };
 
 /* One plugin registration of a region on one comm. */
