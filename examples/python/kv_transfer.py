@@ -45,7 +45,11 @@ def make_pool(device):
     shape = (LAYERS, 2, BLOCKS, BLOCK_TOKENS * HEAD_DIM)
     if device == "cuda":
         import torch
-        return torch.zeros(shape, dtype=torch.float16, device="cuda")
+        pool = torch.zeros(shape, dtype=torch.float16, device="cuda")
+        # The zero fill runs on torch's stream, the library writes on its
+        # own: memory handed to it must have no work pending elsewhere.
+        torch.cuda.synchronize()
+        return pool
     return np.zeros(shape, dtype=np.float16)
 
 
