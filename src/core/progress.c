@@ -399,7 +399,7 @@ static int consume_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *move
 			tp__stage_give(cm, sl->stage);
 		cm->win.retired++;
 		*moved = true;
-		rc = retire_chunk(c, sl->x);
+		rc = sl->x ? retire_chunk(c, sl->x) : 0; /* none: a closing conn's (drain_comm) */
 		if (rc)
 			return rc;
 	}
@@ -428,6 +428,9 @@ void tp__data_freeze(struct tcpx_p2p_conn *c)
 			cm->next_seq = cm->slot[tp_window_slot(cm->issued)].seq;
 		cm->win.posted = cm->issued;
 		cm->cursor = NULL;
+		/* Their transfers have failed: chunks in flight retire none. */
+		for (uint32_t k = cm->win.retired; k != cm->issued; k++)
+			cm->slot[tp_window_slot(k)].x = NULL;
 	}
 }
 
@@ -487,10 +490,7 @@ static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 
 static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
-	struct tp_net *net = c->s->net;
-	struct tp_slot *sl;
-	int done, size, rc;
-	bool launched, ok;
+	int rc;
 
 	/* Throw-away receives the plugin writes in place (no bounce buffer)
 	 * go one at a time per comm. */
@@ -502,48 +502,13 @@ static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			return rc;
 		*moved = true;
 	}
-	while (cm->win.tested != cm->issued) {
-		sl = &cm->slot[tp_window_slot(cm->win.tested)];
-		done = 0;
-		rc = net->ops->test(net, sl->request, &done, &size);
-		if (rc)
-			return rc;
-		if (cm->handover)
-			cm->handover--;
-		if (!done) {
-			if (cm->handover)
-				continue;
-			break;
-		}
-		cm->win.tested++;
-		*moved = true;
-		if (cm->dir == TP_SEND) {
-			cm->win.unpacked = cm->win.retired = cm->win.tested;
-			if (sl->stage)
-				tp__stage_give(cm, sl->stage);
-		}
-	}
-	while (cm->dir == TP_RECV && cm->win.retired != cm->win.tested) {
-		sl = &cm->slot[tp_window_slot(cm->win.retired)];
-		launched = cm->win.retired != cm->win.unpacked; /* its unpack was started */
-		if (launched && sl->unpack == TP_UNPACK_HCOPY && !tp__hcopy_done(&sl->hjob))
-			return 0;
-		if (launched && sl->unpack == TP_UNPACK_DEVICE) {
-			rc = tp__devq_done(c->s, sl->launch, &ok);
-			if (rc || !ok)
-				return rc;
-		}
-		rc = net->ops->irecv_consumed(net, cm->comm, sl->request);
-		if (rc)
-			return rc;
-		if (sl->stage)
-			tp__stage_give(cm, sl->stage);
-		if (!launched)
-			cm->win.unpacked++;
-		cm->win.retired++;
-		*moved = true;
-	}
-	return 0;
+	rc = tp__comm_test(c, cm, moved);
+	if (rc || cm->dir == TP_SEND)
+		return rc;
+	/* What arrived is handed back as it is: never unpacked. */
+	for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++)
+		cm->slot[tp_window_slot(cm->win.unpacked)].unpack = TP_UNPACK_NONE;
+	return consume_stage(c, cm, moved);
 }
 
 int tp__data_drain(struct tcpx_p2p_conn *c, bool *moved)
