@@ -133,9 +133,13 @@ static unsigned char *host_view(struct bench_buf *b, size_t off)
 static int to_device(struct bench_buf *b, size_t off, size_t len)
 {
 #ifdef TP_BENCH_HAVE_CUDA
+	/* From pageable memory cudaMemcpy may return before the bytes reach
+	 * the device, and only the legacy stream is ordered after it: the
+	 * library reads the buffer on other streams, so wait for it. */
 	if (cudaSetDevice(b->gpu) != cudaSuccess ||
 	    cudaMemcpy((char *)b->ptr + off, host_view(b, off), len, cudaMemcpyHostToDevice) !=
-		    cudaSuccess)
+		    cudaSuccess ||
+	    cudaStreamSynchronize(cudaStreamLegacy) != cudaSuccess)
 		return -1;
 #endif
 	return 0;

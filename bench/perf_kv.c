@@ -14,8 +14,12 @@
  * transfer for the ratio.
  *
  * Batches are paced by 8-byte two-sided tokens outside the timed region:
- * the target sends "go" when it is ready (its --verify check of the batch
- * before is done), the initiator answers "done" after the batch completed.
+ * the target sends "go" when it is ready, the initiator answers "done"
+ * after the batch completed.  --verify fills the blocks a batch moves
+ * with a pattern of (seed, batch) and the blocks it lands in with a
+ * sentinel first, then checks them where and when they are promised: a
+ * WRITE on the target as soon as its notification is taken (before the
+ * initiator's "done"), a READ on the initiator once it completed.
  * The target waits for the notification with tcpx_p2p_notif_poll and for
  * "done" with tcpx_p2p_wait, both of which drive its session: that is the
  * progress that lands a WRITE and serves a READ. */
@@ -141,19 +145,25 @@ static uint64_t block_seed(const struct kv_peer *p, uint64_t key, int a, int j)
 	return key ^ (((uint64_t)a << 32) | p->dst[j]);
 }
 
-/* Fill (check) this side's blocks of the batch: the initiator's src ids,
- * the target's dst ids.  check: 0 or -1 after saying which block is bad. */
-static int batch_blocks(struct kv_peer *p, uint64_t key, size_t bs, int it, int check)
+enum blocks_op { BLOCKS_FILL, BLOCKS_POISON, BLOCKS_CHECK };
+
+/* Fill, poison (a sentinel: what lands must overwrite it) or check this
+ * side's blocks of the batch: the initiator's src ids, the target's dst
+ * ids.  0, or -1 after saying which block is bad. */
+static int batch_blocks(struct kv_peer *p, uint64_t key, size_t bs, int it, enum blocks_op op)
 {
 	uint32_t *id = p->role ? p->src : p->dst;
 	size_t off, bad;
-	int a, j;
+	int a, j, rc;
 
 	for (a = 0; a < 2 * p->o->kv.layers; a++)
 		for (j = 0; j < p->ids; j++) {
 			off = block_off(p, a, id[j], bs);
-			if (!check) {
-				if (bench_buf_fill(&p->pool, off, bs, block_seed(p, key, a, j)))
+			if (op != BLOCKS_CHECK) {
+				rc = op == BLOCKS_FILL ?
+					     bench_buf_fill(&p->pool, off, bs, block_seed(p, key, a, j)) :
+					     bench_buf_poison(&p->pool, off, bs);
+				if (rc)
 					return fail("fill", TCPX_P2P_ECUDA);
 				continue;
 			}
@@ -270,17 +280,18 @@ static int target_batch(struct kv_peer *p, size_t bs, uint64_t key, int it)
 	build_batch(p, key, bs);
 	if (token_recv(p, X_DONE))
 		return -1;
-	if (o->verify && o->kv.read && batch_blocks(p, key, bs, it, 0))
+	if (o->verify && batch_blocks(p, key, bs, it, o->kv.read ? BLOCKS_FILL : BLOCKS_POISON))
 		return -1;
 	if (token_send(p, X_GO, key))
 		return -1;
-	if (!o->kv.read && wait_notif(p, key))
+	/* A WRITE is checked when its notification is taken, as a decode
+	 * engine reads its KV then: the notification promises the bytes. */
+	if (!o->kv.read &&
+	    (wait_notif(p, key) || (o->verify && batch_blocks(p, key, bs, it, BLOCKS_CHECK))))
 		return -1;
-	/* The check waits for "done": until then this side drives, so the
-	 * WRITE's completion reaches the initiator without waiting for it. */
 	if (finish(p, X_GO, "go token", 0, 0) || finish(p, X_DONE, "done token", 1, key))
 		return -1;
-	return o->verify && !o->kv.read ? batch_blocks(p, key, bs, it, 1) : 0;
+	return 0;
 }
 
 static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, double *us)
@@ -298,7 +309,7 @@ static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, d
 	prm.notif_len = strlen(msg) + 1;
 	if (token_recv(p, X_GO))
 		return -1;
-	if (o->verify && !o->kv.read && batch_blocks(p, key, bs, it, 0))
+	if (o->verify && batch_blocks(p, key, bs, it, o->kv.read ? BLOCKS_POISON : BLOCKS_FILL))
 		return -1;
 	if (finish(p, X_GO, "go token", 1, key))
 		return -1;
@@ -314,7 +325,7 @@ static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, d
 	*us = (bench_now_s() - t0) * 1e6;
 	if (token_send(p, X_DONE, key) || finish(p, X_DONE, "done token", 0, 0))
 		return -1;
-	if (o->verify && o->kv.read && batch_blocks(p, key, bs, it, 1))
+	if (o->verify && o->kv.read && batch_blocks(p, key, bs, it, BLOCKS_CHECK))
 		return -1;
 	return 0;
 }
@@ -686,6 +697,15 @@ static int make_regions(struct kv_peer *p, int gpu)
 		perf_error("tcpx_perf: kv: %s\n", err);
 		if (p->pool.ptr)
 			bench_buf_free(&p->pool);
+		p->pool.ptr = NULL;
+		return -1;
+	}
+	/* With --verify every block starts as the sentinel: a block that was
+	 * never written cannot pass for one that was. */
+	if (o->verify && bench_buf_poison(&p->pool, 0, len)) {
+		perf_error("tcpx_perf: kv: cannot fill the pool\n");
+		bench_buf_free(&p->pool);
+		bench_buf_free(&p->ctrl);
 		p->pool.ptr = NULL;
 		return -1;
 	}

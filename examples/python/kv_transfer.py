@@ -41,16 +41,18 @@ CTRL = np.dtype([("desc", np.uint8, tp.RDESC_SIZE), ("n", np.uint32),
                  ("block", np.uint32, len(PREFILL_BLOCKS))])
 
 
-def make_pool(device):
+def make_pool(device, sentinel):
+    """A pool whose every element is `sentinel`, a value no block holds: a
+    block that was not written (or was written with stale bytes) shows."""
     shape = (LAYERS, 2, BLOCKS, BLOCK_TOKENS * HEAD_DIM)
     if device == "cuda":
         import torch
-        pool = torch.zeros(shape, dtype=torch.float16, device="cuda")
-        # The zero fill runs on torch's stream, the library writes on its
-        # own: memory handed to it must have no work pending elsewhere.
+        pool = torch.full(shape, sentinel, dtype=torch.float16, device="cuda")
+        # The fill runs on torch's stream, the library works on its own:
+        # memory handed to it must have no work pending elsewhere.
         torch.cuda.synchronize()
         return pool
-    return np.zeros(shape, dtype=np.float16)
+    return np.full(shape, sentinel, dtype=np.float16)
 
 
 def block_values(layer, kv, block):
@@ -80,8 +82,8 @@ def poll_notification(session, timeout=TIMEOUT):
 
 
 def prefill(args, server, session):
-    pool = make_pool(args.device)
-    host = np.zeros(pool.shape, dtype=np.float16)
+    pool = make_pool(args.device, -2.0)
+    host = np.full(pool.shape, -2.0, dtype=np.float16)
     for layer in range(LAYERS):
         for kv in range(2):
             for b in PREFILL_BLOCKS:
@@ -119,7 +121,7 @@ def prefill(args, server, session):
 
 def decode(args, session):
     conn = session.dial("127.0.0.1", args.port, timeout=TIMEOUT)
-    pool = make_pool(args.device)
+    pool = make_pool(args.device, -1.0)
     pool_mr = session.register(pool)
     ctrl = np.zeros(1, dtype=CTRL)
     ctrl_mr = session.register(ctrl)
@@ -147,6 +149,10 @@ def decode(args, session):
             for theirs, ours in zip(PREFILL_BLOCKS, DECODE_BLOCKS):
                 if not np.array_equal(host[layer, kv, ours], block_values(layer, kv, theirs)):
                     raise SystemExit(f"decode: layer {layer} {'KV'[kv]} block {ours} is wrong")
+    others = np.ones(BLOCKS, dtype=bool)
+    others[DECODE_BLOCKS] = False
+    if not (host[:, :, others] == -1.0).all():
+        raise SystemExit("decode: a block outside the request was written")
     print(f"decode: all {LAYERS * 2 * len(DECODE_BLOCKS)} blocks verified ({args.device})",
           flush=True)
     conn.barrier(timeout=TIMEOUT)

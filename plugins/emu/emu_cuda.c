@@ -6,6 +6,10 @@
  */
 #include "emu.h"
 
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
 #if TP_EMU_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -15,6 +19,59 @@ static int checked(cudaError_t err, const char *what)
 		return 0;
 	EMU_WARN("%s failed: %s (%d)", what, cudaGetErrorString(err), (int)err);
 	return -1;
+}
+
+/*
+ * TCPX_EMU_STREAM_DELAY_US=N (a fault setting): before each copy, clear or
+ * scatter the plugin queues on its streams, a host function sleeping a
+ * random 0..N us, so that a consumer that reads the plugin's buffers
+ * without waiting for its work shows wrong bytes instead of passing by
+ * luck of timing.  Read once per process.
+ */
+static unsigned delay_max_us;
+static uint64_t delay_rng;
+static pthread_once_t delay_once = PTHREAD_ONCE_INIT;
+
+static void delay_init(void)
+{
+	const char *s = getenv("TCPX_EMU_STREAM_DELAY_US");
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s)
+		return;
+	v = strtoul(s, &end, 0);
+	if (*end || v > 10ul * 1000 * 1000) {
+		EMU_WARN("ignoring TCPX_EMU_STREAM_DELAY_US=%s (want 0..10000000)", s);
+		return;
+	}
+	delay_max_us = (unsigned)v;
+	delay_rng = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	if (v)
+		EMU_WARN("stream delays injected: random 0..%lu us before each device operation", v);
+}
+
+static void CUDART_CB sleep_fn(void *arg)
+{
+	unsigned us = (unsigned)(uintptr_t)arg;
+	struct timespec t = { .tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000 };
+
+	nanosleep(&t, NULL);
+}
+
+static void stream_delay(void *stream)
+{
+	uint64_t z;
+
+	pthread_once(&delay_once, delay_init);
+	if (!delay_max_us)
+		return;
+	z = __atomic_add_fetch(&delay_rng, 0x9e3779b97f4a7c15ull, __ATOMIC_RELAXED);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z = (z ^ (z >> 31)) % ((uint64_t)delay_max_us + 1);
+	if (cudaLaunchHostFunc((cudaStream_t)stream, sleep_fn, (void *)(uintptr_t)z) != cudaSuccess)
+		(void)cudaGetLastError();
 }
 
 int tp__emu_cuda_usable(void)
@@ -100,6 +157,7 @@ void tp__emu_cuda_stream_destroy(void *stream)
 
 int tp__emu_cuda_copy(void *dst, const void *src, size_t n, void *stream)
 {
+	stream_delay(stream);
 	return checked(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream),
 		       "cudaMemcpyAsync");
 }
@@ -123,6 +181,7 @@ int tp__emu_cuda_copy_batch(void **dst, const void **src, size_t *len, size_t n,
 
 	if (n && use_batch && !__atomic_load_n(&batch_broken, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&batch_lock);
+		stream_delay(stream);
 #if CUDART_VERSION >= 13000
 		err = cudaMemcpyBatchAsync((void *const *)dst, (const void *const *)src, len, n,
 					   &attr, &attr_idx, 1, (cudaStream_t)stream);
@@ -152,6 +211,7 @@ int tp__emu_cuda_copy_batch(void **dst, const void **src, size_t *len, size_t n,
 
 int tp__emu_cuda_memset(void *dst, int val, size_t n, void *stream)
 {
+	stream_delay(stream);
 	return checked(cudaMemsetAsync(dst, val, n, (cudaStream_t)stream), "cudaMemsetAsync");
 }
 
@@ -160,9 +220,14 @@ int tp__emu_cuda_sync(void *stream)
 	return checked(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
 }
 
+/* Complete when it returns, whatever the direction: a cudaMemcpy from
+ * pageable memory may return once the bytes are staged, before they reach
+ * the device, and only the legacy stream is ordered after it. */
 int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n)
 {
-	return checked(cudaMemcpy(dst, src, n, cudaMemcpyDefault), "cudaMemcpy");
+	if (checked(cudaMemcpy(dst, src, n, cudaMemcpyDefault), "cudaMemcpy"))
+		return -1;
+	return checked(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
 }
 
 /*
@@ -179,6 +244,7 @@ int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off,
 
 	if (__atomic_load_n(&broken, __ATOMIC_RELAXED))
 		return 1;
+	stream_delay(stream);
 	err = (cudaError_t)tp__emu_scatter_launch(recs, nrec, off, len, staging, bounce, stream);
 	if (err == cudaSuccess)
 		return 0;

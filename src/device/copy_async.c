@@ -66,6 +66,7 @@ int tp__dev_batch_issue(tp_dev_stream *s, bool pinned)
 	b->n = 0;
 	if (!n)
 		return 0;
+	tp__dev_delay_op(s->st);
 #if TP_HAVE_BATCH
 	struct cudaMemcpyAttributes attr = {
 		.srcAccessOrder = cudaMemcpySrcAccessOrderStream,

@@ -85,6 +85,7 @@ extern "C" int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list,
 
 	if (!n)
 		return 0;
+	tp__dev_delay_op(s->st);
 	/* (rounding up without n + d - 1, which wraps for n near 2^32) */
 	per = n / TP_COPY_MAX_BLOCKS + (n % TP_COPY_MAX_BLOCKS != 0);
 	blocks = n / per + (n % per != 0);

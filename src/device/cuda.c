@@ -194,6 +194,32 @@ void tp__dev_host_free(void *p)
 		TP_WARN("dev", "pinned memory free: %s", tcpx_p2p_last_error());
 }
 
+/* Cleared: the library's device buffers (staging, landing) must never show
+ * a peer what earlier allocations of this process left there.  And cleared
+ * to completion before the pointer is handed out: a plain cudaMemset goes
+ * to the legacy default stream and may return before it ran, and nothing
+ * orders that stream with the library's non-blocking stream, the plugin's
+ * streams or the application's.  A late clear then zeroed a send staging
+ * slot after its gather had filled it, and a WRITE delivered zeros with a
+ * correct notification.  A private non-blocking stream, waited for here,
+ * also keeps the clear from queueing behind the application's work on the
+ * legacy stream. */
+static int dev_clear(void *d, size_t n)
+{
+	cudaStream_t st;
+	int err = TP_CUDA(cudaStreamCreateWithFlags, &st, cudaStreamNonBlocking);
+
+	if (err)
+		return err;
+	tp__dev_delay_clear(st);
+	err = TP_CUDA(cudaMemsetAsync, d, 0, n, st);
+	if (!err)
+		err = TP_CUDA(cudaStreamSynchronize, st);
+	if (cudaStreamDestroy(st) != cudaSuccess)
+		(void)cudaGetLastError();
+	return err;
+}
+
 int tp__dev_malloc(void **p, size_t n)
 {
 	void *d;
@@ -204,9 +230,7 @@ int tp__dev_malloc(void **p, size_t n)
 	err = TP_CUDA(cudaMalloc, &d, n);
 	if (err)
 		return err;
-	/* Cleared: the library's device buffers (staging, landing) must never
-	 * show a peer what earlier allocations of this process left there. */
-	err = TP_CUDA(cudaMemset, d, 0, n);
+	err = dev_clear(d, n);
 	if (err) {
 		cudaFree(d);
 		return err;
@@ -319,6 +343,7 @@ void tp__dev_event_destroy(tp_dev_event *e)
 
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s)
 {
+	tp__dev_delay_op(s->st);
 	return TP_CUDA(cudaEventRecord, e->ev, s->st);
 }
 

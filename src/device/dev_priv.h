@@ -51,6 +51,23 @@ int tp__dev_batch_add(tp_dev_stream *s, void *dst, const void *src, size_t len);
 int tp__dev_batch_issue(tp_dev_stream *s, bool pinned);
 void tp__dev_batch_free(tp_dev_stream *s);
 
+/* Test builds: injected stream delays (delay.c says which and why); in
+ * release builds they are nothing. */
+#if TP_TEST_HOOKS
+void tp__dev_delay_op(cudaStream_t st);
+void tp__dev_delay_clear(cudaStream_t st);
+#else
+static inline void tp__dev_delay_op(cudaStream_t st)
+{
+	(void)st;
+}
+
+static inline void tp__dev_delay_clear(cudaStream_t st)
+{
+	(void)st;
+}
+#endif
+
 #define TP_CUDA(fn, ...) tp__dev_cuda_check(fn(__VA_ARGS__), #fn)
 
 #ifdef __cplusplus

@@ -177,6 +177,7 @@ extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_jo
 				 TP_UNPACK_MAX_JOBS);
 	if (!njobs)
 		return 0;
+	tp__dev_delay_op(s->st);
 	/* Few records (a latency-bound chunk or two) go in the parameters;
 	 * the rest read the ring from the kernel. */
 	if (inline_on && (launch_inline<4, 240>(s, jobs, njobs, &err)

@@ -86,6 +86,7 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 	/* Destinations are disjoint, so full coverage means no gaps; else the
 	 * gaps must keep what dst holds, so the image starts as a copy of it. */
 	if (covered != hi - lo) {
+		tp__dev_delay_op(s->st);
 		err = TP_CUDA(cudaMemcpyAsync, s->stage, job->dst + lo, hi - lo, cudaMemcpyDefault,
 			      s->st);
 		if (err)
@@ -101,5 +102,6 @@ int tp__dev_unpack_host(tp_dev_stream *s, const struct tp_unpack_job *job)
 		err = tp__dev_batch_issue(s, job->bounce_dev); /* the staging is pinned */
 	if (err)
 		return err;
+	tp__dev_delay_op(s->st);
 	return TP_CUDA(cudaMemcpyAsync, job->dst + lo, s->stage, hi - lo, cudaMemcpyDefault, s->st);
 }

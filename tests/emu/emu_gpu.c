@@ -94,6 +94,8 @@ static void test_device_bounce(void **state)
 		emu_fill_random(h, (size_t)size, (uint32_t)k + 7);
 		assert_int_equal(cudaMemcpy(dsend, h, (size_t)size, cudaMemcpyHostToDevice),
 				 cudaSuccess);
+		/* landed only now: the plugin copies it on its own stream */
+		assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
 		assert_int_equal(emu_irecv(&p, drecv, 4 << 20, k, rmh, &rreq), ncclSuccess);
 		assert_int_equal(emu_isend(&p, dsend, size, k, smh, &sreq), ncclSuccess);
 		assert_int_equal(emu_wait(&p, sreq, &res), 0);

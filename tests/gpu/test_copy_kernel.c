@@ -262,6 +262,7 @@ static void run(const struct layout *l, const struct dir *d, enum variant var)
 	case VAR_KERNEL_DEV_LIST:
 		CK(tp__dev_malloc((void **)&dlist, n * sizeof(*list)));
 		CKC(cudaMemcpy(dlist, list, n * sizeof(*list), cudaMemcpyHostToDevice));
+		CKC(cudaDeviceSynchronize()); /* a pageable source: landed only now */
 		CK(tp__dev_copy_kernel(stream, dlist, n));
 		break;
 	case VAR_ASYNC:
@@ -297,6 +298,7 @@ static void check_empty(void)
 	CK(tp__dev_malloc((void **)&dst, sizeof(out)));
 	CKC(cudaMemset(src, 0x11, sizeof(out)));
 	CKC(cudaMemset(dst, POISON, sizeof(out)));
+	CKC(cudaDeviceSynchronize()); /* legacy-stream memsets: done only now */
 	CK(tp__dev_host_alloc((void **)&list, sizeof(*list)));
 	*list = (struct tp_copy){ .src = src, .dst = dst, .len = sizeof(out) };
 	CK(tp__dev_copy_kernel(stream, NULL, 0));
@@ -423,6 +425,7 @@ static void bench(void)
 		list[i] = (struct tp_copy){ .src = src + 2 * (size_t)i * len,
 					    .dst = dst + (size_t)i * len, .len = len };
 	CKC(cudaMemcpy(dlist, list, n * sizeof(*list), cudaMemcpyHostToDevice));
+	CKC(cudaDeviceSynchronize()); /* pageable sources: landed only now */
 
 	printf("bench: 2 MiB device -> device gather, list in pinned memory unless said; "
 	       "GB/s = 10^9 B/s; 100 launches each\n");

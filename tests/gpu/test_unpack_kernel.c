@@ -144,6 +144,10 @@ static void run_batch(const struct batch *b, enum layout lay, enum variant var)
 		CKC(cudaMalloc((void **)&dst, dst_bytes));
 		CKC(cudaMemset(dst, POISON, dst_bytes));
 	}
+	/* The copy from pageable memory and the memset may both still run on
+	 * the legacy stream, which the kernel's non-blocking stream does not
+	 * wait for. */
+	CKC(cudaDeviceSynchronize());
 
 	for (int j = 0, p = 0; j < b->njobs; j++) {
 		struct tp_unpack_meta *m = meta[j / TP_UNPACK_QUEUE_DEPTH];
@@ -254,6 +258,7 @@ static void check_out_of_range(void)
 	CKC(cudaMemset(bounce, 0x11, 2 * PAGE));
 	CKC(cudaMalloc((void **)&dst, sizeof(out)));
 	CKC(cudaMemset(dst, POISON, sizeof(out)));
+	CKC(cudaDeviceSynchronize()); /* legacy-stream memsets: done only now */
 	meta[0]->mem[0][0] = (tp_unpack_rec){ .src_off = 0, .len = PAGE, .dst_off = 0 };
 	meta[0]->mem[0][1] = (tp_unpack_rec){ .src_off = PAGE, .len = PAGE, .dst_off = len };
 	meta[0]->cnt[0] = 2;

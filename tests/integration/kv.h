@@ -130,5 +130,6 @@ void test_refusals(void **state);
 void test_write_notif(void **state);
 void test_notif_order(void **state);
 void test_target_killed(void **state);
+void test_first_chunks_unattended(void **state);
 
 #endif

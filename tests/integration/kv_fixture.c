@@ -63,8 +63,11 @@ void dev_put(struct region *r, size_t off, size_t n)
 		return;
 #ifdef TP_KV_CUDA
 	if (g_cuda) {
+		/* From pageable memory the copy may return before the bytes
+		 * landed; the library reads them on its own streams. */
 		assert_int_equal(cudaMemcpy(r->p + off, r->shadow + off, n, cudaMemcpyHostToDevice),
 				 cudaSuccess);
+		assert_int_equal(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
 		return;
 	}
 #endif

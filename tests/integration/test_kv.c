@@ -7,7 +7,8 @@
  * Usage: test_kv host|cuda.  "cuda" makes both sessions with gpu 0 and
  * cudaMalloc'd regions (a build with TP_KV_CUDA; it exits 77 without a
  * GPU); "host" uses plain malloc.  TP_KV_SEED=n repeats a run's random
- * shapes (the seed is printed).  The emulator modes come from the
+ * shapes (the seed is printed); TP_KV_ONLY=pattern runs the matching cases
+ * only.  The emulator modes come from the
  * environment of each CTest registration.
  *
  * Overlapping writes in flight together: the chunks of one connection
@@ -20,7 +21,7 @@
  *
  * One binary, a file per feature: kv_vec.c (vectored), kv_onesided.c
  * (WRITE and READ), kv_refusals.c, kv_notif.c, kv_kill.c (the target gone
- * mid-write); the fixture, segment layouts and the exported pool they share
+ * mid-write), kv_first.c (the first chunks of fresh connections, unattended); the fixture, segment layouts and the exported pool they share
  * are kv_fixture.c, kv_layout.c and kv_pool.c (kv.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,9 +61,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_notif_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_target_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_batches, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_chunks_unattended, setup, teardown),
 	};
 	const char *mode = argc > 1 ? argv[1] : "host";
 	const char *seed = getenv("TP_KV_SEED");
+	const char *only = getenv("TP_KV_ONLY");
 
 	if (!strcmp(mode, "cuda")) {
 #ifdef TP_KV_CUDA
@@ -87,5 +90,7 @@ int main(int argc, char **argv)
 	printf("test_kv: %s memory, seed %llu (TP_KV_SEED=%llu repeats it)\n", mode,
 	       (unsigned long long)g_seed, (unsigned long long)g_seed);
 	fflush(stdout);
+	if (only && *only)
+		cmocka_set_test_filter(only);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

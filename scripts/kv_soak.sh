@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Run the KV hand-offs many times, as separate process pairs, and count the
+# runs whose bytes were wrong: tcpx_perf kv (server and client processes,
+# --verify: a WRITE checked on the target when its notification is taken)
+# and the Python example (examples/python/kv_transfer.py: prefill and decode
+# processes), WRITE and READ each.  A data race shows in a few runs in a
+# hundred, not in one; --delay-us adds the test-hook builds' random stream
+# delays (TCPX_P2P_TEST_STREAM_DELAY_US, TCPX_EMU_STREAM_DELAY_US) to every
+# run, so that work on one stream used from another without an ordering
+# shows every time it happens.
+#
+#   scripts/kv_soak.sh [--runs N] [--jobs J] [--delay-us US] [--mem cuda|host]
+#                      [--only perf|example] [BUILD]
+#
+# BUILD (default build-gpu) is a build tree with tcpx_perf and the Python
+# package (build/python).  Runs go J at a time, each pair on its own port.
+# Prints one line per kind ("kv_soak: perf write: 200/200 passed") and the
+# output of the first failures (under BUILD/kv_soak/); exits 1 if any run
+# failed.
+set -uo pipefail
+
+runs=200 jobs=8 delay=0 mem=cuda only=""
+while (($#)); do
+	case $1 in
+	--runs) runs=$2; shift 2 ;;
+	--jobs) jobs=$2; shift 2 ;;
+	--delay-us) delay=$2; shift 2 ;;
+	--mem) mem=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	-h|--help) sed -n 2,20p "$0"; exit 0 ;;
+	-*) echo "kv_soak: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$repo/build-gpu}" && pwd) || exit 2
+logs=$build/kv_soak
+rm -rf "$logs"
+mkdir -p "$logs"
+export TCPX_P2P_PLUGIN=${TCPX_P2P_PLUGIN:-$build/lib/libnccl-net-tcpxemu.so}
+if ((delay)); then
+	export TCPX_P2P_TEST_STREAM_DELAY_US=$delay TCPX_EMU_STREAM_DELAY_US=$delay
+fi
+py=${TCPX_P2P_PYTHON:-python3}
+device=$([[ $mem == cuda ]] && echo cuda || echo cpu)
+
+# One run: kind (perf|example), op (write|read), index.  Exit status 0 = verified.
+one() {
+	local kind=$1 op=$2 i=$3 port=$((20000 + ($3 % 4000) * 2)) log=$logs/$1-$2-$3.log
+	if [[ $kind == perf ]]; then
+		local args=(kv --mem "$mem" --verify -n 3 -w 1 --blocks 256 --block-size 16K,64K
+			--op "$op" --port "$port" --timeout 30000)
+		timeout 120 "$build/bin/tcpx_perf" "${args[@]}" server >"$log.server" 2>&1 &
+		local srv=$!
+		timeout 120 "$build/bin/tcpx_perf" "${args[@]}" client --host 127.0.0.1 \
+			>"$log" 2>&1
+		local rc=$?
+		wait "$srv" || rc=1
+		cat "$log.server" >>"$log"
+		rm -f "$log.server"
+	else
+		PYTHONPATH=$build/python timeout 120 "$py" "$repo/examples/python/kv_transfer.py" \
+			--op "$op" --device "$device" >"$log" 2>&1
+		local rc=$?
+	fi
+	((rc == 0)) && rm -f "$log"
+	return "$rc"
+}
+export -f one
+export build logs mem device py repo
+
+status=0
+for kind in perf example; do
+	[[ -n $only && $only != "$kind" ]] && continue
+	for op in write read; do
+		t0=$(date +%s)
+		failed=$(seq 1 "$runs" | xargs -P "$jobs" -I{} bash -c "one $kind $op {} || echo F" |
+			grep -c F)
+		printf 'kv_soak: %s %s%s: %d/%d passed (%d s)\n' "$kind" "$op" \
+			"$( ((delay)) && echo ", stream delays 0..$delay us")" \
+			$((runs - failed)) "$runs" $(($(date +%s) - t0))
+		((failed)) && status=1
+	done
+done
+for f in $(ls "$logs"/*.log 2>/dev/null | head -3); do
+	echo "---- $(basename "$f")"
+	grep -v "WARN net plugin_load" "$f" | tail -8
+done
+exit "$status"
