@@ -273,6 +273,11 @@ enum tcpx_p2p_mem_type {
  * Plugin registrations are made lazily per comm on first use and cached.
  * CUDA memory is registered from ptr rounded down to 4 KiB.  With plugins
  * older than ABI v8 (TCPX is v7) a region must be smaller than 2 GiB.
+ * The library and the plugin work on their own CUDA streams and wait for
+ * none of the caller's: work that writes or reads bytes a transfer uses
+ * must have finished (its stream synchronised) before the transfer is
+ * posted.  A completed transfer's bytes are visible to work queued after
+ * the completion was seen.
  * RETURN VALUE: 0; EINVAL (NULL ptr, len 0, unknown type, CUDA memory on a
  * host-only session, or ptr not of the type given: device memory as HOST,
  * anything but cudaMalloc'd device memory as CUDA); ENOTSUP (the plugin

@@ -13,7 +13,10 @@
 #                      [--only perf|example] [BUILD]
 #
 # BUILD (default build-gpu) is a build tree with tcpx_perf and the Python
-# package (build/python).  Runs go J at a time, each pair on its own port.
+# package (build/python).  Runs go J at a time, each pair on its own port
+# and, with --mem cuda, on GPU (run mod the machine's GPU count) through
+# CUDA_VISIBLE_DEVICES: most of a run is process and CUDA set-up, which
+# several GPUs do side by side.
 # Prints one line per kind ("kv_soak: perf write: 200/200 passed") and the
 # output of the first failures (under BUILD/kv_soak/); exits 1 if any run
 # failed.
@@ -43,12 +46,17 @@ if ((delay)); then
 fi
 py=${TCPX_P2P_PYTHON:-python3}
 device=$([[ $mem == cuda ]] && echo cuda || echo cpu)
+ngpu=0
+if [[ $mem == cuda && -z ${CUDA_VISIBLE_DEVICES:-} ]]; then
+	ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
 
 # One run: kind (perf|example), op (write|read), index.  Exit status 0 = verified.
 one() {
 	local kind=$1 op=$2 i=$3 port=$((20000 + ($3 % 4000) * 2)) log=$logs/$1-$2-$3.log
+	((ngpu)) && export CUDA_VISIBLE_DEVICES=$((i % ngpu))
 	if [[ $kind == perf ]]; then
-		local args=(kv --mem "$mem" --verify -n 3 -w 1 --blocks 256 --block-size 16K,64K
+		local args=(kv --mem "$mem" --verify -n 2 -w 1 --blocks 256 --block-size 16K,64K
 			--op "$op" --port "$port" --timeout 30000)
 		timeout 120 "$build/bin/tcpx_perf" "${args[@]}" server >"$log.server" 2>&1 &
 		local srv=$!
@@ -67,7 +75,7 @@ one() {
 	return "$rc"
 }
 export -f one
-export build logs mem device py repo
+export build logs mem device py repo ngpu
 
 status=0
 for kind in perf example; do
@@ -84,6 +92,6 @@ for kind in perf example; do
 done
 for f in $(ls "$logs"/*.log 2>/dev/null | head -3); do
 	echo "---- $(basename "$f")"
-	grep -v "WARN net plugin_load" "$f" | tail -8
+	grep -E "FAILED|wrong|written|rror|tcpx_perf: kv:" "$f" | head -6
 done
 exit "$status"
