@@ -55,8 +55,15 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 		tp__xlist_push(&c->settling, x);
 		return;
 	}
-	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked below */
+	tp__xfer_mark_done(c, x);
 	c->completed++;
+}
+
+void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	if (x->swait)
+		tp__swait_end(c->s, x);
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked (xfer_done) */
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -67,7 +74,7 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 		return;
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
-		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+		tp__xfer_mark_done(c, x);
 		c->completed++;
 	}
 }
