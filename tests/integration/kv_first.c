@@ -34,45 +34,6 @@ static void pause_us(long us)
 	nanosleep(&t, NULL);
 }
 
-/* One pass of each session, then a pause, until x completed; then x is
- * released.  (complete() drives without pausing.) */
-static void complete_paused(struct fx *f, tcpx_p2p_xfer *x)
-{
-	double t0 = now_s();
-	int done = 0, rc;
-
-	for (;;) {
-		rc = tcpx_p2p_test(x, &done);
-		if (rc)
-			fail_msg("transfer failed: %s: %s", tcpx_p2p_strerror(rc),
-				 tcpx_p2p_last_error());
-		if (done)
-			break;
-		drive(f);
-		pause_us(PAUSE_US);
-		if (now_s() - t0 > DEADLINE_S)
-			fail_msg("transfer still pending after %.0f s", DEADLINE_S);
-	}
-	assert_int_equal(tcpx_p2p_xfer_release(x), 0);
-}
-
-/* The next notification of s, driving with pauses. */
-static void notif_take_paused(struct fx *f, tcpx_p2p_session *s, tcpx_p2p_notif *out)
-{
-	double t0 = now_s();
-	int n = 0;
-
-	for (;;) {
-		assert_int_equal(tcpx_p2p_notif_poll(s, out, 1, &n), 0);
-		if (n)
-			return;
-		drive(f);
-		pause_us(PAUSE_US);
-		if (now_s() - t0 > DEADLINE_S)
-			fail_msg("no notification after %.0f s", DEADLINE_S);
-	}
-}
-
 void test_first_chunks_unattended(void **state)
 {
 	struct fx *f = *state;
@@ -87,6 +48,7 @@ void test_first_chunks_unattended(void **state)
 	struct kv k;
 
 	assert_non_null(nt);
+	f->pause_us = PAUSE_US; /* after every pass of complete() and notif_take() */
 	kv_open(f, &k, NB, NL, BLK, TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, 91);
 	rb = region_new(f, f->p.s[0], (size_t)B * BLK + 200, 92);
 
@@ -96,10 +58,10 @@ void test_first_chunks_unattended(void **state)
 	pick(f, rid, B, NB, 1);
 	assert_int_equal(kv_write(f, &k, lid, rid, B, note, sizeof(note), &x), 0);
 	pause_us(3 * PAUSE_US);
-	notif_take_paused(f, f->p.s[1], nt);
+	notif_take(f, f->p.s[1], nt);
 	notif_expect(nt, f->p.c[1], note, sizeof(note));
 	verify(k.pool, "pool at the first write's notification");
-	complete_paused(f, x);
+	complete1_ok(f, x);
 	verify(k.pool, "pool after the first write");
 
 	/* READ of other blocks, scattered on the target, into one range. */
@@ -111,7 +73,7 @@ void test_first_chunks_unattended(void **state)
 	l = (tcpx_p2p_seg){ rb->mr, 100, (size_t)B * BLK };
 	assert_int_equal(tcpx_p2p_read(f->p.c[0], &l, 1, r, B, NULL, &x), 0);
 	pause_us(3 * PAUSE_US);
-	complete_paused(f, x);
+	complete1_ok(f, x);
 	verify(rb, "the first read");
 	verify(k.pool, "pool after the first read");
 	kv_close(&k);

@@ -232,6 +232,11 @@ void drive(struct fx *f)
 	assert_int_equal(tcpx_p2p_session_progress(f->p.s[1]), 0);
 	if (f->s2)
 		assert_int_equal(tcpx_p2p_session_progress(f->s2), 0);
+	if (f->pause_us) {
+		struct timespec t = { f->pause_us / 1000000, f->pause_us % 1000000 * 1000 };
+
+		nanosleep(&t, NULL);
+	}
 }
 
 /* Test x[0..n) (NULL entries skipped) until each completed or failed,
