@@ -418,10 +418,7 @@ static int op_rule(const struct rxdm_rule *rule, int install, char *err, size_t 
 
 static int rules_exist(void)
 {
-	pthread_mutex_lock(&S.lock);
-	int n = S.nrules;
-	pthread_mutex_unlock(&S.lock);
-	return n != 0;
+	return __atomic_load_n(&S.st.rules, __ATOMIC_RELAXED) != 0;
 }
 
 /* ---- receive ---- */
@@ -481,7 +478,8 @@ static void report_starved(const struct sim_bounce *b, struct sock *me)
 	uint32_t nfree = b->pool.nfree, npages = b->pool.npages;
 	pthread_mutex_unlock((pthread_mutex_t *)&b->lock);
 	say("tcpxsim: bounce buffer of %s starved: %u of %u pages free, %llu tokens held and %d "
-	    "pages open over %d sockets (%d busy, not counted)", b->gpu, nfree, npages,
+	    "pages open over %d sockets (%d busy in a receive, not counted: its pages are taken "
+	    "up front)", b->gpu, nfree, npages,
 	    (unsigned long long)held, open, socks, busy);
 }
 
@@ -572,6 +570,13 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 		frags = free_tokens;
 	size_t room = want - linear < TCPXSIM_STAGE_BYTES - linear ? want - linear
 								    : TCPXSIM_STAGE_BYTES - linear;
+	/* Pages for the bytes queued now, not for all that were asked for:
+	 * other sockets share the pool.  (Nothing queued: the read answers.) */
+	int queued = 0;
+	if (REAL(ioctl)(fd, FIONREAD, &queued) == 0 && queued > 0) {
+		size_t q = (size_t)queued > linear ? (size_t)queued - linear : 0;
+		room = q < room ? q : room;
+	}
 	size_t fit = sim_cut_fit(&s->cut, S.mss, room, frags, SIZE_MAX);
 	size_t need = sim_cut_fresh(&s->cut, S.mss, fit), nresv = 0, ri = 0;
 	struct sim_lane *l = sim_lane_get(b->on_gpu ? b->ctx : NULL);
@@ -588,7 +593,7 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 	pthread_mutex_unlock(&b->lock);
 	if (nresv < need)
 		fit = sim_cut_fit(&s->cut, S.mss, fit, frags, nresv);
-	if (fit == 0 && want > linear) {
+	if (fit == 0 && room > 0) {
 		/* No free page: the NIC drops, TCP backs off, nothing to read. */
 		STAT_ADD(starved, 1);
 		report_starved(b, s);
@@ -828,6 +833,17 @@ static ssize_t devmem_send(int fd, const struct msghdr *m, const struct cmsghdr 
 	if (len > SEND_STAGE)
 		len = SEND_STAGE;
 	uint64_t src = r.base + (uint64_t)v[1];
+	if (!S.on_gpu) {
+		/* Host mode: registered host memory goes to the socket as is. */
+		test_hook(fd, 1);
+		ssize_t k = REAL(send)(fd, (const void *)(uintptr_t)src, len,
+				       (flags & ~MSG_ZEROCOPY) | MSG_DONTWAIT);
+		if (k > 0) {
+			STAT_ADD(devmem_sends, 1);
+			zc_account(fd, flags, k);
+		}
+		return k;
+	}
 	int ok;
 	void *ctx = sim_mem_ctx(src, S.on_gpu, &ok);
 	struct sim_lane *l = ok ? sim_lane_get(ctx) : NULL;
