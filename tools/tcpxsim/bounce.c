@@ -175,13 +175,85 @@ static int gpu_lane_init(struct sim_lane *l)
 	return ok ? 0 : -EIO;
 }
 
+static void cu_failed(const char *what, CUresult r);
+static int gpu_batch(struct sim_lane *l, size_t first, size_t n);
+
+/* TCPXSIM_COPY_LOCK=1 (the default): the simulator's GPU copies run one at
+ * a time in the process, each waited for before the next starts, as they
+ * did under the old process-wide lock (the suite's 23/23); only the copies:
+ * socket calls, page and token bookkeeping and waits for data stay
+ * outside, per socket.  0: every lane copies at once (batched copies still
+ * issued one at a time), what the ceiling wants and what, with 8 or more
+ * sockets, failed on an H200 on 2026-11-27 (docs/perf/log.md). */
+static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int copy_locked(void)
+{
+	static int locked = -1;
+	int v = __atomic_load_n(&locked, __ATOMIC_RELAXED);
+	if (v < 0) {
+		const char *e = getenv("TCPXSIM_COPY_LOCK");
+		v = !(e && !strcmp(e, "0"));
+		__atomic_store_n(&locked, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
+static int gpu_stream_sync(struct sim_lane *l)
+{
+	CUresult r = cu.stream_sync(l->stream);
+	if (r != CUDA_SUCCESS)
+		cu_failed("cuStreamSynchronize", r);
+	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+/* Copies queued on the lane, done; with the copy lock, the receive's
+ * copies held back until now are issued first. */
 static int gpu_lane_sync(struct sim_lane *l)
 {
+	int rc;
 	if (with_ctx(l->ctx))
 		return -EIO;
-	int rc = cu.stream_sync(l->stream) == CUDA_SUCCESS ? 0 : -EIO;
+	if (copy_locked() && l->pend_n) {
+		pthread_mutex_lock(&copy_lock);
+		rc = gpu_batch(l, l->pend_first, l->pend_n);
+		rc = gpu_stream_sync(l) ? -EIO : rc;
+		pthread_mutex_unlock(&copy_lock);
+		l->pend_n = 0;
+	} else {
+		rc = gpu_stream_sync(l);
+	}
 	without_ctx();
 	return rc;
+}
+
+/* The first failed CUDA call, once (what a later "failed" line follows). */
+static void cu_failed(const char *what, CUresult r)
+{
+	static int said;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "tcpxsim: %s: CUDA error %d (later failures not reported)\n", what,
+			(int)r);
+}
+
+/* Batched copies are issued one at a time in the process: on an H200
+ * (driver of CUDA 13, 2026-11-27) concurrent cuMemcpyBatchAsync calls from
+ * several threads, each on its own stream, ended in failed copies and
+ * "unspecified launch failure", which one thread at a time never showed.
+ * Only the issue is serialized; the copies and the waits overlap.
+ * TCPXSIM_BATCH=0: one copy call per fragment instead. */
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int batch_wanted(void)
+{
+	static int wanted = -1;
+	int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+	if (w < 0) {
+		const char *v = getenv("TCPXSIM_BATCH");
+		w = !(v && !strcmp(v, "0"));
+		__atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+	}
+	return w;
 }
 
 /* Copies from the lane's lists [first, first + n): one batched call where
@@ -190,19 +262,30 @@ static int gpu_batch(struct sim_lane *l, size_t first, size_t n)
 {
 	CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
 	size_t zero = 0;
-	int rc = 0;
+	CUresult r = CUDA_SUCCESS;
 	if (n == 0)
 		return 0;
 	if (with_ctx(l->ctx))
 		return -EIO;
-	if (!(cu.batch && n > 1 &&
-	      cu.batch((CUdeviceptr *)l->dst + first, (CUdeviceptr *)l->src + first, l->len + first,
-		       n, &attr, &zero, 1, l->stream) == CUDA_SUCCESS))
-		for (size_t i = first; i < first + n && !rc; i++)
-			rc = cu.htod_async(l->dst[i], (const void *)(uintptr_t)l->src[i], l->len[i],
-					   l->stream) == CUDA_SUCCESS ? 0 : -EIO;
+	int batched = cu.batch && n > 1 && batch_wanted();
+	if (batched) {
+		pthread_mutex_lock(&batch_lock);
+		r = cu.batch((CUdeviceptr *)l->dst + first, (CUdeviceptr *)l->src + first,
+			     l->len + first, n, &attr, &zero, 1, l->stream);
+		pthread_mutex_unlock(&batch_lock);
+		if (r != CUDA_SUCCESS)
+			cu_failed("cuMemcpyBatchAsync", r);
+	}
+	if (!batched || r != CUDA_SUCCESS) {
+		r = CUDA_SUCCESS;
+		for (size_t i = first; i < first + n && r == CUDA_SUCCESS; i++)
+			r = cu.htod_async(l->dst[i], (const void *)(uintptr_t)l->src[i], l->len[i],
+					  l->stream);
+		if (r != CUDA_SUCCESS)
+			cu_failed("cuMemcpyHtoDAsync", r);
+	}
 	without_ctx();
-	return rc;
+	return r == CUDA_SUCCESS ? 0 : -EIO;
 }
 
 static int gpu_write_frags(struct sim_bounce *b, struct sim_lane *l, const uint8_t *src,
@@ -212,6 +295,12 @@ static int gpu_write_frags(struct sim_bounce *b, struct sim_lane *l, const uint8
 		l->dst[i] = b->dptr + l->offs[i];
 		l->src[i] = (uint64_t)(uintptr_t)(src + off);
 		l->len[i] = l->lens[i];
+	}
+	if (copy_locked()) { /* issued at sim_lane_sync, under the copy lock */
+		if (!l->pend_n)
+			l->pend_first = first;
+		l->pend_n = first + n - l->pend_first;
+		return 0;
 	}
 	return gpu_batch(l, first, n);
 }
@@ -245,6 +334,8 @@ static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 			l->src[i] = (uint64_t)(uintptr_t)poison_src;
 			l->len[i] = DEVMEM_PAGE;
 		}
+		if (copy_locked())
+			pthread_mutex_lock(&copy_lock);
 		if (poison_src) {
 			rc = gpu_batch(l, 0, k);
 		} else if (!(rc = with_ctx(l->ctx))) {
@@ -253,7 +344,13 @@ static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 					     CUDA_SUCCESS ? 0 : -EIO;
 			without_ctx();
 		}
-		if (rc || (rc = gpu_lane_sync(l)))
+		if (!rc && !(rc = with_ctx(l->ctx))) {
+			rc = gpu_stream_sync(l);
+			without_ctx();
+		}
+		if (copy_locked())
+			pthread_mutex_unlock(&copy_lock);
+		if (rc)
 			return rc;
 		done += k;
 	}
@@ -299,15 +396,28 @@ static int gpu_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int e
 {
 	if (with_ctx(l->ctx))
 		return -EIO;
-	int rc = cu.dtoh_async(dst, src, n, l->stream) == CUDA_SUCCESS &&
-			 cu.event_record(l->ev[ev], l->stream) == CUDA_SUCCESS ? 0 : -EFAULT;
+	int locked = copy_locked();
+	if (locked) /* done before the next copy starts */
+		pthread_mutex_lock(&copy_lock);
+	CUresult r = cu.dtoh_async(dst, src, n, l->stream);
+	if (r == CUDA_SUCCESS)
+		r = cu.event_record(l->ev[ev], l->stream);
+	if (r == CUDA_SUCCESS && locked)
+		r = cu.stream_sync(l->stream);
+	if (locked)
+		pthread_mutex_unlock(&copy_lock);
+	if (r != CUDA_SUCCESS)
+		cu_failed("cuMemcpyDtoHAsync", r);
 	without_ctx();
-	return rc;
+	return r == CUDA_SUCCESS ? 0 : -EFAULT;
 }
 
 static int gpu_wait(struct sim_lane *l, int ev)
 {
-	return cu.event_sync(l->ev[ev]) == CUDA_SUCCESS ? 0 : -EFAULT;
+	CUresult r = cu.event_sync(l->ev[ev]);
+	if (r != CUDA_SUCCESS)
+		cu_failed("cuEventSynchronize", r);
+	return r == CUDA_SUCCESS ? 0 : -EFAULT;
 }
 #else
 int sim_cuda_available(void)

@@ -54,6 +54,7 @@ struct sim_lane {
 	uint64_t dst[TCPXSIM_MAX_FRAGS], src[TCPXSIM_MAX_FRAGS];
 	size_t len[TCPXSIM_MAX_FRAGS];
 	uint32_t pages[TCPXSIM_MAX_FRAGS]; /* a receive's fresh pages, taken up front */
+	size_t pend_first, pend_n; /* copies held back for sim_lane_sync (the copy lock) */
 	struct sim_lane *next;
 };
 
