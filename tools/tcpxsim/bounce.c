@@ -44,6 +44,7 @@ static struct {
 	CUresult (*event_create)(CUevent *, unsigned);
 	CUresult (*event_record)(CUevent, CUstream);
 	CUresult (*event_sync)(CUevent);
+	CUresult (*attr)(int *, CUdevice_attribute, CUdevice); /* optional */
 	/* optional (CUDA 12.8+ drivers): one call for a receive's fragments */
 	CUresult (*batch)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
 			  size_t *, size_t, CUstream);
@@ -86,6 +87,7 @@ static void cuda_load(void)
 	SYM(event_sync, "cuEventSynchronize")
 #undef SYM
 	*(void **)&cu.batch = dlsym(h, "cuMemcpyBatchAsync_v2");
+	*(void **)&cu.attr = dlsym(h, "cuDeviceGetAttribute");
 	if (cu.init(0) != CUDA_SUCCESS || cu.count(&n) != CUDA_SUCCESS || n < 1)
 		return;
 	cu.ok = 1;
@@ -97,12 +99,14 @@ int sim_cuda_available(void)
 	return cu.ok;
 }
 
-static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
+/* GPU memory, or with `hostmap` host memory on the GPU's NUMA node that the
+ * GPU and the CPU both map; exported as a POSIX file descriptor either way. */
+static int gpu_alloc(struct sim_bounce *b, int hostmap, char *err, size_t errlen)
 {
 	CUdevice dev;
 	CUmemAllocationProp prop = {0};
 	CUmemGenericAllocationHandle h;
-	CUmemAccessDesc acc = {0};
+	CUmemAccessDesc acc[2];
 	size_t gran = 0;
 	int fd = -1;
 	if (!sim_cuda_available()) {
@@ -116,6 +120,14 @@ static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	prop.location.id = dev;
+	if (hostmap) {
+		int numa = -1;
+		if (!cu.attr || cu.attr(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS ||
+		    numa < 0)
+			numa = 0;
+		prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+		prop.location.id = numa;
+	}
 	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	if (cu.retain((CUcontext *)&b->ctx, dev) != CUDA_SUCCESS ||
 	    cu.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS) {
@@ -128,13 +140,18 @@ static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 		snprintf(err, errlen, "cuCtxPushCurrent failed");
 		return -EIO;
 	}
-	acc.location = prop.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	memset(acc, 0, sizeof(acc));
+	acc[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc[0].location.id = dev;
+	acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	acc[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA; /* the CPU's mapping */
+	acc[1].location.id = prop.location.id;
+	acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	int ok = cu.create(&h, b->size, &prop, 0) == CUDA_SUCCESS &&
 		 cu.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS &&
 		 cu.reserve((CUdeviceptr *)&b->dptr, b->size, gran, 0, 0) == CUDA_SUCCESS &&
 		 cu.map(b->dptr, b->size, 0, h, 0) == CUDA_SUCCESS &&
-		 cu.access(b->dptr, b->size, &acc, 1) == CUDA_SUCCESS &&
+		 cu.access(b->dptr, b->size, acc, hostmap ? 2 : 1) == CUDA_SUCCESS &&
 		 cu.memset8(b->dptr, 0, b->size) == CUDA_SUCCESS;
 	CUcontext prev;
 	cu.pop(&prev);
@@ -145,7 +162,10 @@ static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 	/* The allocation lives until the process ends: the plugin maps it
 	 * too, and a simulator that outlives no process needs no teardown. */
 	b->fd = fd;
-	b->on_gpu = 1;
+	b->on_gpu = !hostmap;
+	b->hostmap = hostmap;
+	if (hostmap)
+		b->host = (uint8_t *)(uintptr_t)b->dptr;
 	return 0;
 }
 
@@ -425,7 +445,7 @@ int sim_cuda_available(void)
 	return 0;
 }
 
-static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
+static int gpu_alloc(struct sim_bounce *b, int hostmap, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "built without CUDA: use TCPXSIM_BOUNCE=host");
 	return -ENOTSUP;
@@ -494,7 +514,7 @@ static int host_alloc(struct sim_bounce *b, char *err, size_t errlen)
 	return 0;
 }
 
-int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
+int sim_bounce_create(const char *gpu, size_t size, enum sim_bounce_mode mode, uint64_t seed,
 		      struct sim_bounce **out, char *err, size_t errlen)
 {
 	struct sim_bounce *b = calloc(1, sizeof(*b));
@@ -505,7 +525,8 @@ int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
 	b->size = (size + DEVMEM_PAGE - 1) / DEVMEM_PAGE * DEVMEM_PAGE;
 	b->fd = -1;
 	pthread_mutex_init(&b->lock, NULL);
-	rc = on_gpu ? gpu_alloc(b, err, errlen) : host_alloc(b, err, errlen);
+	rc = mode == SIM_BOUNCE_HOST ? host_alloc(b, err, errlen)
+				     : gpu_alloc(b, mode == SIM_BOUNCE_HOSTMAP, err, errlen);
 	if (rc == 0 && (b->size / DEVMEM_PAGE > UINT32_MAX ||
 			sim_pool_init(&b->pool, (uint32_t)(b->size / DEVMEM_PAGE), seed))) {
 		snprintf(err, errlen, "page pool of %zu bytes", b->size);
@@ -523,9 +544,9 @@ void sim_bounce_destroy(struct sim_bounce *b)
 {
 	if (!b)
 		return;
-	if (b->host)
+	if (b->host && !b->hostmap)
 		munmap(b->host, b->size);
-	if (b->fd >= 0 && !b->on_gpu)
+	if (b->fd >= 0 && !b->on_gpu && !b->hostmap)
 		close(b->fd);
 	sim_pool_fini(&b->pool);
 	pthread_mutex_destroy(&b->lock);

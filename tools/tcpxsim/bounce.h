@@ -19,7 +19,8 @@ struct sim_bounce {
 	size_t size;
 	size_t align;
 	int fd;          /* exported handle; each export hands out a dup */
-	uint8_t *host;   /* host mode: our mapping */
+	uint8_t *host;   /* host and hostmap modes: where the CPU reads and writes it */
+	int hostmap;     /* host memory from cuMemCreate that the GPU maps (TCPXSIM_BOUNCE=hostmap) */
 	uint64_t dptr;   /* GPU mode: our mapping (CUdeviceptr) */
 	void *ctx;       /* GPU mode: the device's primary context */
 	pthread_mutex_t lock; /* the pool's: held only to take, ref and free pages */
@@ -29,8 +30,14 @@ struct sim_bounce {
 /* Whether the CUDA driver is usable here (loaded, initialised, a device). */
 int sim_cuda_available(void);
 
+/* Where a bounce buffer lives: a memfd (no GPU: the CPU tests), GPU memory
+ * (what the NIC writes on A3), or host memory made by CUDA and exported as
+ * the GPU one is, which the plugin maps into its GPU and the simulator
+ * writes with the CPU (no copy). */
+enum sim_bounce_mode { SIM_BOUNCE_HOST, SIM_BOUNCE_GPU, SIM_BOUNCE_HOSTMAP };
+
 /* 0 or a negative errno with `err` saying why. */
-int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
+int sim_bounce_create(const char *gpu, size_t size, enum sim_bounce_mode mode, uint64_t seed,
 		      struct sim_bounce **out, char *err, size_t errlen);
 void sim_bounce_destroy(struct sim_bounce *b);
 

@@ -87,7 +87,8 @@ static struct {
 	int poison;
 	int strict;
 	uint64_t tx_delay_ns;
-	int on_gpu;
+	int on_gpu;              /* senders' registered memory is GPU memory */
+	enum sim_bounce_mode bounce_mode;
 	int verbose;
 	/* state */
 	char prefix[96];
@@ -363,11 +364,12 @@ static struct sim_bounce *bounce_of(const char *gpu, char *err, size_t errlen)
 		size_t bytes = S.bounce_bytes;
 		if (S.pool_pages && (size_t)S.pool_pages * DEVMEM_PAGE < bytes)
 			bytes = (size_t)S.pool_pages * DEVMEM_PAGE;
-		if (sim_bounce_create(gpu, bytes, S.on_gpu, now_ns(), &S.bounce[i], err, errlen))
+		if (sim_bounce_create(gpu, bytes, S.bounce_mode, now_ns(), &S.bounce[i], err, errlen))
 			return NULL;
 		if (S.verbose)
 			say("tcpxsim: bounce buffer for %s: %zu bytes in %s memory", gpu, S.bounce[i]->size,
-			    S.on_gpu ? "GPU" : "host");
+			    S.bounce_mode == SIM_BOUNCE_GPU ? "GPU" : S.bounce_mode == SIM_BOUNCE_HOSTMAP
+				   ? "GPU-mapped host" : "host");
 	}
 	return S.bounce[i];
 }
@@ -487,9 +489,11 @@ static void report_starved(const struct sim_bounce *b, struct sock *me)
  * fragment *nf on, as one read of them all would: with `last` 0, a
  * fragment that `end` would cut short waits for the next socket read.
  * Fresh pages come from `resv` (taken by the caller), *ri of them used.
- * Called with s->rx held; takes s->lock and the pool's lock. */
+ * With `copy`, the fragments' bytes are copied from the lane's buffer into
+ * their pages (else they are there already).  Called with s->rx held;
+ * takes s->lock and the pool's lock. */
 static void give_frags(struct sock *s, struct sim_bounce *b, struct sim_lane *l,
-		       struct msghdr *m, size_t *used, size_t *off, size_t end, int last,
+		       struct msghdr *m, size_t *used, size_t *off, size_t end, int last, int copy,
 		       size_t *nf, const uint32_t *resv, size_t nresv, size_t *ri)
 {
 	size_t first = *nf, from = *off;
@@ -518,8 +522,55 @@ static void give_frags(struct sock *s, struct sim_bounce *b, struct sim_lane *l,
 	pthread_mutex_unlock(&s->lock);
 	STAT_ADD(frags, *nf - first);
 	STAT_ADD(tokens_held, *nf - first);
-	if (sim_bounce_write_frags(b, l, l->buf + from, first, *nf - first))
+	if (copy && sim_bounce_write_frags(b, l, l->buf + from, first, *nf - first))
 		say("tcpxsim: writing %zu fragments into the bounce buffer failed", *nf - first);
+}
+
+/* A bounce buffer the CPU can write (host mode, and hostmap, which the GPU
+ * maps): the bytes are read straight into the pages they are handed out
+ * in — laid out first exactly as give_frags will cut them, from the same
+ * reserved pages — and the linear part straight into the caller's buffer,
+ * so nothing is copied.  The bytes read; 0 with *k and *err from the read
+ * when none. */
+static size_t direct_read(int fd, struct sock *s, struct sim_bounce *b, struct sim_lane *l,
+			  struct msghdr *m, size_t linear, size_t fit, ssize_t *k, int *err)
+{
+	struct sim_cut t = s->cut;
+	size_t np = 0, ri = 0, got = 0, at = 0;
+	for (size_t done = 0; done < fit && np < TCPXSIM_MAX_FRAGS; np++) {
+		int fresh;
+		uint32_t len = sim_cut_peek(&t, S.mss, fit - done, &fresh);
+		uint32_t page = fresh ? l->pages[ri++] : t.page;
+		size_t pos = (size_t)page * DEVMEM_PAGE + (fresh ? 0 : DEVMEM_PAGE - t.page_left);
+		sim_cut_take(&t, S.mss, len, fresh, page);
+		l->dst[np] = (uint64_t)(uintptr_t)(b->host + pos);
+		l->len[np] = len;
+		done += len;
+	}
+	int lin = linear > 0;
+	while (lin || at < np) {
+		struct iovec v[1024];
+		size_t nv = 0, ask = 0;
+		if (lin)
+			v[nv++] = (struct iovec){m->msg_iov[0].iov_base, linear};
+		for (; nv < sizeof(v) / sizeof(v[0]) && at < np; at++)
+			v[nv++] = (struct iovec){(void *)(uintptr_t)l->dst[at], l->len[at]};
+		for (size_t i = 0; i < nv; i++)
+			ask += v[i].iov_len;
+		struct msghdr h = {.msg_iov = v, .msg_iovlen = nv};
+		*k = REAL(recvmsg)(fd, &h, MSG_DONTWAIT);
+		if (*k <= 0) {
+			*err = errno;
+			break;
+		}
+		if (got == 0)
+			test_hook(fd, 0);
+		got += (size_t)*k;
+		lin = 0;
+		if ((size_t)*k < ask)
+			break;
+	}
+	return got;
 }
 
 /* A devmem receive.  The socket is read in pieces into a lane of its own;
@@ -604,6 +655,17 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 	}
 	size_t n = fit + linear, got = 0, used = 0, off = 0, nf = 0;
 	int err = 0;
+	if (b->host) {
+		got = direct_read(fd, s, b, l, m, linear, fit, &k, &err);
+		if (got) {
+			off = linear < got ? linear : got;
+			if (off) {
+				add_cmsg(m, &used, DEVMEM_SCM_HEADER, 0, (uint32_t)off, 0);
+				STAT_ADD(linear_bytes, off);
+			}
+		}
+		n = got; /* the pieces below have nothing left to read */
+	}
 	while (got < n) {
 		size_t ask = n - got < RECV_PIECE ? n - got : RECV_PIECE;
 		k = REAL(recv)(fd, l->buf + got, ask, MSG_DONTWAIT);
@@ -624,10 +686,10 @@ static ssize_t devmem_recv(int fd, struct msghdr *m, int flags)
 		if ((size_t)k < ask)
 			break;
 		if (got < n)
-			give_frags(s, b, l, m, &used, &off, got, 0, &nf, l->pages, nresv, &ri);
+			give_frags(s, b, l, m, &used, &off, got, 0, 1, &nf, l->pages, nresv, &ri);
 	}
 	if (got)
-		give_frags(s, b, l, m, &used, &off, got, 1, &nf, l->pages, nresv, &ri);
+		give_frags(s, b, l, m, &used, &off, got, 1, !b->host, &nf, l->pages, nresv, &ri);
 	if (ri < nresv) {
 		pthread_mutex_lock(&b->lock);
 		while (ri < nresv)
@@ -1184,10 +1246,12 @@ __attribute__((constructor)) static void tcpxsim_init(void)
 	v = getenv("TCPXSIM_BOUNCE");
 	if (v && !strcmp(v, "host"))
 		S.on_gpu = 0;
-	else if (v && !strcmp(v, "gpu"))
+	else if (v && (!strcmp(v, "gpu") || !strcmp(v, "hostmap")))
 		S.on_gpu = 1;
 	else
 		S.on_gpu = access("/proc/driver/nvidia/gpus", F_OK) == 0;
+	S.bounce_mode = !S.on_gpu ? SIM_BOUNCE_HOST : v && !strcmp(v, "hostmap") ? SIM_BOUNCE_HOSTMAP
+										   : SIM_BOUNCE_GPU;
 	if ((v = getenv("TCPXSIM_RXDM")) && !strcmp(v, "0"))
 		return;
 	/* Each process serves its own RxDM, in a directory of its own unless
@@ -1218,7 +1282,8 @@ __attribute__((constructor)) static void tcpxsim_init(void)
 		say("tcpxsim: RxDM not started: %s", err);
 	else if (S.verbose)
 		say("tcpxsim: RxDM at %s for %d GPU(s), first %s; bounce in %s memory", S.prefix,
-		    S.ngpus, S.gpus[0], S.on_gpu ? "GPU" : "host");
+		    S.ngpus, S.gpus[0], S.bounce_mode == SIM_BOUNCE_GPU ? "GPU" :
+		    S.bounce_mode == SIM_BOUNCE_HOSTMAP ? "GPU-mapped host" : "host");
 }
 
 __attribute__((destructor)) static void tcpxsim_fini(void)
