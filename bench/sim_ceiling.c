@@ -9,11 +9,16 @@
  * rule steers them yet), so the run gives raw loopback TCP and the
  * simulator side by side, on the same sockets, threads and call sizes.
  *
+ * Tokens go back from a thread of their own per socket, as a plugin's
+ * irecvConsumed runs beside its socket thread (--return inline: from the
+ * receiving thread, after each receive).
+ *
  * Linked to libtcpxsim.so (its socket calls come first); the flows are
  * steered by rules sent to the simulator's RxDM as a plugin sends them.
  *
  *   sim_ceiling [-S sockets] [--gpus 0,1,..] [-s bytes per socket]
  *               [--call bytes] [-n iters] [-w warmup] [--mode raw|devmem|both]
+ *               [--return thread|inline]
  *
  * Socket i's flow is steered to GPU gpus[i % n], which also holds its
  * sender's memory.  Without CUDA (or TCPXSIM_BOUNCE=host) memory is host
@@ -58,6 +63,14 @@ struct opts {
 	size_t size, call;
 	int iters, warmup;
 	int raw, devmem;
+	int inline_return;
+};
+
+/* Token ranges on their way from a receiver to its returning thread. */
+#define RET_SLOTS 8
+struct ret_batch {
+	size_t n;
+	struct devmem_token_range r[CTL_FRAGS];
 };
 
 struct flow {
@@ -71,7 +84,14 @@ struct flow {
 	pthread_barrier_t *start, *stop;
 	int iters;
 	int failed;
-	pthread_t ts, tr;
+	pthread_t ts, tr, tt;
+	/* the returning thread's queue */
+	int inline_return;
+	pthread_mutex_t ql;
+	pthread_cond_t qc;
+	struct ret_batch *q;
+	unsigned qhead, qlen;
+	int qdone, qfailed;
 };
 
 static int on_gpu;
@@ -273,6 +293,58 @@ static int send_all(struct flow *f)
 	return 0;
 }
 
+static int return_now(struct flow *f, const struct devmem_token_range *r, size_t nr)
+{
+	return setsockopt(f->rcv, SOL_SOCKET, DEVMEM_SO_DONTNEED, r, (socklen_t)(nr * sizeof(r[0])));
+}
+
+/* Hand a receive's tokens to the returning thread (waiting while its queue
+ * is full), or return them here with --return inline. */
+static int give_back(struct flow *f, const struct devmem_token_range *r, size_t nr)
+{
+	if (f->inline_return)
+		return return_now(f, r, nr);
+	pthread_mutex_lock(&f->ql);
+	while (f->qlen == RET_SLOTS && !f->qfailed)
+		pthread_cond_wait(&f->qc, &f->ql);
+	int bad = f->qfailed;
+	if (!bad) {
+		struct ret_batch *b = &f->q[(f->qhead + f->qlen) % RET_SLOTS];
+		memcpy(b->r, r, nr * sizeof(*r));
+		b->n = nr;
+		f->qlen++;
+		pthread_cond_broadcast(&f->qc);
+	}
+	pthread_mutex_unlock(&f->ql);
+	errno = bad ? EINVAL : errno;
+	return bad ? -1 : 0;
+}
+
+static void *returner(void *arg)
+{
+	struct flow *f = arg;
+	pthread_mutex_lock(&f->ql);
+	for (;;) {
+		while (!f->qlen && !f->qdone)
+			pthread_cond_wait(&f->qc, &f->ql);
+		if (!f->qlen)
+			break;
+		struct ret_batch *b = &f->q[f->qhead];
+		pthread_mutex_unlock(&f->ql);
+		int rc = return_now(f, b->r, b->n);
+		pthread_mutex_lock(&f->ql);
+		if (rc && !f->qfailed) {
+			fail("SO_DEVMEM_DONTNEED");
+			f->qfailed = 1;
+		}
+		f->qhead = (f->qhead + 1) % RET_SLOTS;
+		f->qlen--;
+		pthread_cond_broadcast(&f->qc);
+	}
+	pthread_mutex_unlock(&f->ql);
+	return NULL;
+}
+
 static int recv_all(struct flow *f, uint8_t *buf, char *ctl, size_t ctl_len)
 {
 	size_t done = 0;
@@ -299,8 +371,7 @@ static int recv_all(struct flow *f, uint8_t *buf, char *ctl, size_t ctl_len)
 				else
 					r[nr++] = (struct devmem_token_range){fr.frag_token, 1};
 			}
-			if (nr && setsockopt(f->rcv, SOL_SOCKET, DEVMEM_SO_DONTNEED, r,
-					     (socklen_t)(nr * sizeof(r[0]))))
+			if (nr && give_back(f, r, nr))
 				return fail("SO_DEVMEM_DONTNEED");
 		} else {
 			k = recv(f->rcv, buf, n, MSG_DONTWAIT);
@@ -357,8 +428,12 @@ static int phase(struct flow *fl, const struct opts *o, int devmem, double *gbps
 		fl[i].iters = iters;
 		fl[i].start = &start;
 		fl[i].stop = &stop;
+		fl[i].inline_return = o->inline_return;
+		fl[i].qdone = 0;
 		pthread_create(&fl[i].ts, NULL, sender, &fl[i]);
 		pthread_create(&fl[i].tr, NULL, receiver, &fl[i]);
+		if (devmem && !o->inline_return)
+			pthread_create(&fl[i].tt, NULL, returner, &fl[i]);
 	}
 	for (int i = 0; i < iters; i++) {
 		pthread_barrier_wait(&start);
@@ -370,7 +445,14 @@ static int phase(struct flow *fl, const struct opts *o, int devmem, double *gbps
 	for (int i = 0; i < o->nsocks; i++) {
 		pthread_join(fl[i].ts, NULL);
 		pthread_join(fl[i].tr, NULL);
-		bad |= fl[i].failed;
+		if (devmem && !o->inline_return) {
+			pthread_mutex_lock(&fl[i].ql);
+			fl[i].qdone = 1;
+			pthread_cond_broadcast(&fl[i].qc);
+			pthread_mutex_unlock(&fl[i].ql);
+			pthread_join(fl[i].tt, NULL);
+		}
+		bad |= fl[i].failed | fl[i].qfailed;
 	}
 	pthread_barrier_destroy(&start);
 	pthread_barrier_destroy(&stop);
@@ -394,6 +476,8 @@ static void usage(FILE *f)
 "      --call N        bytes per send/recv call (default 1M)\n"
 "  -n, --iters N       timed iterations (default 5); -w, --warmup N (default 1)\n"
 "      --mode M        raw, devmem or both (default both: raw first, same sockets)\n"
+"      --return R      thread (default: a thread per socket returns its tokens)\n"
+"                      or inline (the receiving thread, after each receive)\n"
 "GB/s: 10^9 bytes per second over all sockets; the median iteration.\n", MAX_SOCKS);
 }
 
@@ -402,7 +486,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{"sockets", 1, 0, 'S'}, {"gpus", 1, 0, 'g'}, {"size", 1, 0, 's'},
 		{"call", 1, 0, 'c'},    {"iters", 1, 0, 'n'}, {"warmup", 1, 0, 'w'},
-		{"mode", 1, 0, 'm'},    {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+		{"mode", 1, 0, 'm'},    {"return", 1, 0, 'r'}, {"help", 0, 0, 'h'},
+		{0, 0, 0, 0}};
 	int c;
 	*o = (struct opts){.nsocks = 8, .ngpus = 1, .size = 256u << 20, .call = 1u << 20,
 			   .iters = 5, .warmup = 1, .raw = 1, .devmem = 1};
@@ -445,6 +530,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (!o->raw && !o->devmem)
 				return -1;
 			break;
+		case 'r':
+			if (strcmp(optarg, "thread") && strcmp(optarg, "inline"))
+				return -1;
+			o->inline_return = !strcmp(optarg, "inline");
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -468,14 +558,20 @@ int main(int argc, char **argv)
 		return 1;
 	for (int i = 0; i < o.nsocks; i++) {
 		fl[i].gpu = i % o.ngpus;
+		pthread_mutex_init(&fl[i].ql, NULL);
+		pthread_cond_init(&fl[i].qc, NULL);
+		if (!(fl[i].q = calloc(RET_SLOTS, sizeof(*fl[i].q))))
+			return 1;
 		fl[i].size = o.size;
 		fl[i].call = o.call;
 		if (tcp_pair(&fl[i].snd, &fl[i].rcv) || mem_setup(&fl[i], &o))
 			return 1;
 	}
 	printf("# sim_ceiling: %d socket pairs over %d GPU(s) (%s memory), %zu bytes per socket, "
-	       "calls of %zu, median of %d\n", o.nsocks, o.ngpus, on_gpu ? "GPU" : "host", o.size,
-	       o.call, o.iters);
+	       "calls of %zu, tokens returned %s, median of %d\n", o.nsocks, o.ngpus,
+	       on_gpu ? "GPU" : "host", o.size, o.call,
+	       o.inline_return ? "inline" : "by a thread per socket", o.iters);
+	fflush(stdout);
 	if (o.raw) {
 		if (phase(fl, &o, 0, &raw))
 			return 1;
