@@ -18,7 +18,7 @@
  *
  *   sim_ceiling [-S sockets] [--gpus 0,1,..] [-s bytes per socket]
  *               [--call bytes] [-n iters] [-w warmup] [--mode raw|devmem|both]
- *               [--return thread|inline]
+ *               [--return thread|inline] [--json FILE]
  *
  * Socket i's flow is steered to GPU gpus[i % n], which also holds its
  * sender's memory.  Without CUDA (or TCPXSIM_BOUNCE=host) memory is host
@@ -64,6 +64,7 @@ struct opts {
 	int iters, warmup;
 	int raw, devmem;
 	int inline_return;
+	const char *json;
 };
 
 /* Token ranges on their way from a receiver to its returning thread. */
@@ -466,6 +467,33 @@ static int phase(struct flow *fl, const struct opts *o, int devmem, double *gbps
 	return bad ? -1 : 0;
 }
 
+/* One record per phase run: {"bench", "phase", "size" (bytes per socket),
+ * "gbps" (all sockets), "config": {...}}. */
+static int write_json(const struct opts *o, double raw, double dev)
+{
+	FILE *f = strcmp(o->json, "-") ? fopen(o->json, "w") : stdout;
+	int first = 1;
+	if (!f)
+		return fail(o->json);
+	fputs("[\n", f);
+	for (int p = 0; p < 2; p++) {
+		if (!(p ? o->devmem : o->raw))
+			continue;
+		fprintf(f, "%s  {\"bench\": \"sim_ceiling\", \"phase\": \"%s\", \"size\": %zu, "
+			"\"iters\": %d, \"gbps\": %.4f, \"config\": {\"sockets\": %d, \"call\": %zu, "
+			"\"warmup\": %d, \"mem\": \"%s\", \"return\": \"%s\", \"gpus\": [",
+			first ? "" : ",\n", p ? "simulator" : "raw_tcp", o->size, o->iters,
+			p ? dev : raw, o->nsocks, o->call, o->warmup, on_gpu ? "cuda" : "host",
+			o->inline_return ? "inline" : "thread");
+		for (int g = 0; g < o->ngpus; g++)
+			fprintf(f, "%s%d", g ? ", " : "", o->gpus[g]);
+		fputs("]}}", f);
+		first = 0;
+	}
+	fputs("\n]\n", f);
+	return f != stdout ? fclose(f) : fflush(f);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -478,6 +506,7 @@ static void usage(FILE *f)
 "      --mode M        raw, devmem or both (default both: raw first, same sockets)\n"
 "      --return R      thread (default: a thread per socket returns its tokens)\n"
 "                      or inline (the receiving thread, after each receive)\n"
+"      --json FILE     the results as a JSON array (- = stdout)\n"
 "GB/s: 10^9 bytes per second over all sockets; the median iteration.\n", MAX_SOCKS);
 }
 
@@ -486,7 +515,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{"sockets", 1, 0, 'S'}, {"gpus", 1, 0, 'g'}, {"size", 1, 0, 's'},
 		{"call", 1, 0, 'c'},    {"iters", 1, 0, 'n'}, {"warmup", 1, 0, 'w'},
-		{"mode", 1, 0, 'm'},    {"return", 1, 0, 'r'}, {"help", 0, 0, 'h'},
+		{"mode", 1, 0, 'm'},    {"return", 1, 0, 'r'}, {"json", 1, 0, 'j'},
+		{"help", 0, 0, 'h'},
 		{0, 0, 0, 0}};
 	int c;
 	*o = (struct opts){.nsocks = 8, .ngpus = 1, .size = 256u << 20, .call = 1u << 20,
@@ -534,6 +564,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (strcmp(optarg, "thread") && strcmp(optarg, "inline"))
 				return -1;
 			o->inline_return = !strcmp(optarg, "inline");
+			break;
+		case 'j':
+			o->json = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -588,6 +621,8 @@ int main(int argc, char **argv)
 	if (o.raw && o.devmem)
 		printf("ratio       %8.3f (simulator / raw TCP)\n", raw > 0 ? dev / raw : 0);
 	fflush(stdout);
+	if (o.json && write_json(&o, raw, dev))
+		return 1;
 	for (int i = 0; i < o.nsocks; i++) {
 		close(fl[i].snd);
 		close(fl[i].rcv);

@@ -118,7 +118,8 @@ if ((ceiling)); then
 	n=$((channels * nsocks * nthreads))
 	((n <= 64)) || n=64
 	echo "== ceiling: sim_ceiling -S $n --gpus $gb" | tee "$out/ceiling.log"
-	env "${clean[@]}" "${plug[@]}" "$ceil" -S "$n" --gpus "$gb" -s 64M -n 3 2>&1 |
+	env "${clean[@]}" "${plug[@]}" "$ceil" -S "$n" --gpus "$gb" -s 64M -n 3 \
+		--json "$out/ceiling.json" 2>&1 |
 		tee -a "$out/ceiling.log" || die "sim_ceiling failed (log: $out/ceiling.log)"
 fi
 for dir in uni bidir; do
