@@ -21,7 +21,7 @@
 struct opts {
 	struct bench_sweep sweep;
 	int gpu[2];
-	int verify, quiet;
+	int verify, quiet, bidir;
 	int timeout_ms;
 	const char *json;
 };
@@ -30,6 +30,7 @@ struct pair {
 	ncclComm_t comm[2];
 	cudaStream_t stream[2];
 	void *sbuf, *rbuf;
+	void *sbuf2, *rbuf2;  /* --bidir: B -> A, on B and on A */
 	unsigned char *host;  /* pattern and copy-back buffer for --verify */
 	size_t cap;
 	int broken;           /* a transfer failed or stalled: abort, never destroy */
@@ -43,7 +44,8 @@ static const char *const nccl_env[] = {
 	"NCCL_SOCKET_IFNAME", "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD",
 	"NCCL_NVLS_ENABLE", "NCCL_PROTO", "NCCL_ALGO", "NCCL_BUFFSIZE",
 	"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NCHANNELS_PER_NET_PEER",
-	"NCCL_P2P_NET_CHUNKSIZE", "NCCL_DYNAMIC_CHUNK_SIZE",
+	"NCCL_P2P_NET_CHUNKSIZE", "NCCL_DYNAMIC_CHUNK_SIZE", "NCCL_MIN_P2P_NCHANNELS",
+	"NCCL_MAX_P2P_NCHANNELS", "NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_READ",
 };
 
 static void usage(FILE *f)
@@ -53,6 +55,7 @@ static void usage(FILE *f)
 "  ncclSend on GPU A, ncclRecv on GPU B, both in this process (ncclCommInitAll).\n"
 BENCH_SWEEP_USAGE
 "  -g, --gpu A,B          sending and receiving GPU (default 0,1)\n"
+"      --bidir            also B -> A at the same time (GB/s counts both)\n"
 "      --verify           fill a pattern on A, copy B's buffer back and compare\n"
 "      --json FILE        write results as a JSON array (- = stdout)\n"
 "      --timeout MS       per-transfer deadline (default 60000)\n"
@@ -67,7 +70,7 @@ static int bad(const char *opt, const char *val)
 	return -1;
 }
 
-enum { O_VERIFY = 256, O_JSON, O_TIMEOUT };
+enum { O_VERIFY = 256, O_JSON, O_TIMEOUT, O_BIDIR };
 
 static int parse_flag(struct opts *o, int c, const char *arg)
 {
@@ -82,6 +85,7 @@ static int parse_flag(struct opts *o, int c, const char *arg)
 			return bad("--gpu", arg);
 		break;
 	case O_VERIFY: o->verify = 1; break;
+	case O_BIDIR: o->bidir = 1; break;
 	case O_JSON: o->json = arg; break;
 	case O_TIMEOUT:
 		if (bench_parse_int(arg, 1, 1 << 30, &o->timeout_ms))
@@ -99,6 +103,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const struct option longs[] = {
 		BENCH_SWEEP_LONGOPTS, { "gpu", 1, NULL, 'g' },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
+		{ "bidir", 0, NULL, O_BIDIR },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "quiet", 0, NULL, 'q' },
 		{ "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
@@ -194,7 +199,12 @@ static int pair_xfer(struct pair *p, const struct opts *o, size_t bytes)
 	if (!cuda_ok(cudaSetDevice(o->gpu[0]), "cudaSetDevice") ||
 	    !nccl_ok(ncclSend(p->sbuf, bytes, ncclInt8, 1, p->comm[0], p->stream[0]), "ncclSend") ||
 	    !cuda_ok(cudaSetDevice(o->gpu[1]), "cudaSetDevice") ||
-	    !nccl_ok(ncclRecv(p->rbuf, bytes, ncclInt8, 0, p->comm[1], p->stream[1]), "ncclRecv")) {
+	    !nccl_ok(ncclRecv(p->rbuf, bytes, ncclInt8, 0, p->comm[1], p->stream[1]), "ncclRecv") ||
+	    (o->bidir &&
+	     (!nccl_ok(ncclSend(p->sbuf2, bytes, ncclInt8, 0, p->comm[1], p->stream[1]), "ncclSend") ||
+	      !cuda_ok(cudaSetDevice(o->gpu[0]), "cudaSetDevice") ||
+	      !nccl_ok(ncclRecv(p->rbuf2, bytes, ncclInt8, 1, p->comm[0], p->stream[0]),
+		       "ncclRecv")))) {
 		ncclGroupEnd();
 		p->broken = 1;
 		return -1;
@@ -211,34 +221,51 @@ static unsigned char pattern(size_t i, unsigned seed)
 	return (unsigned char)((i * 131u + (i >> 12) * 7u + seed * 29u) ^ (seed >> 3));
 }
 
-/* Before a verified iteration: a fresh pattern into A, zeros into B. */
-static int verify_prepare(struct pair *p, const struct opts *o, size_t bytes, unsigned seed)
+/* Before a verified iteration: a fresh pattern into the sender's buffer,
+ * zeros into the receiver's (`dir` 1: the --bidir direction B -> A). */
+static int verify_prepare_dir(struct pair *p, const struct opts *o, size_t bytes, unsigned seed,
+			      int dir)
 {
 	size_t i;
 
 	for (i = 0; i < bytes; i++)
 		p->host[i] = pattern(i, seed);
-	return cuda_ok(cudaSetDevice(o->gpu[0]), "cudaSetDevice") &&
-	       cuda_ok(cudaMemcpy(p->sbuf, p->host, bytes, cudaMemcpyHostToDevice), "H2D") &&
-	       cuda_ok(cudaSetDevice(o->gpu[1]), "cudaSetDevice") &&
-	       cuda_ok(cudaMemset(p->rbuf, 0, bytes), "cudaMemset") ? 0 : -1;
+	return cuda_ok(cudaSetDevice(o->gpu[dir]), "cudaSetDevice") &&
+	       cuda_ok(cudaMemcpy(dir ? p->sbuf2 : p->sbuf, p->host, bytes,
+				  cudaMemcpyHostToDevice), "H2D") &&
+	       cuda_ok(cudaSetDevice(o->gpu[!dir]), "cudaSetDevice") &&
+	       cuda_ok(cudaMemset(dir ? p->rbuf2 : p->rbuf, 0, bytes), "cudaMemset") ? 0 : -1;
 }
 
-static int verify_check(struct pair *p, const struct opts *o, size_t bytes, unsigned seed)
+static int verify_check_dir(struct pair *p, const struct opts *o, size_t bytes, unsigned seed,
+			    int dir)
 {
 	size_t i;
 
-	if (!cuda_ok(cudaSetDevice(o->gpu[1]), "cudaSetDevice") ||
-	    !cuda_ok(cudaMemcpy(p->host, p->rbuf, bytes, cudaMemcpyDeviceToHost), "D2H"))
+	if (!cuda_ok(cudaSetDevice(o->gpu[!dir]), "cudaSetDevice") ||
+	    !cuda_ok(cudaMemcpy(p->host, dir ? p->rbuf2 : p->rbuf, bytes, cudaMemcpyDeviceToHost),
+		     "D2H"))
 		return -1;
 	for (i = 0; i < bytes; i++) {
 		if (p->host[i] != pattern(i, seed)) {
-			fprintf(stderr, "nccl_pair: size %zu: byte %zu is 0x%02x, expected 0x%02x\n",
-				bytes, i, p->host[i], pattern(i, seed));
+			fprintf(stderr, "nccl_pair: size %zu%s: byte %zu is 0x%02x, expected 0x%02x\n",
+				bytes, dir ? " (B -> A)" : "", i, p->host[i], pattern(i, seed));
 			return -1;
 		}
 	}
 	return 0;
+}
+
+static int verify_prepare(struct pair *p, const struct opts *o, size_t bytes, unsigned seed)
+{
+	return verify_prepare_dir(p, o, bytes, seed, 0) ||
+	       (o->bidir && verify_prepare_dir(p, o, bytes, seed + 1000u, 1)) ? -1 : 0;
+}
+
+static int verify_check(struct pair *p, const struct opts *o, size_t bytes, unsigned seed)
+{
+	return verify_check_dir(p, o, bytes, seed, 0) ||
+	       (o->bidir && verify_check_dir(p, o, bytes, seed + 1000u, 1)) ? -1 : 0;
 }
 
 static int run_size(struct pair *p, const struct opts *o, size_t bytes, double *us,
@@ -263,7 +290,7 @@ static int run_size(struct pair *p, const struct opts *o, size_t bytes, double *
 	}
 	r->size = bytes;
 	r->iters = o->sweep.iters;
-	bench_stats(r, us, r->size);
+	bench_stats(r, us, o->bidir ? 2 * r->size : r->size);
 	return 0;
 }
 
@@ -289,10 +316,11 @@ static void json_row(FILE *f, const struct opts *o, const struct bench_row *r, i
 
 	fprintf(f, "%s  {\"size\": %zu, \"iters\": %d, \"time_us\": %.3f, \"gbps\": %.4f, "
 		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"config\": {\"bench\": \"nccl_pair\", "
-		"\"mem\": \"cuda\", \"gpu\": [%d, %d], \"verify\": %s, \"warmup\": %d, "
-		"\"nccl_version\": %d, \"env\": {", first ? "" : ",\n", r->size, r->iters,
-		r->avg_us, r->gbps, r->p50_us, r->p99_us, o->gpu[0], o->gpu[1],
-		o->verify ? "true" : "false", o->sweep.warmup, nccl_version);
+		"\"mem\": \"cuda\", \"gpu\": [%d, %d], \"bidir\": %s, \"verify\": %s, "
+		"\"warmup\": %d, \"nccl_version\": %d, \"env\": {", first ? "" : ",\n", r->size,
+		r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us, o->gpu[0], o->gpu[1],
+		o->bidir ? "true" : "false", o->verify ? "true" : "false", o->sweep.warmup,
+		nccl_version);
 	for (i = 0; i < sizeof(nccl_env) / sizeof(nccl_env[0]); i++) {
 		fprintf(f, "%s\"%s\": ", i ? ", " : "", nccl_env[i]);
 		v = getenv(nccl_env[i]);
@@ -338,6 +366,14 @@ static void pair_destroy(struct pair *p, const struct opts *o)
 		cudaSetDevice(o->gpu[1]);
 		cudaFree(p->rbuf);
 	}
+	if (p->sbuf2) {
+		cudaSetDevice(o->gpu[1]);
+		cudaFree(p->sbuf2);
+	}
+	if (p->rbuf2) {
+		cudaSetDevice(o->gpu[0]);
+		cudaFree(p->rbuf2);
+	}
 	free(p->host);
 }
 
@@ -353,7 +389,8 @@ static int pair_create(struct pair *p, const struct opts *o)
 		if (!cuda_ok(cudaSetDevice(o->gpu[i]), "cudaSetDevice") ||
 		    !cuda_ok(cudaStreamCreateWithFlags(&p->stream[i], cudaStreamNonBlocking),
 			     "cudaStreamCreate") ||
-		    !cuda_ok(cudaMalloc(i ? &p->rbuf : &p->sbuf, p->cap), "cudaMalloc"))
+		    !cuda_ok(cudaMalloc(i ? &p->rbuf : &p->sbuf, p->cap), "cudaMalloc") ||
+		    (o->bidir && !cuda_ok(cudaMalloc(i ? &p->sbuf2 : &p->rbuf2, p->cap), "cudaMalloc")))
 			goto fail;
 	}
 	if (o->verify && !(p->host = malloc(p->cap))) {
@@ -371,8 +408,8 @@ static void print_header(const struct opts *o, int nccl_version)
 {
 	const char *net = getenv("NCCL_NET");
 
-	printf("# nccl_pair: NCCL %d, ncclSend GPU %d -> ncclRecv GPU %d, one process\n",
-	       nccl_version, o->gpu[0], o->gpu[1]);
+	printf("# nccl_pair: NCCL %d, ncclSend GPU %d -> ncclRecv GPU %d%s, one process\n",
+	       nccl_version, o->gpu[0], o->gpu[1], o->bidir ? " and back at once" : "");
 	printf("# NCCL_NET=%s NCCL_P2P_DISABLE=%s NCCL_SHM_DISABLE=%s NCCL_SOCKET_NTHREADS=%s "
 	       "NCCL_NSOCKS_PERTHREAD=%s, warm-up %d, iters %d%s\n", net ? net : "(unset)",
 	       getenv("NCCL_P2P_DISABLE") ? getenv("NCCL_P2P_DISABLE") : "(unset)",
@@ -380,7 +417,8 @@ static void print_header(const struct opts *o, int nccl_version)
 	       getenv("NCCL_SOCKET_NTHREADS") ? getenv("NCCL_SOCKET_NTHREADS") : "(unset)",
 	       getenv("NCCL_NSOCKS_PERTHREAD") ? getenv("NCCL_NSOCKS_PERTHREAD") : "(unset)",
 	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
-	printf("# GB/s = 10^9 bytes/s of completed payload; time = average per transfer\n");
+	printf("# GB/s = 10^9 bytes/s of completed payload%s; time = average per transfer\n",
+	       o->bidir ? " (both directions summed)" : "");
 	printf("# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
 	       "p50(us)", "p99(us)");
 	fflush(stdout);

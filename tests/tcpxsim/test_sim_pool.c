@@ -32,9 +32,15 @@ static void test_pool_scatters_and_exhausts(void **state)
 	sim_pool_fini(&p);
 }
 
+struct freed {
+	int n;
+	uint32_t page[8];
+};
+
 static void count_freed(void *arg, uint32_t page)
 {
-	(*(int *)arg)++;
+	struct freed *f = arg;
+	f->page[f->n++] = page;
 }
 
 static void test_tokens_return_all_or_none(void **state)
@@ -42,7 +48,7 @@ static void test_tokens_return_all_or_none(void **state)
 	struct sim_pool p;
 	struct sim_tokens t;
 	uint32_t tok[8], page, bad = 0;
-	int freed = 0;
+	struct freed freed = {0};
 	assert_int_equal(sim_pool_init(&p, 8, 1), 0);
 	assert_int_equal(sim_tokens_init(&t, 16), 0);
 	for (int i = 0; i < 8; i++) {
@@ -57,7 +63,7 @@ static void test_tokens_return_all_or_none(void **state)
 	assert_int_equal(sim_tokens_return(&t, &p, r1, 2, &bad, count_freed, &freed), -22);
 	assert_int_equal(bad, 8);
 	assert_int_equal(t.held, 8);
-	assert_int_equal(freed, 0);
+	assert_int_equal(freed.n, 0);
 
 	/* A token named twice in one call fails the same way. */
 	struct devmem_token_range r2[] = {{1, 3}, {3, 1}};
@@ -70,11 +76,15 @@ static void test_tokens_return_all_or_none(void **state)
 	assert_int_equal(sim_tokens_return(&t, &p, r3, 1, &bad, NULL, NULL), -22);
 	assert_int_equal(t.held, 8);
 
-	/* Good ranges return their pages. */
+	/* Good ranges return their pages: to the caller first (to poison
+	 * them), to the pool when it gives them back. */
 	struct devmem_token_range r4[] = {{0, 3}, {5, 1}};
 	assert_int_equal(sim_tokens_return(&t, &p, r4, 2, &bad, count_freed, &freed), 0);
-	assert_int_equal(freed, 4);
+	assert_int_equal(freed.n, 4);
 	assert_int_equal(t.held, 4);
+	assert_int_equal(p.nfree, 0);
+	for (int i = 0; i < freed.n; i++)
+		sim_pool_free(&p, freed.page[i]);
 	assert_int_equal(p.nfree, 4);
 
 	/* ... once: a double return is refused. */
@@ -164,9 +174,15 @@ static void test_cut(void **state)
 	assert_int_equal(sim_cut_fit(&c, 9000, 1u << 20, 4, 1u << 20), 9000 + 4096);
 	assert_int_equal(sim_cut_fit(&c, 9000, 1u << 20, 0, 1u << 20), 0);
 	assert_int_equal(sim_cut_fit(&c, 8192, 1u << 20, 2048, 3), 3 * 4096);
+	/* the fresh pages a fit opens */
+	assert_int_equal(sim_cut_fresh(&c, 8192, 3 * 4096), 3);
+	assert_int_equal(sim_cut_fresh(&c, 9000, 9000 + 1), 4);
+	assert_int_equal(sim_cut_fresh(&c, 64, 2048 * 64), 2048);
 	/* an open page continues without a fresh one */
 	sim_cut_take(&c, 8192, 100, 1, 7);
 	assert_int_equal(sim_cut_fit(&c, 8192, 1u << 20, 2048, 0), 4096 - 100);
+	assert_int_equal(sim_cut_fresh(&c, 8192, 4096 - 100), 0);
+	assert_int_equal(sim_cut_fresh(&c, 8192, 4096), 1);
 }
 
 int main(void)

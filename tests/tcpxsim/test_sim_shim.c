@@ -3,7 +3,8 @@
  * with zerocopy completions, and each fault setting.  Host bounce mode
  * (no GPU needed); linked to libtcpxsim.so, so its socket calls come first.
  *
- *   test_sim_shim basic|starve|linear|mss|strict|delay   (settings in the environment) */
+ *   test_sim_shim basic|starve|linear|mss|strict|delay|parallel
+ *   (settings in the environment) */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,7 +182,7 @@ struct got {
 static ssize_t devmem_recv(int fd, struct bounce_map *b, uint8_t *out, size_t want,
 			   struct got *g)
 {
-	static char ctl[MAX_FRAGS * CMSG_SPACE(sizeof(struct devmem_frag))];
+	static __thread char ctl[MAX_FRAGS * CMSG_SPACE(sizeof(struct devmem_frag))];
 	uint8_t *lin = malloc(want);
 	struct iovec iov = {lin, want};
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
@@ -586,6 +588,125 @@ static void run_delay(void)
 	close(rcv);
 }
 
+/* Two sockets' receives at once: one receive is held inside the data path
+ * (after its socket read, before its copies: where the simulator once held
+ * a process-wide lock) while the other socket receives from the same
+ * bounce buffer's pool, returns its tokens, and sends from "GPU" memory.
+ * Structural, not timed: with a process-wide lock on the data path the
+ * second socket's calls never return (the test's timeout fails it). */
+static struct {
+	int fd;          /* the receive to hold */
+	int entered[2];  /* the held receive says it is inside */
+	int release[2];  /* and waits for this */
+	int held;
+} hold = {.fd = -1};
+
+static void hold_hook(int fd, int what)
+{
+	char c = 0;
+	if (what != 0 || fd != hold.fd || hold.held)
+		return;
+	hold.held = 1;
+	if (write(hold.entered[1], &c, 1) != 1 || read(hold.release[0], &c, 1) != 1)
+		abort();
+}
+
+struct held_recv {
+	int fd;
+	struct bounce_map *b;
+	uint8_t *out;
+	size_t len;
+	struct got *g;
+	ssize_t first;   /* what the held receive returned */
+};
+
+static void *held_receiver(void *arg)
+{
+	struct held_recv *h = arg;
+	h->first = devmem_recv(h->fd, h->b, h->out, h->len, h->g);
+	return NULL;
+}
+
+static void run_parallel(void)
+{
+	struct bounce_map b = import_bounce();
+	int snd1, rcv1, snd2, rcv2;
+	const size_t len = 256u << 10;
+	uint8_t *src1 = malloc(len), *src2 = malloc(len), *dst1 = malloc(len), *dst2 = malloc(len);
+	struct got *g1 = calloc(1, sizeof(*g1)), *g2 = calloc(1, sizeof(*g2));
+	fill_random(src1, len, 11);
+	fill_random(src2, len, 12);
+	steered_pair(&snd1, &rcv1);
+	steered_pair(&snd2, &rcv2);
+	assert_int_equal(pipe(hold.entered), 0);
+	assert_int_equal(pipe(hold.release), 0);
+	hold.fd = rcv1;
+	tcpxsim_set_test_hook(hold_hook);
+
+	/* Socket 1's receive goes in and stays inside. */
+	assert_int_equal(send(snd1, src1, len, 0), (ssize_t)len);
+	assert_true(wait_readable(rcv1));
+	struct held_recv h = {rcv1, &b, dst1, len, g1, 0};
+	pthread_t t;
+	char c;
+	assert_int_equal(pthread_create(&t, NULL, held_receiver, &h), 0);
+	assert_int_equal(read(hold.entered[0], &c, 1), 1);
+
+	/* Meanwhile socket 2: receives (same pool), token returns, and a
+	 * devmem send, all complete. */
+	uint64_t recvs = stats().devmem_recvs;
+	assert_int_equal(send(snd2, src2, len, 0), (ssize_t)len);
+	receive_all(rcv2, &b, dst2, len, g2, 1);
+	assert_memory_equal(dst2, src2, len);
+	assert_true(stats().devmem_recvs > recvs);
+	{
+		int dmabuf = -1;
+		assert_int_equal(cuMemGetHandleForAddressRange(&dmabuf, (uintptr_t)src2, len, 1, 0), 0);
+		struct devmem_create_pages info = {.dma_buf_fd = dmabuf};
+		int pages = ioctl(dmabuf, DEVMEM_DMA_BUF_CREATE_PAGES, &info);
+		assert_true(pages >= 0);
+		int v2[2] = {pages, 0};
+		static char unused[4096];
+		char ctl[CMSG_SPACE(sizeof(v2))];
+		struct iovec iov = {unused, sizeof(unused)};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				   .msg_controllen = sizeof(ctl)};
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = DEVMEM_SCM_OFFSET;
+		cm->cmsg_len = CMSG_LEN(sizeof(v2));
+		memcpy(CMSG_DATA(cm), v2, sizeof(v2));
+		assert_int_equal(sendmsg(snd2, &m, MSG_DONTWAIT), (ssize_t)sizeof(unused));
+		memset(g2, 0, sizeof(*g2));
+		receive_all(rcv2, &b, dst2, sizeof(unused), g2, 1);
+		assert_memory_equal(dst2, src2, sizeof(unused));
+		close(pages);
+		close(dmabuf);
+	}
+	/* Still inside: it has not returned. */
+	assert_int_equal(h.first, 0);
+
+	/* Let it go: it completes with its own bytes, then the rest follow. */
+	assert_int_equal(write(hold.release[1], "", 1), 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	tcpxsim_set_test_hook(NULL);
+	assert_true(h.first > 0);
+	receive_all(rcv1, &b, dst1, len, g1, 0);
+	assert_memory_equal(dst1, src1, len);
+	assert_int_equal(return_tokens(rcv1, g1->tokens, g1->ntokens), 0);
+	assert_int_equal(stats().tokens_held, 0);
+	close(snd1);
+	close(rcv1);
+	close(snd2);
+	close(rcv2);
+	free(src1);
+	free(src2);
+	free(dst1);
+	free(dst2);
+	free(g1);
+	free(g2);
+}
+
 static const char *scenario;
 
 static void test_scenario(void **state)
@@ -602,6 +723,8 @@ static void test_scenario(void **state)
 		run_strict();
 	else if (!strcmp(scenario, "delay"))
 		run_delay();
+	else if (!strcmp(scenario, "parallel"))
+		run_parallel();
 	else
 		fail_msg("unknown scenario %s", scenario);
 }

@@ -38,6 +38,13 @@ static struct {
 	CUresult (*host_alloc)(void **, size_t, unsigned);
 	CUresult (*stream_create)(CUstream *, unsigned);
 	CUresult (*stream_sync)(CUstream);
+	CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+	CUresult (*dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
+	CUresult (*memset8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
+	CUresult (*event_create)(CUevent *, unsigned);
+	CUresult (*event_record)(CUevent, CUstream);
+	CUresult (*event_sync)(CUevent);
+	CUresult (*attr)(int *, CUdevice_attribute, CUdevice); /* optional */
 	/* optional (CUDA 12.8+ drivers): one call for a receive's fragments */
 	CUresult (*batch)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *,
 			  size_t *, size_t, CUstream);
@@ -72,8 +79,15 @@ static void cuda_load(void)
 	SYM(host_alloc, "cuMemHostAlloc")
 	SYM(stream_create, "cuStreamCreate")
 	SYM(stream_sync, "cuStreamSynchronize")
+	SYM(htod_async, "cuMemcpyHtoDAsync_v2")
+	SYM(dtoh_async, "cuMemcpyDtoHAsync_v2")
+	SYM(memset8_async, "cuMemsetD8Async")
+	SYM(event_create, "cuEventCreate")
+	SYM(event_record, "cuEventRecord")
+	SYM(event_sync, "cuEventSynchronize")
 #undef SYM
 	*(void **)&cu.batch = dlsym(h, "cuMemcpyBatchAsync_v2");
+	*(void **)&cu.attr = dlsym(h, "cuDeviceGetAttribute");
 	if (cu.init(0) != CUDA_SUCCESS || cu.count(&n) != CUDA_SUCCESS || n < 1)
 		return;
 	cu.ok = 1;
@@ -85,12 +99,14 @@ int sim_cuda_available(void)
 	return cu.ok;
 }
 
-static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
+/* GPU memory, or with `hostmap` host memory on the GPU's NUMA node that the
+ * GPU and the CPU both map; exported as a POSIX file descriptor either way. */
+static int gpu_alloc(struct sim_bounce *b, int hostmap, char *err, size_t errlen)
 {
 	CUdevice dev;
 	CUmemAllocationProp prop = {0};
 	CUmemGenericAllocationHandle h;
-	CUmemAccessDesc acc = {0};
+	CUmemAccessDesc acc[2];
 	size_t gran = 0;
 	int fd = -1;
 	if (!sim_cuda_available()) {
@@ -104,6 +120,14 @@ static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	prop.location.id = dev;
+	if (hostmap) {
+		int numa = -1;
+		if (!cu.attr || cu.attr(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS ||
+		    numa < 0)
+			numa = 0;
+		prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+		prop.location.id = numa;
+	}
 	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	if (cu.retain((CUcontext *)&b->ctx, dev) != CUDA_SUCCESS ||
 	    cu.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS) {
@@ -116,13 +140,18 @@ static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 		snprintf(err, errlen, "cuCtxPushCurrent failed");
 		return -EIO;
 	}
-	acc.location = prop.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	memset(acc, 0, sizeof(acc));
+	acc[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc[0].location.id = dev;
+	acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	acc[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA; /* the CPU's mapping */
+	acc[1].location.id = prop.location.id;
+	acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	int ok = cu.create(&h, b->size, &prop, 0) == CUDA_SUCCESS &&
 		 cu.export_fd(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS &&
 		 cu.reserve((CUdeviceptr *)&b->dptr, b->size, gran, 0, 0) == CUDA_SUCCESS &&
 		 cu.map(b->dptr, b->size, 0, h, 0) == CUDA_SUCCESS &&
-		 cu.access(b->dptr, b->size, &acc, 1) == CUDA_SUCCESS &&
+		 cu.access(b->dptr, b->size, acc, hostmap ? 2 : 1) == CUDA_SUCCESS &&
 		 cu.memset8(b->dptr, 0, b->size) == CUDA_SUCCESS;
 	CUcontext prev;
 	cu.pop(&prev);
@@ -133,7 +162,10 @@ static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
 	/* The allocation lives until the process ends: the plugin maps it
 	 * too, and a simulator that outlives no process needs no teardown. */
 	b->fd = fd;
-	b->on_gpu = 1;
+	b->on_gpu = !hostmap;
+	b->hostmap = hostmap;
+	if (hostmap)
+		b->host = (uint8_t *)(uintptr_t)b->dptr;
 	return 0;
 }
 
@@ -148,52 +180,201 @@ static void without_ctx(void)
 	cu.pop(&prev);
 }
 
-/* Fragments of one receive: their bytes lie back to back in `src` (pinned
- * memory from sim_stage), each goes to its own page.  One batched copy
- * where the driver has it, else a copy each. */
-static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
-			   const uint32_t *lens, size_t n)
+/* A lane's stream, events and pinned (portable) staging buffer, in `ctx`. */
+static int gpu_lane_init(struct sim_lane *l)
 {
-	static CUdeviceptr dst[TCPXSIM_MAX_FRAGS], from[TCPXSIM_MAX_FRAGS];
-	static size_t len[TCPXSIM_MAX_FRAGS];
-	int rc = 0;
-	if (with_ctx(b->ctx))
+	int ok = with_ctx(l->ctx) == 0;
+	if (!ok)
 		return -EIO;
-	if (!b->stream && cu.stream_create((CUstream *)&b->stream, CU_STREAM_NON_BLOCKING))
-		b->stream = NULL;
-	for (size_t i = 0, off = 0; i < n; off += lens[i], i++) {
-		dst[i] = b->dptr + offs[i];
-		from[i] = (CUdeviceptr)(uintptr_t)(src + off);
-		len[i] = lens[i];
+	ok = cu.stream_create((CUstream *)&l->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+	     cu.host_alloc((void **)&l->buf, TCPXSIM_STAGE_BYTES, CU_MEMHOSTALLOC_PORTABLE) ==
+		     CUDA_SUCCESS;
+	for (int i = 0; ok && i < TCPXSIM_LANE_EVENTS; i++)
+		ok = cu.event_create((CUevent *)&l->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+	without_ctx();
+	return ok ? 0 : -EIO;
+}
+
+static void cu_failed(const char *what, CUresult r);
+static int gpu_batch(struct sim_lane *l, size_t first, size_t n);
+
+/* TCPXSIM_COPY_LOCK=1 (the default): the simulator's GPU copies run one at
+ * a time in the process, each waited for before the next starts, as they
+ * did under the old process-wide lock (the suite's 23/23); only the copies:
+ * socket calls, page and token bookkeeping and waits for data stay
+ * outside, per socket.  0: every lane copies at once (batched copies still
+ * issued one at a time), what the ceiling wants and what, with 8 or more
+ * sockets, failed on an H200 on 2026-11-27 (docs/perf/log.md). */
+static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int copy_locked(void)
+{
+	static int locked = -1;
+	int v = __atomic_load_n(&locked, __ATOMIC_RELAXED);
+	if (v < 0) {
+		const char *e = getenv("TCPXSIM_COPY_LOCK");
+		v = !(e && !strcmp(e, "0"));
+		__atomic_store_n(&locked, v, __ATOMIC_RELAXED);
 	}
-	CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
-	size_t first = 0;
-	if (!(b->stream && cu.batch && n > 1 &&
-	      cu.batch(dst, from, len, n, &attr, &first, 1, b->stream) == CUDA_SUCCESS &&
-	      cu.stream_sync(b->stream) == CUDA_SUCCESS))
-		for (size_t i = 0; i < n && !rc; i++)
-			rc = cu.htod(dst[i], (const void *)(uintptr_t)from[i], len[i]) == CUDA_SUCCESS
-				     ? 0 : -EIO;
+	return v;
+}
+
+static int gpu_stream_sync(struct sim_lane *l)
+{
+	CUresult r = cu.stream_sync(l->stream);
+	if (r != CUDA_SUCCESS)
+		cu_failed("cuStreamSynchronize", r);
+	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+/* Copies queued on the lane, done; with the copy lock, the receive's
+ * copies held back until now are issued first. */
+static int gpu_lane_sync(struct sim_lane *l)
+{
+	int rc;
+	if (with_ctx(l->ctx))
+		return -EIO;
+	if (copy_locked() && l->pend_n) {
+		pthread_mutex_lock(&copy_lock);
+		rc = gpu_batch(l, l->pend_first, l->pend_n);
+		rc = gpu_stream_sync(l) ? -EIO : rc;
+		pthread_mutex_unlock(&copy_lock);
+		l->pend_n = 0;
+	} else {
+		rc = gpu_stream_sync(l);
+	}
 	without_ctx();
 	return rc;
 }
 
-/* Pinned (portable) host memory, made in device 0's primary context: the
- * calling thread may have none current. */
-static uint8_t *gpu_stage(size_t *cap)
+/* The first failed CUDA call, once (what a later "failed" line follows). */
+static void cu_failed(const char *what, CUresult r)
 {
-	static uint8_t *stage;
+	static int said;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "tcpxsim: %s: CUDA error %d (later failures not reported)\n", what,
+			(int)r);
+}
+
+/* Batched copies are issued one at a time in the process: on an H200
+ * (driver of CUDA 13, 2026-11-27) concurrent cuMemcpyBatchAsync calls from
+ * several threads, each on its own stream, ended in failed copies and
+ * "unspecified launch failure", which one thread at a time never showed.
+ * Only the issue is serialized; the copies and the waits overlap.
+ * TCPXSIM_BATCH=0: one copy call per fragment instead. */
+static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int batch_wanted(void)
+{
+	static int wanted = -1;
+	int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+	if (w < 0) {
+		const char *v = getenv("TCPXSIM_BATCH");
+		w = !(v && !strcmp(v, "0"));
+		__atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+	}
+	return w;
+}
+
+/* Copies from the lane's lists [first, first + n): one batched call where
+ * the driver has it, else one call each, all on the lane's stream. */
+static int gpu_batch(struct sim_lane *l, size_t first, size_t n)
+{
+	CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+	size_t zero = 0;
+	CUresult r = CUDA_SUCCESS;
+	if (n == 0)
+		return 0;
+	if (with_ctx(l->ctx))
+		return -EIO;
+	int batched = cu.batch && n > 1 && batch_wanted();
+	if (batched) {
+		pthread_mutex_lock(&batch_lock);
+		r = cu.batch((CUdeviceptr *)l->dst + first, (CUdeviceptr *)l->src + first,
+			     l->len + first, n, &attr, &zero, 1, l->stream);
+		pthread_mutex_unlock(&batch_lock);
+		if (r != CUDA_SUCCESS)
+			cu_failed("cuMemcpyBatchAsync", r);
+	}
+	if (!batched || r != CUDA_SUCCESS) {
+		r = CUDA_SUCCESS;
+		for (size_t i = first; i < first + n && r == CUDA_SUCCESS; i++)
+			r = cu.htod_async(l->dst[i], (const void *)(uintptr_t)l->src[i], l->len[i],
+					  l->stream);
+		if (r != CUDA_SUCCESS)
+			cu_failed("cuMemcpyHtoDAsync", r);
+	}
+	without_ctx();
+	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int gpu_write_frags(struct sim_bounce *b, struct sim_lane *l, const uint8_t *src,
+			   size_t first, size_t n)
+{
+	for (size_t i = first, off = 0; i < first + n; off += l->lens[i], i++) {
+		l->dst[i] = b->dptr + l->offs[i];
+		l->src[i] = (uint64_t)(uintptr_t)(src + off);
+		l->len[i] = l->lens[i];
+	}
+	if (copy_locked()) { /* issued at sim_lane_sync, under the copy lock */
+		if (!l->pend_n)
+			l->pend_first = first;
+		l->pend_n = first + n - l->pend_first;
+		return 0;
+	}
+	return gpu_batch(l, first, n);
+}
+
+/* One pinned page of 0x5a, the source of every poisoning copy. */
+static uint8_t *poison_src;
+static pthread_once_t poison_once = PTHREAD_ONCE_INIT;
+
+static void poison_alloc(void)
+{
 	CUcontext ctx;
 	CUdevice d;
-	if (!stage && sim_cuda_available() && cu.get(&d, 0) == CUDA_SUCCESS &&
-	    cu.retain(&ctx, d) == CUDA_SUCCESS && with_ctx(ctx) == 0) {
-		if (cu.host_alloc((void **)&stage, TCPXSIM_STAGE_BYTES, CU_MEMHOSTALLOC_PORTABLE) !=
+	if (cu.get(&d, 0) == CUDA_SUCCESS && cu.retain(&ctx, d) == CUDA_SUCCESS && !with_ctx(ctx)) {
+		if (cu.host_alloc((void **)&poison_src, DEVMEM_PAGE, CU_MEMHOSTALLOC_PORTABLE) !=
 		    CUDA_SUCCESS)
-			stage = NULL;
+			poison_src = NULL;
+		else
+			memset(poison_src, 0x5a, DEVMEM_PAGE);
 		without_ctx();
 	}
-	*cap = stage ? TCPXSIM_STAGE_BYTES : 0;
-	return stage;
+}
+
+static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *pages, size_t n)
+{
+	pthread_once(&poison_once, poison_alloc);
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < TCPXSIM_MAX_FRAGS ? n - done : TCPXSIM_MAX_FRAGS;
+		int rc = 0;
+		for (size_t i = 0; i < k; i++) {
+			l->dst[i] = b->dptr + (uint64_t)pages[done + i] * DEVMEM_PAGE;
+			l->src[i] = (uint64_t)(uintptr_t)poison_src;
+			l->len[i] = DEVMEM_PAGE;
+		}
+		if (copy_locked())
+			pthread_mutex_lock(&copy_lock);
+		if (poison_src) {
+			rc = gpu_batch(l, 0, k);
+		} else if (!(rc = with_ctx(l->ctx))) {
+			for (size_t i = 0; i < k && !rc; i++)
+				rc = cu.memset8_async(l->dst[i], 0x5a, DEVMEM_PAGE, l->stream) ==
+					     CUDA_SUCCESS ? 0 : -EIO;
+			without_ctx();
+		}
+		if (!rc && !(rc = with_ctx(l->ctx))) {
+			rc = gpu_stream_sync(l);
+			without_ctx();
+		}
+		if (copy_locked())
+			pthread_mutex_unlock(&copy_lock);
+		if (rc)
+			return rc;
+		done += k;
+	}
+	return 0;
 }
 
 static int gpu_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
@@ -205,32 +386,58 @@ static int gpu_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 	return rc;
 }
 
-static int gpu_read(void *dst, uint64_t src, size_t n)
+/* The context registered memory belongs to (any thread of the plugin may
+ * send): its own, or for memory without one (cuMemMap'd) the primary
+ * context of its device, retained once per device. */
+static void *gpu_mem_ctx(uint64_t src)
 {
+	static CUcontext primary[64];
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	CUcontext ctx = NULL;
 	int ordinal = -1;
+	CUdevice d;
 	if (!sim_cuda_available())
-		return -ENODEV;
-	/* The copy runs in the context the memory belongs to (any thread of the
-	 * plugin may send). */
-	if (cu.ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, src) != CUDA_SUCCESS || !ctx) {
-		/* Memory without a context of its own (cuMemMap'd): the primary
-		 * context of its device, retained once per device. */
-		static CUcontext primary[64];
-		CUdevice d;
-		if (cu.ptr_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, src) != CUDA_SUCCESS ||
-		    ordinal < 0 || ordinal >= 64)
-			return -EFAULT;
-		if (!primary[ordinal] &&
-		    (cu.get(&d, ordinal) != CUDA_SUCCESS || cu.retain(&primary[ordinal], d) != CUDA_SUCCESS))
-			return -EFAULT;
-		ctx = primary[ordinal];
-	}
-	if (with_ctx(ctx))
+		return NULL;
+	if (cu.ptr_attr(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, src) == CUDA_SUCCESS && ctx)
+		return ctx;
+	if (cu.ptr_attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, src) != CUDA_SUCCESS ||
+	    ordinal < 0 || ordinal >= 64)
+		return NULL;
+	pthread_mutex_lock(&lock);
+	if (!primary[ordinal] &&
+	    (cu.get(&d, ordinal) != CUDA_SUCCESS || cu.retain(&primary[ordinal], d) != CUDA_SUCCESS))
+		primary[ordinal] = NULL;
+	ctx = primary[ordinal];
+	pthread_mutex_unlock(&lock);
+	return ctx;
+}
+
+static int gpu_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev)
+{
+	if (with_ctx(l->ctx))
 		return -EIO;
-	int rc = cu.dtoh(dst, src, n) == CUDA_SUCCESS ? 0 : -EFAULT;
+	int locked = copy_locked();
+	if (locked) /* done before the next copy starts */
+		pthread_mutex_lock(&copy_lock);
+	CUresult r = cu.dtoh_async(dst, src, n, l->stream);
+	if (r == CUDA_SUCCESS)
+		r = cu.event_record(l->ev[ev], l->stream);
+	if (r == CUDA_SUCCESS && locked)
+		r = cu.stream_sync(l->stream);
+	if (locked)
+		pthread_mutex_unlock(&copy_lock);
+	if (r != CUDA_SUCCESS)
+		cu_failed("cuMemcpyDtoHAsync", r);
 	without_ctx();
-	return rc;
+	return r == CUDA_SUCCESS ? 0 : -EFAULT;
+}
+
+static int gpu_wait(struct sim_lane *l, int ev)
+{
+	CUresult r = cu.event_sync(l->ev[ev]);
+	if (r != CUDA_SUCCESS)
+		cu_failed("cuEventSynchronize", r);
+	return r == CUDA_SUCCESS ? 0 : -EFAULT;
 }
 #else
 int sim_cuda_available(void)
@@ -238,9 +445,30 @@ int sim_cuda_available(void)
 	return 0;
 }
 
-static int gpu_alloc(struct sim_bounce *b, char *err, size_t errlen)
+static int gpu_alloc(struct sim_bounce *b, int hostmap, char *err, size_t errlen)
 {
 	snprintf(err, errlen, "built without CUDA: use TCPXSIM_BOUNCE=host");
+	return -ENOTSUP;
+}
+
+static int gpu_lane_init(struct sim_lane *l)
+{
+	return -ENOTSUP;
+}
+
+static int gpu_lane_sync(struct sim_lane *l)
+{
+	return -ENOTSUP;
+}
+
+static int gpu_write_frags(struct sim_bounce *b, struct sim_lane *l, const uint8_t *src,
+			   size_t first, size_t n)
+{
+	return -ENOTSUP;
+}
+
+static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *pages, size_t n)
+{
 	return -ENOTSUP;
 }
 
@@ -249,19 +477,17 @@ static int gpu_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 	return -ENOTSUP;
 }
 
-static int gpu_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
-			   const uint32_t *lens, size_t n)
+static void *gpu_mem_ctx(uint64_t src)
+{
+	return NULL;
+}
+
+static int gpu_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev)
 {
 	return -ENOTSUP;
 }
 
-static uint8_t *gpu_stage(size_t *cap)
-{
-	*cap = 0;
-	return NULL;
-}
-
-static int gpu_read(void *dst, uint64_t src, size_t n)
+static int gpu_wait(struct sim_lane *l, int ev)
 {
 	return -ENOTSUP;
 }
@@ -288,7 +514,7 @@ static int host_alloc(struct sim_bounce *b, char *err, size_t errlen)
 	return 0;
 }
 
-int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
+int sim_bounce_create(const char *gpu, size_t size, enum sim_bounce_mode mode, uint64_t seed,
 		      struct sim_bounce **out, char *err, size_t errlen)
 {
 	struct sim_bounce *b = calloc(1, sizeof(*b));
@@ -298,7 +524,9 @@ int sim_bounce_create(const char *gpu, size_t size, int on_gpu, uint64_t seed,
 	snprintf(b->gpu, sizeof(b->gpu), "%s", gpu);
 	b->size = (size + DEVMEM_PAGE - 1) / DEVMEM_PAGE * DEVMEM_PAGE;
 	b->fd = -1;
-	rc = on_gpu ? gpu_alloc(b, err, errlen) : host_alloc(b, err, errlen);
+	pthread_mutex_init(&b->lock, NULL);
+	rc = mode == SIM_BOUNCE_HOST ? host_alloc(b, err, errlen)
+				     : gpu_alloc(b, mode == SIM_BOUNCE_HOSTMAP, err, errlen);
 	if (rc == 0 && (b->size / DEVMEM_PAGE > UINT32_MAX ||
 			sim_pool_init(&b->pool, (uint32_t)(b->size / DEVMEM_PAGE), seed))) {
 		snprintf(err, errlen, "page pool of %zu bytes", b->size);
@@ -316,11 +544,12 @@ void sim_bounce_destroy(struct sim_bounce *b)
 {
 	if (!b)
 		return;
-	if (b->host)
+	if (b->host && !b->hostmap)
 		munmap(b->host, b->size);
-	if (b->fd >= 0 && !b->on_gpu)
+	if (b->fd >= 0 && !b->on_gpu && !b->hostmap)
 		close(b->fd);
 	sim_pool_fini(&b->pool);
+	pthread_mutex_destroy(&b->lock);
 	free(b);
 }
 
@@ -334,33 +563,88 @@ int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n)
 	return 0;
 }
 
-int sim_bounce_write_frags(struct sim_bounce *b, const uint8_t *src, const uint32_t *offs,
-			   const uint32_t *lens, size_t n)
+int sim_bounce_write_frags(struct sim_bounce *b, struct sim_lane *l, const uint8_t *src,
+			   size_t first, size_t n)
 {
-	if (n > TCPXSIM_MAX_FRAGS)
+	if (first > TCPXSIM_MAX_FRAGS || n > TCPXSIM_MAX_FRAGS - first)
 		return -EINVAL;
 	if (b->on_gpu)
-		return gpu_write_frags(b, src, offs, lens, n);
-	for (size_t i = 0, off = 0; i < n; off += lens[i], i++)
-		memcpy(b->host + offs[i], src + off, lens[i]);
+		return gpu_write_frags(b, l, src, first, n);
+	for (size_t i = first, off = 0; i < first + n; off += l->lens[i], i++)
+		memcpy(b->host + l->offs[i], src + off, l->lens[i]);
 	return 0;
 }
 
-uint8_t *sim_stage(int on_gpu, size_t *cap)
+int sim_bounce_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *pages, size_t n)
 {
-	static uint8_t *host;
-	if (on_gpu)
-		return gpu_stage(cap);
-	if (!host)
-		host = malloc(TCPXSIM_STAGE_BYTES);
-	*cap = host ? TCPXSIM_STAGE_BYTES : 0;
-	return host;
+	if (b->on_gpu)
+		return gpu_poison(b, l, pages, n);
+	for (size_t i = 0; i < n; i++)
+		memset(b->host + (size_t)pages[i] * DEVMEM_PAGE, 0x5a, DEVMEM_PAGE);
+	return 0;
 }
 
-int sim_mem_read(void *dst, uint64_t src, size_t n, int on_gpu)
+/* Free lanes, any context's. */
+static struct {
+	pthread_mutex_t lock;
+	struct sim_lane *free;
+} lanes = {PTHREAD_MUTEX_INITIALIZER, NULL};
+
+struct sim_lane *sim_lane_get(void *ctx)
 {
-	if (on_gpu)
-		return gpu_read(dst, src, n);
+	struct sim_lane *l, **p;
+	pthread_mutex_lock(&lanes.lock);
+	for (p = &lanes.free; *p && (*p)->ctx != ctx; p = &(*p)->next)
+		;
+	l = *p;
+	if (l)
+		*p = l->next;
+	pthread_mutex_unlock(&lanes.lock);
+	if (l)
+		return l;
+	/* A new one, made outside the lock (pinned allocations are slow);
+	 * lanes live until the process ends. */
+	if (!(l = calloc(1, sizeof(*l))))
+		return NULL;
+	l->ctx = ctx;
+	if (ctx ? gpu_lane_init(l) != 0 : !(l->buf = malloc(TCPXSIM_STAGE_BYTES))) {
+		free(l); /* what a failed GPU lane made stays: the context's */
+		return NULL;
+	}
+	return l;
+}
+
+void sim_lane_put(struct sim_lane *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&lanes.lock);
+	l->next = lanes.free;
+	lanes.free = l;
+	pthread_mutex_unlock(&lanes.lock);
+}
+
+int sim_lane_sync(struct sim_lane *l)
+{
+	return l->ctx ? gpu_lane_sync(l) : 0;
+}
+
+void *sim_mem_ctx(uint64_t src, int on_gpu, int *ok)
+{
+	void *ctx = on_gpu ? gpu_mem_ctx(src) : NULL;
+	*ok = !on_gpu || ctx;
+	return ctx;
+}
+
+int sim_mem_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev)
+{
+	if (l->ctx)
+		return gpu_read(l, dst, src, n, ev);
 	memcpy(dst, (const void *)(uintptr_t)src, n);
 	return 0;
+}
+
+int sim_mem_wait(struct sim_lane *l, int ev)
+{
+	return l->ctx ? gpu_wait(l, ev) : 0;
 }

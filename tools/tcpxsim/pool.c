@@ -52,11 +52,21 @@ int sim_pool_take(struct sim_pool *p, uint32_t *page)
 	return 0;
 }
 
+int sim_pool_unref(struct sim_pool *p, uint32_t page)
+{
+	return --p->refs[page] == 0;
+}
+
+void sim_pool_free(struct sim_pool *p, uint32_t page)
+{
+	p->free[p->nfree++] = page;
+}
+
 int sim_pool_put(struct sim_pool *p, uint32_t page)
 {
-	if (--p->refs[page] != 0)
+	if (!sim_pool_unref(p, page))
 		return 0;
-	p->free[p->nfree++] = page;
+	sim_pool_free(p, page);
 	return 1;
 }
 
@@ -126,7 +136,9 @@ int sim_tokens_return(struct sim_tokens *t, struct sim_pool *pool,
 		for (uint32_t k = 0; k < r[i].count; k++) {
 			uint32_t *s = &t->slot[r[i].start + k];
 			uint32_t page = (*s & ~TOKEN_MARK) - 1;
-			if (sim_pool_put(pool, page) && freed)
+			if (!freed)
+				sim_pool_put(pool, page);
+			else if (sim_pool_unref(pool, page))
 				freed(arg, page);
 			*s = 0;
 			t->held--;
@@ -192,4 +204,18 @@ size_t sim_cut_fit(const struct sim_cut *c, uint32_t mss, size_t len, size_t max
 		fresh_used += (size_t)fresh;
 	}
 	return got;
+}
+
+size_t sim_cut_fresh(const struct sim_cut *c, uint32_t mss, size_t len)
+{
+	struct sim_cut t = *c;
+	size_t got = 0, fresh_used = 0;
+	while (got < len) {
+		int fresh;
+		uint32_t n = sim_cut_peek(&t, mss, len - got, &fresh);
+		sim_cut_take(&t, mss, n, fresh, 0);
+		got += n;
+		fresh_used += (size_t)fresh;
+	}
+	return fresh_used;
 }

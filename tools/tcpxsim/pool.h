@@ -1,6 +1,6 @@
 /* The simulated NIC's receive pages and the per-socket tokens that name
- * them: no I/O, no locking (the caller holds the simulator's lock), so that
- * the CPU tests can drive them directly. */
+ * them: no I/O, no locking (the caller holds the pool's or the socket's
+ * lock), so that the CPU tests can drive them directly. */
 #ifndef TCPXSIM_POOL_H
 #define TCPXSIM_POOL_H
 
@@ -28,6 +28,10 @@ void sim_pool_fini(struct sim_pool *p);
 int sim_pool_take(struct sim_pool *p, uint32_t *page);
 /* Drop one reference: 1 when that made the page free again. */
 int sim_pool_put(struct sim_pool *p, uint32_t page);
+/* Drop one reference: 1 when it was the last, the page then neither held
+ * nor free until sim_pool_free (it is being poisoned, say). */
+int sim_pool_unref(struct sim_pool *p, uint32_t page);
+void sim_pool_free(struct sim_pool *p, uint32_t page);
 
 /* One socket's tokens: small integers allocated cyclically (the devmem
  * kernel allocates them from an xarray the same way), each naming a page
@@ -46,8 +50,10 @@ int sim_tokens_add(struct sim_tokens *t, uint32_t page, uint32_t *token);
 /* Return every token of `ranges` to `pool`, all or none: a token that is
  * not held (never given, given to another socket, returned already, or
  * named twice in one call) fails the call with -EINVAL, nothing returned,
- * and *bad says which.  `freed` (may be NULL) hears of each page that is
- * free again. */
+ * and *bad says which.  Without `freed`, pages whose last token this was
+ * are free again at once; with it, each is handed to `freed` instead and
+ * stays out of the pool until the caller gives it back with sim_pool_free
+ * (after poisoning it, outside the pool's lock). */
 typedef void (*sim_page_freed)(void *arg, uint32_t page);
 int sim_tokens_return(struct sim_tokens *t, struct sim_pool *pool,
 		      const struct devmem_token_range *ranges, size_t n, uint32_t *bad,
@@ -76,6 +82,10 @@ int sim_cut_take(struct sim_cut *c, uint32_t mss, uint32_t len, int fresh, uint3
  * at most `max_fresh` fresh pages. */
 size_t sim_cut_fit(const struct sim_cut *c, uint32_t mss, size_t len, size_t max_frags,
 		   size_t max_fresh);
+
+/* How many fresh pages the next `len` bytes open (len as sim_cut_fit
+ * answered it). */
+size_t sim_cut_fresh(const struct sim_cut *c, uint32_t mss, size_t len);
 
 /* One more token names `page`. */
 void sim_pool_ref(struct sim_pool *p, uint32_t page);

@@ -25,4 +25,10 @@ struct tcpxsim_stats {
  * look the symbol up with dlsym). */
 void tcpxsim_stats_get(struct tcpxsim_stats *out);
 
+/* For the simulator's own tests: `fn` runs inside every devmem receive
+ * after its first socket read, before its copies (what 0), and inside
+ * every devmem send between its first GPU read and its socket write (what
+ * 1), holding what the data path holds there; NULL removes it. */
+void tcpxsim_set_test_hook(void (*fn)(int fd, int what));
+
 #endif
