@@ -123,6 +123,10 @@ struct tp_ctl {
 	uint32_t tx_end, rx_end;
 	int close_rc;
 	char close_why[160];  /* close_rc's detail, kept for whoever finishes the conn */
+	/* Chunks of every item the peer announced (SEND, WRITE, READ_RESP),
+	 * parsed or dropped: all it can have posted sends for, which bounds
+	 * the counts its CLOSE may carry (on_close). */
+	uint64_t peer_chunks;
 };
 
 /* Set up the control channel on its two comms (the conn's last channel). */
