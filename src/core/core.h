@@ -185,6 +185,8 @@ struct tp_slot {
 	enum tp_unpack_kind unpack;
 	enum tp_copy_path path; /* a device unpack's variant (PATH_KERNEL, D2D, STAGED) */
 	bool multi;         /* several segments: through the comm's staging */
+	bool caller;        /* issued with the caller's memory: the plugin reads (send) or
+			     * writes (receive, no bounce buffer) it until the request ends */
 	bool dst_dev;       /* the transfer's memory is device memory */
 	bool dst_mapped;    /* ... or host memory the device writes in place */
 	char *buf;          /* what the request is posted with: the chunk's place in its
@@ -388,6 +390,8 @@ void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason);
 struct tp_progress;
 /* Requests the plugin has on c's data channels. */
 uint32_t tp__conn_data_inflight(const struct tcpx_p2p_conn *c);
+/* ... of which the plugin may still read or write the caller's memory. */
+uint32_t tp__conn_caller_inflight(const struct tcpx_p2p_conn *c);
 /* progress.c: a closing conn posts no more chunks: those prepared and not
  * yet handed to the plugin are dropped, so that each comm's count of
  * requests (issued) is final, as its CLOSE says. */
@@ -401,7 +405,8 @@ int tp__data_drain(struct tcpx_p2p_conn *c, bool *moved);
 
 /* close.c: destroyed conns finishing their close handshake. */
 /* conn_destroy of a conn whose CLOSE is queued with chunks in the plugin's
- * hands: drive it (and the process's other sessions) until they completed
+ * hands that read or write the caller's memory: drive it, its session's
+ * other conns and the process's other sessions until those completed
  * (true) or cannot, or close_timeout_ms passed (false). */
 bool tp__close_drain(struct tcpx_p2p_conn *c);
 /* One engine pass over every other session of the process. */

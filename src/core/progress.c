@@ -181,6 +181,7 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		if (rc || !req)
 			return rc;
 		sl->request = req;
+		sl->caller = !sl->stage && (cm->dir == TP_SEND || (!cm->meta && pbuf == sl->buf));
 		cm->issued++;
 		cm->handover++;
 		*moved = true;
