@@ -376,6 +376,7 @@ void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason)
 	if (c->drain_mr)
 		tcpx_p2p_mr_deregister(c->drain_mr);
 	free(c->drain_buf);
+	tp__dev_free(c->zero_dev);
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
 	if (c->rdv_fd >= 0)

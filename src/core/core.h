@@ -251,6 +251,9 @@ struct tp_comm {
 	 * receives (progress.c, drain_comm). */
 	uint32_t drain_to;
 	bool drain_set;
+	/* A receive on it reported its size: the plugin says what landed, so
+	 * staging no longer needs clearing before a receive (stage_clear). */
+	bool sizes_seen;
 };
 
 struct tp_direction {
@@ -314,6 +317,7 @@ struct tcpx_p2p_conn {
 	bool destroyed;
 	tp_deadline close_deadline;
 	bool drain_failed;  /* a closing conn's data requests could not be drained */
+	char *zero_dev;     /* a cleared chunk of device memory (progress.c, stage_clear) */
 	char *drain_buf;    /* host memory throw-away receives land in (a chunk per channel) */
 	struct tcpx_p2p_mr *drain_mr;
 };
