@@ -49,6 +49,7 @@ struct tcpx_p2p_session {
 	struct tp_hcopy *hcopy;       /* host copy threads; NULL until needed */
 #if TP_TEST_HOOKS
 	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
+	bool test_ignore_credits;     /* send notifications past the peer's credits (ditto) */
 #endif
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
@@ -520,6 +521,8 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+/* The notifications the peer holds for c (its blob's max_notifs). */
+void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n);
 /* Drop the session's delivered notifications that came on c. */
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c);
 /* The conn failed: drop what waits inbound. */

@@ -44,6 +44,7 @@ enum tp_ctl_type {
 	TP_CTL_NOTIF = 6,     /* {len, msg}: deliver after the items before it */
 	TP_CTL_CLOSE = 7,     /* {nchan, per channel: sends, receives}: the sender's last
 			       * message, with its count of data requests (the close) */
+	TP_CTL_CREDIT = 8,    /* {n}: n more notifications the sender has room for */
 };
 
 /* An export's secret: 128 random bits a peer must name with its index. */
