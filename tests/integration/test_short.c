@@ -250,9 +250,10 @@ static void test_staged_never_stale(void **state)
 	tcpx_p2p_xfer *x[2];
 	int rc[2];
 
-	/* Eight whole chunks through staging: every host slot of both
-	 * receive comms (4 each) holds an earlier chunk's bytes. */
-	for (int i = 0; i < 8; i++) {
+	/* Whole chunks through staging, round the channels: every host slot
+	 * of every receive comm (4 each, up to 16 channels) holds an earlier
+	 * chunk's bytes. */
+	for (int i = 0; i < 4 * 16; i++) {
 		assert_int_equal(staged_pair(f, 11, STALE_WHOLE, x), 0);
 		assert_int_equal(tp_complete_all(x, 2), 0);
 	}
