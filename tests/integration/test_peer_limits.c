@@ -104,6 +104,8 @@ static int target_fails(struct fx *f)
 	return rc;
 }
 
+static int write1(struct fx *f, tcpx_p2p_rmr *rm, size_t len);
+
 /* An honest sender: the ninth notification the target has not taken
  * waits (EAGAIN) instead of failing the connection, and goes once the
  * target polled. */
@@ -113,11 +115,25 @@ static void test_notifs_credits(void **state)
 	tcpx_p2p_notif *n = malloc(16 * sizeof(*n));
 	int got = 0, k, rc = TCPX_P2P_EAGAIN;
 
+	tcpx_p2p_rdesc d;
+	tcpx_p2p_rmr *rm;
+	tcpx_p2p_seg l = { f->amr, 0, 4096 };
+	tcpx_p2p_rseg r;
+	tcpx_p2p_xfer_params pr = { sizeof(pr), 0, "layer", 5 };
+	tcpx_p2p_xfer *x;
+
 	assert_non_null(n);
+	assert_int_equal(tcpx_p2p_mr_export(f->p.c[1], f->bmr, 0, LEN, TCPX_P2P_ACCESS_WRITE, &d), 0);
+	assert_int_equal(tcpx_p2p_rmr_import(f->p.c[0], &d, &rm), 0);
+	r = (tcpx_p2p_rseg){ rm, 0, 4096 };
 	for (int i = 0; i < 8; i++)
 		assert_int_equal(tcpx_p2p_notify(f->p.c[0], "layer", 5), 0);
 	assert_int_equal(tcpx_p2p_notify(f->p.c[0], "layer", 5), TCPX_P2P_EAGAIN);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "peer_max_notifs"));
+	/* A write that carries one waits too (nothing sent); one without goes. */
+	assert_int_equal(tcpx_p2p_write(f->p.c[0], &l, 1, &r, 1, &pr, &x), TCPX_P2P_EAGAIN);
+	assert_int_equal(write1(f, rm, 4096), 0);
+	tcpx_p2p_rmr_release(rm);
 	for (int spin = 0; spin < 100000 && rc == TCPX_P2P_EAGAIN; spin++) {
 		assert_int_equal(tcpx_p2p_progress(f->p.c[1]), 0);
 		assert_int_equal(tcpx_p2p_notif_poll(f->p.s[1], n, 16, &k), 0);
