@@ -15,7 +15,6 @@
 
 #include "core/rma.h"
 #include "util/error.h"
-#include "util/log.h"
 
 int tp__rma_note_arrives(struct tcpx_p2p_conn *c)
 {
