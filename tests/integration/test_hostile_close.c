@@ -125,7 +125,7 @@ static void *honest_main(void *arg)
 		if (!rc)
 			__atomic_add_fetch(&f->honest_done, 1, __ATOMIC_RELEASE);
 	}
-	f->honest_rc = rc;
+	__atomic_store_n(&f->honest_rc, rc, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -140,7 +140,8 @@ static void honest_start(struct fx *f, tcpx_p2p_xfer **rx)
 
 static void honest_finish(struct fx *f, tcpx_p2p_xfer **rx)
 {
-	while (__atomic_load_n(&f->honest_done, __ATOMIC_ACQUIRE) < HONEST && !f->honest_rc)
+	while (__atomic_load_n(&f->honest_done, __ATOMIC_ACQUIRE) < HONEST &&
+	       !__atomic_load_n(&f->honest_rc, __ATOMIC_ACQUIRE))
 		assert_int_equal(tcpx_p2p_session_progress(f->p.s[0]), 0);
 	assert_int_equal(pthread_join(f->thr, NULL), 0);
 	assert_int_equal(f->honest_rc, 0);
@@ -210,7 +211,7 @@ static void *release_main(void *arg)
 	pthread_mutex_lock(&f->p.c[1]->lock);
 	__atomic_store_n(&r->silent, 1, __ATOMIC_RELEASE);
 	while (__atomic_load_n(&f->honest_done, __ATOMIC_ACQUIRE) < HONEST &&
-	       !__atomic_load_n(&f->honest_rc, __ATOMIC_RELAXED))
+	       !__atomic_load_n(&f->honest_rc, __ATOMIC_ACQUIRE))
 		sched_yield();
 	__atomic_store_n(&r->released, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&f->p.c[1]->lock);

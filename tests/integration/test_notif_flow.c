@@ -55,7 +55,7 @@ static void *sender_main(void *arg)
 				break;
 		}
 	}
-	f->sender_rc = rc;
+	__atomic_store_n(&f->sender_rc, rc, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->first_eagain, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
@@ -75,7 +75,7 @@ static void *honest_main(void *arg)
 		if (!rc)
 			__atomic_add_fetch(&f->honest_done, 1, __ATOMIC_RELEASE);
 	}
-	f->honest_rc = rc;
+	__atomic_store_n(&f->honest_rc, rc, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -116,7 +116,8 @@ static void test_burst(void **state)
 	while (!__atomic_load_n(&f.first_eagain, __ATOMIC_ACQUIRE))
 		assert_int_equal(tcpx_p2p_session_progress(f.p.s[1]), 0);
 	while (next < BURST || __atomic_load_n(&f.honest_done, __ATOMIC_ACQUIRE) < HONEST) {
-		if (f.honest_rc || f.sender_rc)
+		if (__atomic_load_n(&f.honest_rc, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&f.sender_rc, __ATOMIC_ACQUIRE))
 			break;
 		/* The sender's last notifications go out once it has stopped. */
 		assert_int_equal(tcpx_p2p_session_progress(f.p.s[0]), 0);
