@@ -34,11 +34,12 @@ int tp__rma_note_arrives(struct tcpx_p2p_conn *c)
 	return 0;
 }
 
-/* notif_lock held */
+/* notif_lock held; freed is atomic so that a pass reads it without the
+ * lock (credit_out) */
 static void gone_locked(struct tp_rma *r)
 {
 	r->held--;
-	r->freed++;
+	__atomic_add_fetch(&r->freed, 1, __ATOMIC_RELAXED);
 }
 
 void tp__rma_note_gone(struct tcpx_p2p_conn *c)
@@ -72,19 +73,13 @@ int tp__rma_credit_out(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s = c->s;
 	struct tp_rma *r = c->rma;
-	uint32_t batch = (uint32_t)s->cfg.peer_max_notifs / 8, n = 0;
+	uint32_t batch = (uint32_t)s->cfg.peer_max_notifs / 8, n;
 	unsigned char *m;
 
-	if (tp__ctl_closing(c))
+	if (tp__ctl_closing(c) ||
+	    __atomic_load_n(&r->freed, __ATOMIC_RELAXED) < (batch ? batch : 1))
 		return 0;
-	pthread_mutex_lock(&s->notif_lock);
-	if (r->freed >= (batch ? batch : 1)) {
-		n = r->freed;
-		r->freed = 0;
-	}
-	pthread_mutex_unlock(&s->notif_lock);
-	if (!n)
-		return 0;
+	n = __atomic_exchange_n(&r->freed, 0, __ATOMIC_RELAXED);
 	m = tp__ctl_msg(c, TP_CTL_CREDIT, 4);
 	if (!m)
 		return TCPX_P2P_ENOMEM; /* recorded */

@@ -77,7 +77,7 @@ struct tp_note {
  * Notifications are flow-controlled (notif.c): each side may have at most
  * the other's peer_max_notifs held there.  credits is what this side may
  * still send (conn lock); the receiver gives back the slots that were
- * freed (freed, guarded with held by s->notif_lock) in CREDIT messages. */
+ * freed (freed: atomic, counted where held drops) in CREDIT messages. */
 struct tp_rma {
 	struct tp_export *exp;
 	uint32_t nexp, cap;
