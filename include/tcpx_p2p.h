@@ -157,7 +157,8 @@ typedef struct tcpx_p2p_config {
 	 * side hold"); exceeding one fails that connection with EPROTO. */
 	int peer_max_items;       /* announced transfers queued plus their items in flight */
 	int peer_max_segments;    /* remote segments of those, queued or in flight */
-	int peer_max_notifs;      /* notifications received and not yet taken by notif_poll */
+	int peer_max_notifs;      /* notifications received and not yet taken by notif_poll
+				   * (the peer learns it: its notify returns EAGAIN at it) */
 	size_t peer_max_ctl_bytes; /* control bytes waiting to go to the peer */
 	/* 1 = fail with ENOPLUGIN rather than fall back to the
 	 * bundled emulator when the plugin search finds nothing. */
@@ -376,7 +377,11 @@ TCPX_P2P_API int tcpx_p2p_listener_destroy(tcpx_p2p_listener *l);
 /* Destroy a connection.  Transfers still pending fail with ECLOSED (or the
  * error that failed the connection); every xfer of it not yet released,
  * complete or failed, stays valid for test, wait and release.  Returns once the plugin and the unpack stream no longer
- * touch any buffer of this connection.  RETURN VALUE: 0; EINVAL. */
+ * touch any buffer of this connection: it waits (up to
+ * config.close_timeout_ms, driving the session's other connections) only
+ * for chunks the plugin reads or writes in the caller's memory in place;
+ * the rest of the close with the peer ends in later passes of the session.
+ * RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c);
 
 /* Wait until the peer also calls this (over the rendezvous socket).  It
@@ -570,8 +575,9 @@ typedef struct tcpx_p2p_rseg {
  * rmr or lacking the access, more than config.peer_max_segments remote
  * segments, an announcement over half of config.peer_max_ctl_bytes); EAGAIN
  * (its announcement would take the control bytes waiting for the peer past
- * half of config.peer_max_ctl_bytes: drive progress, post again); the
- * connection's error;
+ * half of config.peer_max_ctl_bytes, or, with params->notif, the peer holds
+ * its peer_max_notifs notifications of c not yet taken: drive progress,
+ * post again); the connection's error;
  * ENOMEM.  The target's refusal (a segment it does not export, a revoked
  * export, a deregistered region, a write that arrived short) fails the
  * transfer with EINVAL, and then nothing of it was written. */
@@ -590,8 +596,10 @@ TCPX_P2P_API int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size
 /* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session.  It
  * is delivered after the data of every transfer posted before it on c in
  * this direction (two-sided or WRITE) is in place at the peer.
- * RETURN VALUE: 0; EINVAL; EAGAIN (as tcpx_p2p_write); the connection's error;
- * ENOMEM. */
+ * RETURN VALUE: 0; EINVAL; EAGAIN (as tcpx_p2p_write: control bytes waiting,
+ * or the peer's peer_max_notifs notifications of c not yet taken there;
+ * nothing was sent: drive progress and post again); the connection's
+ * error; ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len);
 
 typedef struct tcpx_p2p_notif {
@@ -605,7 +613,9 @@ typedef struct tcpx_p2p_notif {
  * the session once first (unless a progress thread does).  Never blocks.
  * One of len 0 is the library's own (0.5): its conn failed, after what it
  * delivered before; tcpx_p2p_progress(conn) gives the error.  A conn holds
- * at most config.peer_max_notifs not yet taken; one more fails it.
+ * at most config.peer_max_notifs not yet taken: the peer's notify returns
+ * EAGAIN until this side has taken some; a peer that sends one more all
+ * the same fails the conn (EPROTO).
  * RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 

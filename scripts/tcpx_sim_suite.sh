@@ -101,6 +101,10 @@ step cuda_transfer.host ok -- "$bin/test_cuda_transfer" host 16
 step cuda_transfer.pinned ok -- "$bin/test_cuda_transfer" pinned 64
 step cuda_transfer.pin ok -- "$bin/test_cuda_transfer" pin 64
 step kv_cuda ok -- "$bin/test_kv_cuda" cuda
+# Issue #33 over TCPX's bounce pages: a hostile CLOSE and a silent peer
+# beside an honest connection; an honest burst of notifications.
+step close.hostile ok TCPX_P2P_GPU=0 -- "$bin/test_hostile_close"
+step notif.burst ok TCPX_P2P_GPU=0 -- "$bin/test_notif_flow"
 for ch in 1 2 4 8; do
 	step "perf.cuda.ch$ch" ok -- "${perf[@]}" loopback "${cuda[@]}" --channels "$ch" \
 		-b 4K -e 256M -f 4 -n 5 -w 1

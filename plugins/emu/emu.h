@@ -91,7 +91,9 @@ struct emu_config {
 	 * Faults and plain-plugin behaviour for tests: TCPX_EMU_SHORT_SEND=MIN:DROP
 	 * sends every request of at least MIN bytes DROP bytes short (a peer that
 	 * announces more than it sends); TCPX_EMU_SIZES=1 reports received sizes
-	 * from test(), as TCP plugins do (TCPX never does).
+	 * from test(), as TCP plugins do (TCPX never does), 0 never; by default
+	 * (-1) receives that land in place report them and bounce receives
+	 * (the TCPX mode) have only their fragment records.
 	 */
 	uint64_t short_min, short_drop;
 	int sizes;

@@ -125,7 +125,7 @@ void tp__emu_config_load(struct emu_config *cfg)
 	cfg->null_bounce = env_long("TCPX_EMU_NULL_BOUNCE", 0, 0, 1) != 0;
 	cfg->connect_abandon_ms = (int)env_long("TCPX_EMU_CONNECT_ABANDON_MS", 30000, 1, 86400000);
 	short_send(cfg);
-	cfg->sizes = env_long("TCPX_EMU_SIZES", 0, 0, 1) != 0;
+	cfg->sizes = (int)env_long("TCPX_EMU_SIZES", -1, -1, 1);
 	/* Driven through a table before v7 there is no device handle to
 	 * describe bounce pages and no irecvConsumed to return them: receives
 	 * land in place and end at test.  NCCL promised such plugins at most
@@ -137,6 +137,11 @@ void tp__emu_config_load(struct emu_config *cfg)
 		cfg->consume_at_test = 1;
 		cfg->max_reqs = EMU_MAX_REQS_V6;
 	}
+	/* Auto (-1): a receive that lands in place reports its size, as
+	 * NCCL's TCP plugins do; one into bounce pages is described by its
+	 * fragment records alone, as on TCPX. */
+	if (cfg->sizes < 0)
+		cfg->sizes = cfg->bounce == EMU_BOUNCE_OFF;
 }
 
 ncclResult_t tp__emu_init(ncclDebugLogger_t logger)

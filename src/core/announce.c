@@ -113,6 +113,8 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 		 : x->op == TP_OP_RECV	 ? 0
 					 : tp__rma_own_room(c, "post", bytes);
 
+	if (!rc && notif_len)
+		rc = tp__rma_notif_room(c, "write");
 	if (rc)
 		return rc;
 	switch (x->op) {
@@ -121,7 +123,10 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 		return short_msg(c, TP_CTL_SEND, x->id, x->len);
 	case TP_OP_WRITE:
 		x->id = ++c->next_id;
-		return announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
+		rc = announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
+		if (!rc && notif_len && c->rma->credits) /* else a test build ignoring them */
+			c->rma->credits--;
+		return rc;
 	case TP_OP_READ:
 		x->id = ++c->next_id;
 		return announce_hdr(c, TP_CTL_READ_REQ, x->id, x->len, nrseg, rseg, NULL, 0);

@@ -25,7 +25,8 @@ int tp__blob_seal(const char *token, unsigned char *blob, size_t len)
 	return tp__auth_mac(token, TP_BLOB_LABEL, &part, 1, blob + len);
 }
 
-void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin)
+void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin,
+		     uint32_t max_notifs)
 {
 	struct tp_blob_hdr hdr;
 
@@ -36,7 +37,16 @@ void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *pl
 	hdr.chunk_bytes = htonl(chunk_bytes);
 	hdr.handle_size = htonl(NCCL_NET_HANDLE_MAXSIZE);
 	strncpy(hdr.plugin, plugin, sizeof(hdr.plugin) - 1);
+	hdr.max_notifs = htonl(max_notifs);
 	memcpy(blob, &hdr, sizeof(hdr));
+}
+
+uint32_t tp__blob_max_notifs(const void *blob)
+{
+	struct tp_blob_hdr hdr;
+
+	memcpy(&hdr, blob, sizeof(hdr));
+	return ntohl(hdr.max_notifs);
 }
 
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len)
@@ -66,6 +76,8 @@ int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len
 		return tp__error(TCPX_P2P_EPROTO, "peer chunk is %u bytes, ours %u "
 				 "(set TCPX_P2P_CHUNK_BYTES alike on both sides)",
 				 ntohl(hdr.chunk_bytes), want->chunk_bytes);
+	if (!hdr.max_notifs)
+		return tp__error(TCPX_P2P_EPROTO, "peer blob holds no notifications (max_notifs 0)");
 	if (strncmp(hdr.plugin, want->plugin, sizeof(hdr.plugin) - 1) != 0)
 		return tp__error(TCPX_P2P_EPROTO, "peer uses plugin \"%s\", we use \"%s\"",
 				 tp__printable(name, sizeof(name), hdr.plugin, sizeof(hdr.plugin)),

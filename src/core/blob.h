@@ -10,7 +10,9 @@
 #include "abi/nccl_net.h"
 
 #define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
-#define TP_BLOB_VERSION 5u /* 5: the close handshake (CLOSE on the control channel) */
+/* 5: the close handshake (CLOSE on the control channel); 6: notification
+ * credits (max_notifs below, CREDIT on the control channel). */
+#define TP_BLOB_VERSION 6u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow
@@ -22,6 +24,7 @@ struct tp_blob_hdr {
 	uint32_t chunk_bytes;
 	uint32_t handle_size;
 	char plugin[TP_BLOB_NAME];
+	uint32_t max_notifs; /* its peer_max_notifs: the notifications we may send it */
 };
 
 /* What a peer's blob must match.  With a token, blobs end in an
@@ -37,7 +40,10 @@ struct tp_blob_want {
 size_t tp__blob_size(int nchan, bool mac);
 /* Append the MAC to a blob of len bytes (the buffer has room for it). */
 int tp__blob_seal(const char *token, unsigned char *blob, size_t len);
-void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin);
+void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin,
+		     uint32_t max_notifs);
+/* The notifications a checked blob's owner holds for us (its max_notifs). */
+uint32_t tp__blob_max_notifs(const void *blob);
 /* 0, or EPROTO with a detail that says what differs; never reads past len,
  * and peer strings in the detail are sanitised. */
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len);

@@ -86,7 +86,7 @@ bool tp__close_drain(struct tcpx_p2p_conn *c)
 	struct tcpx_p2p_session *s = c->s;
 	tp_deadline deadline = tp__deadline_ms(s->cfg.close_timeout_ms);
 	struct tp_backoff b = { 0 };
-	struct tp_progress st;
+	struct tp_progress st, one;
 
 	for (;;) {
 		/* Out of the engine's list, but a caller's thread may still
@@ -94,10 +94,15 @@ bool tp__close_drain(struct tcpx_p2p_conn *c)
 		pthread_mutex_lock(&c->lock);
 		tp__progress(c, &st);
 		pthread_mutex_unlock(&c->lock);
-		if (!tp__conn_data_inflight(c))
+		if (!tp__conn_caller_inflight(c))
 			return true;
 		if (c->drain_failed || tp__deadline_passed(deadline))
 			return false;
+		/* Like every wait of the library: the session's other
+		 * connections move meanwhile, whatever the peer does. */
+		tp__engine_pass(s, NULL, &one);
+		st.moved |= one.moved;
+		st.pending |= one.pending;
 		tp__close_drive_others(s, &st);
 		tp__backoff(&b, &st);
 	}

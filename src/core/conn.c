@@ -318,6 +318,23 @@ uint32_t tp__conn_data_inflight(const struct tcpx_p2p_conn *c)
 	return n;
 }
 
+/* Of those, the ones whose plugin may still read or write the caller's
+ * memory: sends posted from it (not from staging) and receives the plugin
+ * writes in place (no bounce buffer, not into staging or the landing
+ * buffer). */
+uint32_t tp__conn_caller_inflight(const struct tcpx_p2p_conn *c)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < 2 * c->nchan; i++) {
+		const struct tp_comm *cm = i < c->nchan ? &c->send[i] : &c->recv[i - c->nchan];
+
+		for (uint32_t k = cm->win.retired; k != cm->issued; k++)
+			n += cm->slot[tp_window_slot(k)].caller;
+	}
+	return n;
+}
+
 static void close_comm(struct tcpx_p2p_session *s, void *comm, enum tp_dir dir, bool *refused)
 {
 	int rc;
@@ -359,6 +376,7 @@ void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason)
 	if (c->drain_mr)
 		tcpx_p2p_mr_deregister(c->drain_mr);
 	free(c->drain_buf);
+	tp__dev_free(c->zero_dev);
 	tp__ctl_destroy(c);
 	tp__rma_destroy(c);
 	if (c->rdv_fd >= 0)
@@ -426,14 +444,17 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__rma_destroy(c);
 	if (!unclean && tp__ctl_close(c))
 		unclean = "out of memory for the close handshake";
-	/* Chunks in the plugin's hands may still write into the caller's
-	 * buffers: they complete (the peer, told of the close, finishes what
-	 * it has under way too) before conn_destroy returns, or the comms
-	 * close as they are. */
-	if (!unclean && tp__conn_data_inflight(c) && !tp__close_drain(c))
+	/* Chunks in the plugin's hands that may still read or write the
+	 * caller's buffers complete (the peer, told of the close, finishes
+	 * what it has under way too) before conn_destroy returns, or the
+	 * comms close as they are.  Everything else of the close (chunks into
+	 * bounce pages or the library's own staging, throw-away requests, the
+	 * control frames) ends on the closing list: the peer never holds the
+	 * caller for those. */
+	if (!unclean && tp__conn_caller_inflight(c) && !tp__close_drain(c))
 		unclean = c->drain_failed ? "transfers were under way and their chunks failed"
-					  : "transfers were under way and their chunks did not "
-					    "complete within close_timeout_ms";
+					  : "transfers were under way in the caller's memory and "
+					    "their chunks did not complete within close_timeout_ms";
 	if (unclean) {
 		/* With chunks still posted the plugin may write into the buffers
 		 * of the failed xfers: the comms close before the caller gets

@@ -50,6 +50,7 @@ struct tcpx_p2p_session {
 	struct tp_swait *swait;       /* streams waiting for transfers (swait.c); NULL until needed */
 #if TP_TEST_HOOKS
 	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
+	bool test_ignore_credits;     /* send notifications past the peer's credits (ditto) */
 #endif
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */
@@ -187,6 +188,8 @@ struct tp_slot {
 	enum tp_unpack_kind unpack;
 	enum tp_copy_path path; /* a device unpack's variant (PATH_KERNEL, D2D, STAGED) */
 	bool multi;         /* several segments: through the comm's staging */
+	bool caller;        /* issued with the caller's memory: the plugin reads (send) or
+			     * writes (receive, no bounce buffer) it until the request ends */
 	bool dst_dev;       /* the transfer's memory is device memory */
 	bool dst_mapped;    /* ... or host memory the device writes in place */
 	char *buf;          /* what the request is posted with: the chunk's place in its
@@ -251,6 +254,9 @@ struct tp_comm {
 	 * receives (progress.c, drain_comm). */
 	uint32_t drain_to;
 	bool drain_set;
+	/* A receive on it reported its size: the plugin says what landed, so
+	 * staging no longer needs clearing before a receive (stage_clear). */
+	bool sizes_seen;
 };
 
 struct tp_direction {
@@ -314,6 +320,7 @@ struct tcpx_p2p_conn {
 	bool destroyed;
 	tp_deadline close_deadline;
 	bool drain_failed;  /* a closing conn's data requests could not be drained */
+	char *zero_dev;     /* a cleared chunk of device memory (progress.c, stage_clear) */
 	char *drain_buf;    /* host memory throw-away receives land in (a chunk per channel) */
 	struct tcpx_p2p_mr *drain_mr;
 };
@@ -390,6 +397,8 @@ void tp__conn_finish(struct tcpx_p2p_conn *c, const char *reason);
 struct tp_progress;
 /* Requests the plugin has on c's data channels. */
 uint32_t tp__conn_data_inflight(const struct tcpx_p2p_conn *c);
+/* ... of which the plugin may still read or write the caller's memory. */
+uint32_t tp__conn_caller_inflight(const struct tcpx_p2p_conn *c);
 /* progress.c: a closing conn posts no more chunks: those prepared and not
  * yet handed to the plugin are dropped, so that each comm's count of
  * requests (issued) is final, as its CLOSE says. */
@@ -403,7 +412,8 @@ int tp__data_drain(struct tcpx_p2p_conn *c, bool *moved);
 
 /* close.c: destroyed conns finishing their close handshake. */
 /* conn_destroy of a conn whose CLOSE is queued with chunks in the plugin's
- * hands: drive it (and the process's other sessions) until they completed
+ * hands that read or write the caller's memory: drive it, its session's
+ * other conns and the process's other sessions until those completed
  * (true) or cannot, or close_timeout_ms passed (false). */
 bool tp__close_drain(struct tcpx_p2p_conn *c);
 /* One engine pass over every other session of the process. */
@@ -521,6 +531,8 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+/* The notifications the peer holds for c (its blob's max_notifs). */
+void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n);
 /* Drop the session's delivered notifications that came on c. */
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c);
 /* The conn failed: drop what waits inbound. */

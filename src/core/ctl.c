@@ -265,14 +265,46 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 	return n ? tp__devq_copies(c->s, t->cp, n, false, &sl->launch) : 0;
 }
 
+/* Requests of channel i among the first `chunks` of a stream (chunk seq
+ * travels on channel seq % nchan), as the 32-bit count a comm keeps. */
+static uint32_t chunks_on(uint64_t chunks, int nchan, int i)
+{
+	return (uint32_t)(chunks / (uint64_t)nchan + ((uint64_t)i < chunks % (uint64_t)nchan));
+}
+
+/* A count the peer's CLOSE may carry for comm cm: `most`, what it can
+ * legitimately have there; beyond it the handshake fails at once. */
+static int close_count_ok(const struct tp_comm *cm, uint32_t count, uint32_t most, int i,
+			  const char *what)
+{
+	if ((int32_t)(count - most) <= 0)
+		return 0;
+	return tp__error(TCPX_P2P_EPROTO, "control channel: the peer's close counts %u %s on "
+			 "channel %d, where it can have at most %u (this side has %u posted)",
+			 count, what, i, most, cm->issued);
+}
+
 /* The peer's CLOSE, in the frame being parsed (number rx.win.retired):
  * it must end the stream, and the peer sends TP_CTL_SLOTS - 1 empty
  * frames after it (tx_post), which is never fewer than the receives this
  * side has posted past it (at most TP_CTL_SLOTS in flight).  Its body
- * gives the peer's count of requests per data comm (tp__ctl_close). */
+ * gives the peer's count of requests per data comm (tp__ctl_close).
+ *
+ * Each count is bounded by what this side knows, so that a peer's number
+ * never makes it post more than the peer can be owed: the peer's sends on
+ * a channel by the chunks it announced there, its receives by the chunks
+ * this side announced and by one window past this side's sends (a receive
+ * completes only against a send).  A count beyond fails the handshake
+ * (EPROTO).  Throw-away receives stop one window past this side's own
+ * (data_drain): a peer further ahead is one whose plugin completed its
+ * sends without a receive (the emulator, TCP plugins), so nothing of it
+ * waits for them. */
 static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t len)
 {
 	struct tp_ctl *t = c->ctl;
+	uint64_t mine = c->dir[TP_SEND].next_seq;
+	uint32_t sends, recvs, most;
+	int rc;
 
 	if (len != 4 + 8 * (uint32_t)c->nchan || tp_get32(body) != (uint32_t)c->nchan)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: peer's close of %u bytes "
@@ -282,15 +314,47 @@ static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t
 				 "close");
 	if (t->peer_closed)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: peer closed twice");
+	for (int i = 0; i < c->nchan; i++) {
+		sends = tp_get32(body + 4 + 8 * i);
+		recvs = tp_get32(body + 8 + 8 * i);
+		rc = close_count_ok(&c->recv[i], sends, chunks_on(t->peer_chunks, c->nchan, i), i,
+				    "sends");
+		most = chunks_on(mine, c->nchan, i);
+		if ((int32_t)(most - (c->send[i].issued + TP_WINDOW_SLOTS)) > 0)
+			most = c->send[i].issued + TP_WINDOW_SLOTS;
+		if (!rc)
+			rc = close_count_ok(&c->send[i], recvs, most, i, "receives");
+		if (rc)
+			return rc;
+	}
 	t->peer_closed = true;
 	t->rx_end = t->rx.win.retired + TP_CTL_SLOTS;
 	for (int i = 0; i < c->nchan; i++) {
 		/* Its sends on channel i meet this side's receives, and back. */
-		c->recv[i].drain_to = tp_get32(body + 4 + 8 * i);
+		sends = tp_get32(body + 4 + 8 * i);
+		most = c->recv[i].issued + TP_WINDOW_SLOTS;
+		c->recv[i].drain_to = (int32_t)(sends - most) > 0 ? most : sends;
 		c->send[i].drain_to = tp_get32(body + 8 + 8 * i);
 		c->recv[i].drain_set = c->send[i].drain_set = true;
 	}
 	return tp__conn_peer_closed(c);
+}
+
+/* Chunks of an item the peer announces, counted whether or not the
+ * message is then parsed (after this side's CLOSE it is dropped): the
+ * peer may have posted its sends all the same. */
+static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t body)
+{
+	uint64_t len;
+
+	if ((m[0] != TP_CTL_SEND && m[0] != TP_CTL_WRITE && m[0] != TP_CTL_READ_RESP) ||
+	    body < 16)
+		return;
+	len = tp_get64(m + TP_CTL_MSG_HDR + 8);
+	if (len <= TP_CTL_LEN_MAX) /* else refused as malformed, or dropped */
+		c->ctl->peer_chunks += tp_chunk_count(
+			(size_t)len, tp_chunk_size((size_t)len, (unsigned)c->nchan,
+						   c->s->cfg.chunk_bytes));
 }
 
 /* Parse every complete message of the incoming stream. */
@@ -309,6 +373,7 @@ static int parse(struct tcpx_p2p_conn *c)
 					 "message (at most %u)", body, TP_CTL_MSG_MAX);
 		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
 			break;
+		count_item(c, m, body);
 		if (m[0] == TP_CTL_CLOSE)
 			rc = on_close(c, m + TP_CTL_MSG_HDR, body);
 		else if (t->close_queued) /* closing: what the peer still says is moot */

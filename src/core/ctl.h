@@ -44,6 +44,7 @@ enum tp_ctl_type {
 	TP_CTL_NOTIF = 6,     /* {len, msg}: deliver after the items before it */
 	TP_CTL_CLOSE = 7,     /* {nchan, per channel: sends, receives}: the sender's last
 			       * message, with its count of data requests (the close) */
+	TP_CTL_CREDIT = 8,    /* {n}: n more notifications the sender has room for */
 };
 
 /* An export's secret: 128 random bits a peer must name with its index. */
@@ -123,6 +124,10 @@ struct tp_ctl {
 	uint32_t tx_end, rx_end;
 	int close_rc;
 	char close_why[160];  /* close_rc's detail, kept for whoever finishes the conn */
+	/* Chunks of every item the peer announced (SEND, WRITE, READ_RESP),
+	 * parsed or dropped: all it can have posted sends for, which bounds
+	 * the counts its CLOSE may carry (on_close). */
+	uint64_t peer_chunks;
 };
 
 /* Set up the control channel on its two comms (the conn's last channel). */

@@ -75,7 +75,6 @@ void tp__rma_fail(struct tcpx_p2p_conn *c)
 		free(n);
 	}
 	r->notes_tail = NULL;
-	r->notes_n = 0;
 }
 
 void tp__rma_destroy(struct tcpx_p2p_conn *c)
@@ -167,6 +166,8 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 	switch (type) {
 	case TP_CTL_ACK:
 		return len == 24 ? on_ack(c, b) : bad_msg(type, len);
+	case TP_CTL_CREDIT:
+		return len == 4 ? tp__rma_on_credit(c, tp_get32(b)) : bad_msg(type, len);
 	case TP_CTL_SEND:
 	case TP_CTL_READ_RESP:
 		if (len != 16)
@@ -203,6 +204,12 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer's transfers would "
 				 "hold %llu remote segments here (peer_max_segments %d)",
 				 (unsigned long long)(r->segs + nseg), c->s->cfg.peer_max_segments);
+	if (nlen) {
+		int rc = tp__rma_note_arrives(c);
+
+		if (rc)
+			return rc;
+	}
 	in = calloc(1, sizeof(*in));
 	if (!in)
 		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
@@ -329,6 +336,8 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	if (rc)
 		return rc;
 	if (why) {
+		if (in->notif_len) /* never delivered */
+			tp__rma_note_gone(c);
 		rc = refused(c, in, why, bad_key);
 		if (!rc)
 			rc = discard(c, in->len);
@@ -433,5 +442,6 @@ int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved)
 		c->inbound--;
 		*moved = true;
 	}
-	return tp__rma_notes_release(c, moved);
+	rc = tp__rma_notes_release(c, moved);
+	return rc ? rc : tp__rma_credit_out(c);
 }

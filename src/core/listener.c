@@ -37,7 +37,8 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		rc = tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 		goto free_listener;
 	}
-	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name);
+	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name,
+			(uint32_t)s->cfg.peer_max_notifs);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++)
@@ -215,6 +216,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
+	tp__rma_set_credits(*out, tp__blob_max_notifs(peer_blob));
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;

@@ -1,27 +1,98 @@
 /* Notifications: a peer's, held until every item announced before it has
  * landed, then delivered to the session's queue, where notif_poll takes
- * them; and this side's own. */
+ * them; and this side's own.
+ *
+ * Flow control: a side may send at most the peer's peer_max_notifs
+ * notifications (its blob says how many) that the peer has not yet taken
+ * or dropped; the peer gives the slots back in CREDIT messages once an
+ * eighth of them are free, and notify (or a write with a notification)
+ * returns EAGAIN meanwhile.  So an honest sender never crosses the
+ * receiver's bound, and the bound fails only a peer that ignores credits.
+ * The receiver counts a notification from the message that brings it, so
+ * those queued with their announcement count too. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/rma.h"
 #include "util/error.h"
 
-int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
-		     const unsigned char *msg, size_t len)
+int tp__rma_note_arrives(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s = c->s;
 	struct tp_rma *r = c->rma;
-	struct tp_note *n;
 	uint32_t held;
 
 	pthread_mutex_lock(&s->notif_lock);
-	held = r->notes_n + r->delivered;
+	held = r->held;
+	if (held < (uint32_t)s->cfg.peer_max_notifs)
+		r->held++;
 	pthread_mutex_unlock(&s->notif_lock);
 	if (held >= (uint32_t)s->cfg.peer_max_notifs)
 		return tp__error(TCPX_P2P_EPROTO, "the peer sent more than %d notifications this "
-				 "side has not taken (peer_max_notifs; tcpx_p2p_notif_poll takes "
-				 "them)", s->cfg.peer_max_notifs);
+				 "side has not taken (peer_max_notifs), ignoring the credits it "
+				 "was given", s->cfg.peer_max_notifs);
+	return 0;
+}
+
+/* notif_lock held; freed is atomic so that a pass reads it without the
+ * lock (credit_out) */
+static void gone_locked(struct tp_rma *r)
+{
+	r->held--;
+	__atomic_add_fetch(&r->freed, 1, __ATOMIC_RELAXED);
+}
+
+void tp__rma_note_gone(struct tcpx_p2p_conn *c)
+{
+	pthread_mutex_lock(&c->s->notif_lock);
+	gone_locked(c->rma);
+	pthread_mutex_unlock(&c->s->notif_lock);
+}
+
+void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n)
+{
+	c->rma->credits = c->rma->credits_max = n;
+}
+
+int tp__rma_on_credit(struct tcpx_p2p_conn *c, uint32_t n)
+{
+	struct tp_rma *r = c->rma;
+
+	if (!n || n > r->credits_max - r->credits)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer gave back %u "
+				 "notification credits, with %u of its %u outstanding", n,
+				 r->credits_max - r->credits, r->credits_max);
+	r->credits += n;
+	return 0;
+}
+
+/* Batched: one message per eighth of the bound.  The sender waits only
+ * while every slot is held, freed here or on its way back; fewer than an
+ * eighth freed and unsent leaves it most of its credits. */
+int tp__rma_credit_out(struct tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tp_rma *r = c->rma;
+	uint32_t batch = (uint32_t)s->cfg.peer_max_notifs / 8, n;
+	unsigned char *m;
+
+	if (tp__ctl_closing(c) ||
+	    __atomic_load_n(&r->freed, __ATOMIC_RELAXED) < (batch ? batch : 1))
+		return 0;
+	n = __atomic_exchange_n(&r->freed, 0, __ATOMIC_RELAXED);
+	m = tp__ctl_msg(c, TP_CTL_CREDIT, 4);
+	if (!m)
+		return TCPX_P2P_ENOMEM; /* recorded */
+	tp_put32(m, n);
+	return 0;
+}
+
+int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
+		     const unsigned char *msg, size_t len)
+{
+	struct tp_rma *r = c->rma;
+	struct tp_note *n;
+
 	n = malloc(sizeof(*n) + len);
 	if (!n)
 		return tp__error(TCPX_P2P_ENOMEM, "notification: out of memory");
@@ -35,7 +106,6 @@ int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 	else
 		r->notes = n;
 	r->notes_tail = n;
-	r->notes_n++;
 	return 0;
 }
 
@@ -58,7 +128,7 @@ void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark)
 	if (r->notes_tail == n)
 		r->notes_tail = prev;
 	free(n);
-	r->notes_n--;
+	tp__rma_note_gone(c);
 }
 
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c)
@@ -101,10 +171,6 @@ static int deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len
 	else
 		s->notifs = d;
 	s->notifs_tail = d;
-	if (len) {
-		c->rma->notes_n--;
-		c->rma->delivered++;
-	}
 	pthread_mutex_unlock(&s->notif_lock);
 	return 0;
 }
@@ -142,6 +208,21 @@ int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 	return 0;
 }
 
+int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what)
+{
+	struct tp_rma *r = c->rma;
+
+#if TP_TEST_HOOKS
+	if (c->s->test_ignore_credits)
+		return 0;
+#endif
+	if (r->credits)
+		return 0;
+	return tp__error(TCPX_P2P_EAGAIN, "%s: the peer holds %u notifications of this "
+			 "connection it has not taken (its peer_max_notifs): post again once "
+			 "it has polled them", what, r->credits_max);
+}
+
 int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 {
 	unsigned char *m;
@@ -153,13 +234,16 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
-	} else if ((rc = tp__rma_own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len))) {
+	} else if ((rc = tp__rma_own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
+		   (rc = tp__rma_notif_room(c, "notify"))) {
 		/* EAGAIN: the peer has not taken what waits for it */
 	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
 		rc = TCPX_P2P_ENOMEM;
 	} else {
 		tp_put32(m, (uint32_t)len);
 		memcpy(m + 4, msg, len);
+		if (c->rma->credits) /* else a test build ignoring them */
+			c->rma->credits--;
 		tp__post_pass_unlock(c);
 		return 0;
 	}
@@ -186,11 +270,15 @@ int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *
 		out[k].len = d->len;
 		memcpy(out[k].msg, d->msg, d->len);
 		if (d->len)
-			d->c->rma->delivered--;
+			gone_locked(d->c->rma);
 		free(d);
 		k++;
 	}
 	pthread_mutex_unlock(&s->notif_lock);
+	/* The freed slots go back in the next pass: a progress thread that
+	 * sleeps for want of transfers has credits to send. */
+	if (k)
+		tp__engine_kick(s);
 	*n = k;
 	return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "core/core.h"
 #include "core/ctl.h"
+#include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -59,6 +60,39 @@ static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 	cm->next_seq += (uint64_t)c->nchan;
 	while (cm->cursor && cm->next_seq >= cm->cursor->first_seq + cm->cursor->nchunks)
 		cm->cursor = cm->cursor->dlink.next;
+}
+
+/* A plugin that reports neither received sizes nor fragment records
+ * (none known: TCP plugins report sizes, TCPX bounces) gives no way to
+ * see a short chunk.  Until one of its receives on cm reported a size,
+ * each staging slot is cleared before a receive is posted into it, so a
+ * chunk that lands short leaves zeros, never bytes of an earlier chunk of
+ * the comm, in the segments it is scattered into.  Device slots are
+ * cleared on the stream from a cleared chunk of the conn, the receive
+ * issued once that copy completed (issue_stage). */
+static int stage_clear(struct tcpx_p2p_conn *c, const struct tp_comm *cm, struct tp_slot *sl,
+		       char *slot, size_t n, int type)
+{
+	struct tp_copy cp[TP_MAX_CHUNK / TP_COPY_MAX_ENTRY];
+	uint32_t k = 0;
+	int rc;
+
+	if (cm->meta || cm->sizes_seen)
+		return 0;
+	if (type != TCPX_P2P_MEM_CUDA) {
+		memset(slot, 0, n);
+		return 0;
+	}
+	if (!c->zero_dev) {
+		/* tp__dev_malloc clears what it allocates */
+		rc = tp__dev_malloc((void **)&c->zero_dev, c->s->cfg.chunk_bytes);
+		if (rc)
+			return rc;
+	}
+	for (size_t off = 0; off < n && k < sizeof(cp) / sizeof(cp[0]); off += TP_COPY_MAX_ENTRY)
+		cp[k++] = (struct tp_copy){ c->zero_dev, slot + off,
+					    n - off < TP_COPY_MAX_ENTRY ? n - off : TP_COPY_MAX_ENTRY };
+	return tp__devq_copies(c->s, cp, k, false, &sl->launch);
 }
 
 /* Fill slot sl with the next chunk of x (seq): straight from or into its
@@ -109,6 +143,12 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 			} else if (!rc && ncp) {
 				rc = tp__devq_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
 			}
+			if (rc) {
+				tp__stage_give(cm, sl->stage);
+				return rc;
+			}
+		} else if (x->op != TP_OP_DISCARD) {
+			rc = stage_clear(c, cm, sl, ptr, n, type);
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
 				return rc;
@@ -181,6 +221,7 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		if (rc || !req)
 			return rc;
 		sl->request = req;
+		sl->caller = !sl->stage && (cm->dir == TP_SEND || (!cm->meta && pbuf == sl->buf));
 		cm->issued++;
 		cm->handover++;
 		*moved = true;
@@ -213,6 +254,7 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		cm->win.tested++;
 		*moved = true;
 		sl->got = size;
+		cm->sizes_seen |= size != TP_NET_SIZE_UNKNOWN && cm->dir == TP_RECV;
 		if (cm->dir == TP_SEND) {
 			cm->win.unpacked = cm->win.retired = cm->win.tested;
 			if (sl->stage)

@@ -69,16 +69,23 @@ struct tp_note {
 
 /* A conn's one-sided state.  What the peer makes this side hold is
  * counted against the session's peer_max_* settings: segs (remote segments
- * of queued announcements and of accepted items), notes_n (notifications
- * waiting for their data) and delivered (in the session's queue, guarded by
- * s->notif_lock). */
+ * of queued announcements and of accepted items) and held (the peer's
+ * notifications, from the message that brought them until notif_poll takes
+ * them or they are dropped: queued with their announcement, waiting for
+ * their data, or in the session's queue).
+ *
+ * Notifications are flow-controlled (notif.c): each side may have at most
+ * the other's peer_max_notifs held there.  credits is what this side may
+ * still send (conn lock); the receiver gives back the slots that were
+ * freed (freed: atomic, counted where held drops) in CREDIT messages. */
 struct tp_rma {
 	struct tp_export *exp;
 	uint32_t nexp, cap;
 	struct tp_in *inq, *inq_tail;
 	struct tp_note *notes, *notes_tail;
 	uint64_t segs;
-	uint32_t notes_n, delivered;
+	uint32_t held, freed;
+	uint32_t credits, credits_max; /* credits_max: the peer's peer_max_notifs */
 	uint32_t bad_keys;
 	uint64_t stamp;   /* resolve() calls so far */
 	bool failed_told; /* the conn's failure is in the session's notification queue */
@@ -115,6 +122,17 @@ uint64_t tp__rma_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsign
 			 struct tcpx_p2p_xfer *x, bool *bad_key);
 
 /* notif.c */
+/* A peer's message brings a notification: counted against
+ * peer_max_notifs (EPROTO beyond: a peer that ignores its credits). */
+int tp__rma_note_arrives(struct tcpx_p2p_conn *c);
+/* One the peer sent is gone without being taken (refused write). */
+void tp__rma_note_gone(struct tcpx_p2p_conn *c);
+/* Room for one more notification at the peer: 0, or EAGAIN. */
+int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what);
+/* The peer's CREDIT message. */
+int tp__rma_on_credit(struct tcpx_p2p_conn *c, uint32_t n);
+/* Give back the freed slots, once enough of them are (a pass). */
+int tp__rma_credit_out(struct tcpx_p2p_conn *c);
 int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 		     const unsigned char *msg, size_t len);
 void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark);

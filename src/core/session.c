@@ -271,6 +271,9 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	if (s->test_early_consume)
 		TP_WARN("session", "TCPX_P2P_TEST_EARLY_CONSUME: receives are consumed before "
 			"their unpack finished; data WILL be corrupted (test use only)");
+	/* A peer that ignores its notification credits, for the tests of
+	 * peer_max_notifs (tests/integration/test_peer_limits.c). */
+	s->test_ignore_credits = getenv("TCPX_P2P_TEST_IGNORE_CREDITS") != NULL;
 #endif
 	rc = fit_tcpx_chunk(s);
 	if (!rc)

@@ -1,0 +1,299 @@
+/* A hostile peer against the close handshake (issue #33): the target (a
+ * session driven from its own thread, progress_thread 0) has a hostile
+ * connection and an honest one beside it, to another session whose
+ * thread counts its transfers.
+ *   - A CLOSE that counts 2^31 - 1 requests per channel fails the
+ *     handshake at once (EPROTO) and makes the target post nothing.
+ *   - A peer that announces a WRITE and then goes silent cannot hold the
+ *     target's conn_destroy: where the write lands in bounce pages it does
+ *     not wait at all; where the plugin writes the exported memory in place
+ *     it waits, and that wait drives the honest connection (counted: the
+ *     silent peer lets go only once the honest one has completed every
+ *     transfer, so a wait that drives nothing ends in close_timeout_ms with
+ *     the silent peer still holding on, and fails the test).
+ * Progress is proved by counting transfers, never by timing.  Links the
+ * library's objects to play the hostile peer with its internals. */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "core/ctl.h"
+#include "core/rma.h"
+#include "pair.h"
+
+#define LEN (1u << 20)     /* the hostile write */
+#define PIECE (64u << 10)  /* one honest transfer */
+#define HONEST 8           /* honest transfers during the target's destroy */
+
+struct fx {
+	struct tp_pair p;            /* s[0] target, s[1] hostile peer; c[0] - c[1] */
+	tcpx_p2p_session *hs;        /* the honest peer's session */
+	tcpx_p2p_conn *ht, *hp;      /* honest conn: target side, peer side */
+	unsigned char *tbuf, *hbuf, *pbuf;
+	tcpx_p2p_mr *tmr, *hmr, *pmr;
+	/* the honest peer's thread */
+	pthread_t thr;
+	int honest_done;             /* transfers completed (atomic) */
+	int honest_rc;
+};
+
+static tcpx_p2p_session_info query(tcpx_p2p_session *s)
+{
+	tcpx_p2p_session_info info = { .struct_size = sizeof(info) };
+
+	assert_int_equal(tcpx_p2p_session_query(s, &info), 0);
+	return info;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	tcpx_p2p_config cfg;
+
+	assert_non_null(f);
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.progress_thread = 0;
+	/* Long enough for the honest transfers on a loaded machine; a wait
+	 * that drives nothing ends here and fails the test. */
+	cfg.close_timeout_ms = 20000;
+	assert_int_equal(tp_pair_open(&f->p, &cfg, 1), 0);
+	assert_int_equal(tcpx_p2p_session_create(&cfg, &f->hs), 0);
+	assert_int_equal(tp_link(f->p.s[0], f->hs, &f->ht, &f->hp), 0);
+	f->tbuf = calloc(1, LEN);
+	f->hbuf = malloc((size_t)HONEST * PIECE);
+	f->pbuf = calloc(1, LEN);
+	assert_non_null(f->tbuf);
+	assert_non_null(f->hbuf);
+	assert_non_null(f->pbuf);
+	tp_fill(f->hbuf, (size_t)HONEST * PIECE, 9);
+	assert_int_equal(tcpx_p2p_mr_register(f->p.s[0], f->tbuf, LEN, TCPX_P2P_MEM_HOST, &f->tmr),
+			 0);
+	assert_int_equal(tcpx_p2p_mr_register(f->hs, f->hbuf, (size_t)HONEST * PIECE,
+					      TCPX_P2P_MEM_HOST, &f->hmr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(f->p.s[1], f->pbuf, LEN, TCPX_P2P_MEM_HOST, &f->pmr),
+			 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	for (int i = 0; i < 2; i++)
+		if (f->p.c[i])
+			assert_int_equal(tcpx_p2p_conn_destroy(f->p.c[i]), 0);
+	f->p.c[0] = f->p.c[1] = NULL;
+	assert_int_equal(tcpx_p2p_conn_destroy(f->ht), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(f->hp), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(f->tmr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(f->hmr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(f->pmr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(f->hs), 0);
+	tp_pair_close(&f->p);
+	free(f->tbuf);
+	free(f->hbuf);
+	free(f->pbuf);
+	free(f);
+	return 0;
+}
+
+/* The honest peer: HONEST sends, one after the other, each waited for
+ * (which drives its session only: the target's side moves only when the
+ * target's thread drives it). */
+static void *honest_main(void *arg)
+{
+	struct fx *f = arg;
+	tcpx_p2p_xfer *x;
+	int rc = 0;
+
+	for (int i = 0; i < HONEST && !rc; i++) {
+		rc = tcpx_p2p_send(f->hp, f->hmr, (size_t)i * PIECE, PIECE, &x);
+		if (rc)
+			break;
+		rc = tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS);
+		tcpx_p2p_xfer_release(x);
+		if (!rc)
+			__atomic_add_fetch(&f->honest_done, 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&f->honest_rc, rc, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The target's receives for the honest transfers, posted before it gets
+ * busy with the hostile connection. */
+static void honest_start(struct fx *f, tcpx_p2p_xfer **rx)
+{
+	for (int i = 0; i < HONEST; i++)
+		assert_int_equal(tcpx_p2p_recv(f->ht, f->tmr, (size_t)i * PIECE, PIECE, &rx[i]), 0);
+	assert_int_equal(pthread_create(&f->thr, NULL, honest_main, f), 0);
+}
+
+static void honest_finish(struct fx *f, tcpx_p2p_xfer **rx)
+{
+	while (__atomic_load_n(&f->honest_done, __ATOMIC_ACQUIRE) < HONEST &&
+	       !__atomic_load_n(&f->honest_rc, __ATOMIC_ACQUIRE))
+		assert_int_equal(tcpx_p2p_session_progress(f->p.s[0]), 0);
+	assert_int_equal(pthread_join(f->thr, NULL), 0);
+	assert_int_equal(f->honest_rc, 0);
+	assert_int_equal(tp_complete_all(rx, HONEST), 0);
+	assert_true(tp_check(f->tbuf, (size_t)HONEST * PIECE, 9) == (size_t)-1);
+}
+
+/* Requests the target has handed the plugin on c's data channels. */
+static uint32_t data_posted(struct tcpx_p2p_conn *c)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < c->nchan; i++)
+		n += c->send[i].issued + c->recv[i].issued;
+	return n;
+}
+
+static void test_close_counts_beyond(void **state)
+{
+	struct fx *f = *state;
+	struct tcpx_p2p_conn *h = f->p.c[1];
+	tcpx_p2p_xfer *rx[HONEST];
+	unsigned char *m;
+	uint32_t before = data_posted(f->p.c[0]);
+	int rc = 0;
+
+	/* The hostile CLOSE: 2^31 - 1 sends and receives on every channel. */
+	pthread_mutex_lock(&h->lock);
+	m = tp__ctl_msg(h, TP_CTL_CLOSE, 4 + 8 * (size_t)h->nchan);
+	assert_non_null(m);
+	tp_put32(m, (uint32_t)h->nchan);
+	for (int i = 0; i < h->nchan; i++) {
+		tp_put32(m + 4 + 8 * i, INT32_MAX);
+		tp_put32(m + 8 + 8 * i, INT32_MAX);
+	}
+	pthread_mutex_unlock(&h->lock);
+	for (int spin = 0; spin < 200000 && !rc; spin++) {
+		(void)tcpx_p2p_progress(f->p.c[1]);
+		rc = tcpx_p2p_progress(f->p.c[0]);
+	}
+	assert_int_equal(rc, TCPX_P2P_EPROTO);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "close counts"));
+	/* Not one throw-away request posted for it. */
+	assert_int_equal(data_posted(f->p.c[0]), before);
+	honest_start(f, rx);
+	assert_int_equal(tcpx_p2p_conn_destroy(f->p.c[0]), 0);
+	f->p.c[0] = NULL;
+	honest_finish(f, rx);
+}
+
+struct release {
+	struct fx *f;
+	pthread_t thr;
+	int silent;   /* atomic: the peer's conn is held, nobody drives it */
+	int released; /* atomic: the silent peer let go */
+};
+
+/* The silent peer: its conn held (every pass of the process skips a conn
+ * another thread holds), as a process that stopped sending; it lets go,
+ * and closes its side honestly, only once the honest connection has
+ * completed every transfer. */
+static void *release_main(void *arg)
+{
+	struct release *r = arg;
+	struct fx *f = r->f;
+
+	pthread_mutex_lock(&f->p.c[1]->lock);
+	__atomic_store_n(&r->silent, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&f->honest_done, __ATOMIC_ACQUIRE) < HONEST &&
+	       !__atomic_load_n(&f->honest_rc, __ATOMIC_ACQUIRE))
+		sched_yield();
+	__atomic_store_n(&r->released, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&f->p.c[1]->lock);
+	(void)tcpx_p2p_conn_destroy(f->p.c[1]);
+	return NULL;
+}
+
+static void test_silent_write(void **state)
+{
+	struct fx *f = *state;
+	struct tcpx_p2p_conn *t = f->p.c[0], *h = f->p.c[1];
+	struct release r = { .f = f };
+	tcpx_p2p_rdesc d;
+	tcpx_p2p_rmr *rmr;
+	tcpx_p2p_xfer *rx[HONEST];
+	tcpx_p2p_session_info info;
+	unsigned char *m;
+	bool in_place;
+	int released;
+
+	assert_int_equal(tcpx_p2p_mr_export(t, f->tmr, 0, LEN, TCPX_P2P_ACCESS_WRITE, &d), 0);
+	assert_int_equal(tcpx_p2p_rmr_import(h, &d, &rmr), 0);
+	/* A WRITE of LEN bytes announced; its bytes never sent. */
+	pthread_mutex_lock(&h->lock);
+	m = tp__ctl_msg(h, TP_CTL_WRITE, 24 + TP_WSEG_BYTES);
+	assert_non_null(m);
+	tp_put64(m, 1);
+	tp_put64(m + 8, LEN);
+	tp_put32(m + 16, 1);
+	tp_put32(m + 20, 0);
+	tp_put32(m + 24, rmr->idx);
+	tp_put32(m + 28, 0);
+	memcpy(m + 32, rmr->key, TP_KEY_BYTES);
+	tp_put64(m + 32 + TP_KEY_BYTES, 0);
+	tp_put64(m + 40 + TP_KEY_BYTES, LEN);
+	/* As a real write would have (its chunks numbered), so that its own
+	 * close, once it lets go, is an honest one. */
+	h->dir[TP_SEND].next_seq += tp_chunk_count(LEN, tp_chunk_size(LEN, (unsigned)h->nchan,
+									h->s->cfg.chunk_bytes));
+	pthread_mutex_unlock(&h->lock);
+	/* The target posts the write's receives. */
+	for (int spin = 0; spin < 200000 && !tp__conn_data_inflight(t); spin++) {
+		assert_int_equal(tcpx_p2p_progress(h), 0);
+		assert_int_equal(tcpx_p2p_progress(t), 0);
+	}
+	assert_true(tp__conn_data_inflight(t) > 0);
+	in_place = !t->recv[0].meta; /* no bounce pages: the plugin writes the export */
+	honest_start(f, rx);
+	assert_int_equal(pthread_create(&r.thr, NULL, release_main, &r), 0);
+	while (!__atomic_load_n(&r.silent, __ATOMIC_ACQUIRE))
+		sched_yield();
+	assert_int_equal(tcpx_p2p_conn_destroy(t), 0);
+	f->p.c[0] = NULL;
+	released = __atomic_load_n(&r.released, __ATOMIC_ACQUIRE);
+	info = query(f->p.s[0]);
+	if (in_place) {
+		/* It had to wait (the plugin writes the export in place), and
+		 * the wait drove the honest connection to the end. */
+		assert_int_equal(released, 1);
+		assert_int_equal(__atomic_load_n(&f->honest_done, __ATOMIC_ACQUIRE), HONEST);
+	} else {
+		/* Bounce pages: it did not wait for the peer at all, and the
+		 * close goes on among the session's passes. */
+		assert_int_equal(released, 0);
+		assert_int_equal(info.conns_closing, 1);
+	}
+	honest_finish(f, rx);
+	assert_int_equal(pthread_join(r.thr, NULL), 0);
+	f->p.c[1] = NULL;
+	tcpx_p2p_rmr_release(rmr);
+	while (query(f->p.s[0]).conns_closing || query(f->p.s[1]).conns_closing) {
+		assert_int_equal(tcpx_p2p_session_progress(f->p.s[0]), 0);
+		assert_int_equal(tcpx_p2p_session_progress(f->p.s[1]), 0);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_close_counts_beyond, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_silent_write, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
