@@ -123,7 +123,7 @@ static void fail_one(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 	c->completed++;
 	x->err = err;
 	x->conn_failed = true;
-	tp__xfer_mark_done(c, x);
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
 }
 
 static void fail_pending(struct tcpx_p2p_conn *c, int err)
@@ -144,7 +144,7 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
 		c->completed++;
-		tp__xfer_mark_done(c, x);
+		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
 	}
 	tp__rma_fail(c);
 }

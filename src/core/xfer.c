@@ -55,15 +55,8 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 		tp__xlist_push(&c->settling, x);
 		return;
 	}
-	tp__xfer_mark_done(c, x);
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked below */
 	c->completed++;
-}
-
-void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
-{
-	if (x->swait)
-		tp__swait_end(c->s, x);
-	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked (xfer_done) */
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -74,7 +67,7 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 		return;
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
-		tp__xfer_mark_done(c, x);
+		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
 		c->completed++;
 	}
 }
