@@ -165,8 +165,12 @@ nixl_status_t nixlTcpxEngine::checkXfer(nixlBackendReqH *handle) const
 	int rc = tcpx_p2p_test(h->x, &done);
 	if (rc)
 		return tcpxStatus(rc, h->op == NIXL_WRITE ? "write" : "read");
-	if (!done)
+	if (!done) {
+		/* Callers poll in a loop; the session's progress thread moves
+		 * the bytes: leave it the CPU where cores are few. */
+		std::this_thread::yield();
 		return NIXL_IN_PROG;
+	}
 	if (h->read_notif_due) {
 		/* The library carries notifications on WRITEs only; a READ's
 		 * follows it once every byte is here (the target may then
