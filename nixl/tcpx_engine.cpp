@@ -58,24 +58,71 @@ nixl_status_t nixlTcpxEngine::registerMem(const nixlBlobDesc &mem, const nixl_me
 		return NIXL_ERR_NOT_SUPPORTED;
 	}
 	auto md = std::make_unique<tcpxLocalMD>();
-	void *ptr = reinterpret_cast<void *>(mem.addr);
-	int rc;
-	if (mem_type == TCPX_P2P_MEM_HOST && params_.pin_host) {
-		tcpx_p2p_mr_params mp = {sizeof(mp), TCPX_P2P_MR_PIN};
-		rc = tcpx_p2p_mr_register_ex(net_->session(), ptr, mem.len, mem_type, &mp, &md->mr);
-	} else {
-		rc = tcpx_p2p_mr_register(net_->session(), ptr, mem.len, mem_type, &md->mr);
-	}
-	if (rc)
-		return tcpxStatus(rc, "mr_register");
-	md->info.id = next_region_++;
 	md->info.base = mem.addr;
 	md->info.len = mem.len;
+	md->info.piece = tcpx_piece_bytes;
 	md->info.mem_type = mem_type;
-	net_->addRegion({md->info.id, md->mr, mem.len});
+	if (mem.len == 0) {
+		NIXL_ERROR << "TCPX: a registration of 0 bytes";
+		return NIXL_ERR_INVALID_PARAM;
+	}
+	int rc = registerPieces(*md);
+	if (rc)
+		return tcpxStatus(rc, "mr_register");
+	md->info.id = next_region_.fetch_add(md->info.pieceCount());
+	for (uint64_t k = 0; k < md->mrs.size(); k++)
+		net_->addRegion({md->info.id + k, md->mrs[k],
+				 md->info.pieceEnd(k) - md->info.pieceStart(k)});
 	telemetry(nixl_telemetry_event_type_t::AGENT_MEMORY_REGISTERED, mem.len);
 	out = md.release();
 	return NIXL_SUCCESS;
+}
+
+/* All pieces or none. */
+int nixlTcpxEngine::registerPieces(tcpxLocalMD &md)
+{
+	const tcpxRegionInfo &r = md.info;
+	for (uint64_t k = 0; k < r.pieceCount(); k++) {
+		void *ptr = reinterpret_cast<void *>(r.pieceStart(k));
+		size_t len = r.pieceEnd(k) - r.pieceStart(k);
+		tcpx_p2p_mr *mr = nullptr;
+		int rc;
+		if (r.mem_type == TCPX_P2P_MEM_HOST && params_.pin_host) {
+			tcpx_p2p_mr_params mp = {sizeof(mp), TCPX_P2P_MR_PIN};
+			rc = tcpx_p2p_mr_register_ex(net_->session(), ptr, len, r.mem_type, &mp, &mr);
+		} else {
+			rc = tcpx_p2p_mr_register(net_->session(), ptr, len, r.mem_type, &mr);
+		}
+		if (rc) {
+			std::string detail = tcpx_p2p_last_error();
+			deregisterPieces(md);
+			NIXL_ERROR << "TCPX: registering piece " << k << " of " << r.pieceCount()
+				   << " (" << len << " bytes) failed: " << detail;
+			return rc;
+		}
+		md.mrs.push_back(mr);
+	}
+	return TCPX_P2P_OK;
+}
+
+/* Deregisters from the last piece down; pieces still in use (EBUSY) stay
+ * in md.mrs.  Returns the first error. */
+int nixlTcpxEngine::deregisterPieces(tcpxLocalMD &md)
+{
+	int first = TCPX_P2P_OK;
+	std::vector<tcpx_p2p_mr *> kept;
+	while (!md.mrs.empty()) {
+		tcpx_p2p_mr *mr = md.mrs.back();
+		md.mrs.pop_back();
+		int rc = tcpx_p2p_mr_deregister(mr);
+		if (rc) {
+			if (!first)
+				first = rc;
+			kept.insert(kept.begin(), mr);
+		}
+	}
+	md.mrs = std::move(kept);
+	return first;
 }
 
 nixl_status_t nixlTcpxEngine::deregisterMem(nixlBackendMD *meta)
@@ -85,8 +132,9 @@ nixl_status_t nixlTcpxEngine::deregisterMem(nixlBackendMD *meta)
 		NIXL_ERROR << "TCPX: deregisterMem of metadata that is not a local registration";
 		return NIXL_ERR_INVALID_PARAM;
 	}
-	net_->removeRegion(md->info.id);
-	int rc = tcpx_p2p_mr_deregister(md->mr);
+	for (uint64_t k = 0; k < md->info.pieceCount(); k++)
+		net_->removeRegion(md->info.id + k);
+	int rc = deregisterPieces(*md);
 	if (rc)
 		return tcpxStatus(rc, "mr_deregister (a transfer still uses the region?)");
 	telemetry(nixl_telemetry_event_type_t::AGENT_MEMORY_DEREGISTERED, md->info.len);

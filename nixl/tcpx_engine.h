@@ -15,7 +15,7 @@
 /* A local registration (registerMem). */
 struct tcpxLocalMD : public nixlBackendMD {
 	tcpxLocalMD() : nixlBackendMD(true) {}
-	tcpx_p2p_mr *mr = nullptr;
+	std::vector<tcpx_p2p_mr *> mrs; /* one per piece (tcpx_wire.h) */
 	tcpxRegionInfo info;
 };
 
@@ -67,6 +67,8 @@ public:
 	nixl_status_t genNotif(const std::string &remote_agent, const std::string &msg) const override;
 
 private:
+	int registerPieces(tcpxLocalMD &md);
+	int deregisterPieces(tcpxLocalMD &md);
 	void telemetry(nixl_telemetry_event_type_t type, uint64_t value) const;
 
 	tcpxParams params_;

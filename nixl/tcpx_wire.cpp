@@ -7,7 +7,7 @@ namespace {
 
 const char conn_magic[] = "TCPX1";
 const char region_magic[4] = {'T', 'P', 'R', '1'};
-const size_t region_size = sizeof(region_magic) + 3 * 8 + 1;
+const size_t region_size = sizeof(region_magic) + 4 * 8 + 1;
 
 void put64(std::string &s, uint64_t v)
 {
@@ -51,6 +51,7 @@ std::string tcpxEncodeRegion(const tcpxRegionInfo &r)
 	put64(s, r.id);
 	put64(s, r.base);
 	put64(s, r.len);
+	put64(s, r.piece);
 	s.push_back(static_cast<char>(r.mem_type));
 	return s;
 }
@@ -65,8 +66,10 @@ bool tcpxDecodeRegion(const std::string &s, tcpxRegionInfo &out)
 	r.id = get64(p);
 	r.base = get64(p + 8);
 	r.len = get64(p + 16);
-	r.mem_type = p[24];
-	if (r.len == 0 || r.base + r.len < r.base ||
+	r.piece = get64(p + 24);
+	r.mem_type = p[32];
+	if (r.len == 0 || r.base + r.len < r.base || r.piece < 4096 || r.piece > (1ull << 30) ||
+	    (r.piece & (r.piece - 1)) != 0 ||
 	    (r.mem_type != TCPX_P2P_MEM_HOST && r.mem_type != TCPX_P2P_MEM_CUDA))
 		return false;
 	out = r;

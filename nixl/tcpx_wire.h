@@ -19,12 +19,32 @@ struct tcpxConnInfo {
 	uint16_t port = 0;
 };
 
+/* A NIXL registration.  It is registered with the library, exported and
+ * imported as pieces cut at the multiples of `piece` bytes (absolute
+ * addresses), piece k numbered id + k: ABI v7 plugins (TCPX) register
+ * less than 2 GiB at a time, and NIXL users register whole KV caches. */
 struct tcpxRegionInfo {
-	uint64_t id = 0;   /* the registering engine's number for it */
-	uint64_t base = 0; /* its address in the owner's process */
+	uint64_t id = 0;    /* the registering engine's number for its piece 0 */
+	uint64_t base = 0;  /* its address in the owner's process */
 	uint64_t len = 0;
-	int mem_type = 0;  /* TCPX_P2P_MEM_* */
+	uint64_t piece = 0; /* a power of two, 4 KiB .. 1 GiB */
+	int mem_type = 0;   /* TCPX_P2P_MEM_* */
+
+	uint64_t pieceCount() const { return (base + len - 1) / piece - base / piece + 1; }
+	uint64_t pieceOf(uint64_t addr) const { return addr / piece - base / piece; }
+	uint64_t pieceStart(uint64_t k) const
+	{
+		uint64_t a = (base / piece + k) * piece;
+		return a < base ? base : a;
+	}
+	uint64_t pieceEnd(uint64_t k) const
+	{
+		uint64_t a = (base / piece + k + 1) * piece;
+		return a > base + len ? base + len : a;
+	}
 };
+
+const uint64_t tcpx_piece_bytes = 1ull << 30;
 
 enum class tcpxMsg : unsigned char {
 	hello = 'H',    /* dialer -> acceptor: the dialer's agent name */

@@ -1,6 +1,7 @@
 /* Transfers: a NIXL descriptor-list pair becomes one vectored one-sided
  * WRITE or READ of the library (local[i] <-> remote[i]), on this agent's
  * connection to the target; notifications ride on the same connection. */
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -73,6 +74,7 @@ nixl_status_t nixlTcpxEngine::prepXfer(const nixl_xfer_op_t &operation,
 	h->local.reserve(n);
 	h->remote.reserve(n);
 	const tcpxRemoteMD *last_md = nullptr;
+	uint64_t last_piece = 0;
 	tcpx_p2p_rmr *last_rmr = nullptr;
 	for (int i = 0; i < n; i++) {
 		const auto &l = local[i];
@@ -80,20 +82,34 @@ nixl_status_t nixlTcpxEngine::prepXfer(const nixl_xfer_op_t &operation,
 		const auto *lmd = dynamic_cast<const tcpxLocalMD *>(l.metadataP);
 		const auto *rmd = dynamic_cast<const tcpxRemoteMD *>(r.metadataP);
 		if (!lmd || !rmd || rmd->agent != remote_agent || l.len != r.len ||
-		    l.addr < lmd->info.base || l.addr - lmd->info.base + l.len > lmd->info.len ||
-		    r.addr < rmd->info.base || r.addr - rmd->info.base + r.len > rmd->info.len) {
+		    lmd->mrs.size() != lmd->info.pieceCount() || l.addr < lmd->info.base ||
+		    l.addr - lmd->info.base + l.len > lmd->info.len || r.addr < rmd->info.base ||
+		    r.addr - rmd->info.base + r.len > rmd->info.len) {
 			NIXL_ERROR << "TCPX: descriptor " << i << " (" << l.len << " -> " << r.len
 				   << " bytes) lies outside its registrations or differs in length";
 			return NIXL_ERR_INVALID_PARAM;
 		}
-		if (rmd != last_md) {
-			st = net_->import(h->link, rmd->info.id, last_rmr);
-			if (st != NIXL_SUCCESS)
-				return st;
-			last_md = rmd;
+		/* The two lists are packed independently (only their totals must
+		 * match), so each is cut at its own pieces' ends. */
+		for (uint64_t a = l.addr, end = l.addr + l.len; a < end;) {
+			uint64_t k = lmd->info.pieceOf(a);
+			uint64_t stop = std::min(end, lmd->info.pieceEnd(k));
+			h->local.push_back({lmd->mrs[k], a - lmd->info.pieceStart(k), stop - a});
+			a = stop;
 		}
-		h->local.push_back({lmd->mr, l.addr - lmd->info.base, l.len});
-		h->remote.push_back({last_rmr, r.addr - rmd->info.base, r.len});
+		for (uint64_t a = r.addr, end = r.addr + r.len; a < end;) {
+			uint64_t k = rmd->info.pieceOf(a);
+			uint64_t stop = std::min(end, rmd->info.pieceEnd(k));
+			if (rmd != last_md || k != last_piece || !last_rmr) {
+				st = net_->import(h->link, rmd->info.id + k, last_rmr);
+				if (st != NIXL_SUCCESS)
+					return st;
+				last_md = rmd;
+				last_piece = k;
+			}
+			h->remote.push_back({last_rmr, a - rmd->info.pieceStart(k), stop - a});
+			a = stop;
+		}
 		h->bytes += l.len;
 	}
 	handle = h.release();

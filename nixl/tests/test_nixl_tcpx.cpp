@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -406,6 +407,70 @@ void peerGoesAway()
 	close(go_pipe[1]);
 }
 
+/* Registrations past what an ABI v7 plugin registers at once (2 GiB),
+ * which the backend cuts into pieces at 1 GiB address multiples: blocks
+ * that straddle those cuts, at other places on the two sides.  The memory
+ * is reserved, not touched, except for the blocks. */
+void bigRegistration(Agent &i, Agent &t)
+{
+	const size_t len = (5ull << 30) / 2;
+	const size_t block = 3 << 20;
+	void *lp = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *rp = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (lp == MAP_FAILED || rp == MAP_FAILED) {
+		fprintf(stderr, "big registration: skipped (no %zu bytes of address space)\n", len);
+		return;
+	}
+	auto *l = static_cast<unsigned char *>(lp);
+	auto *r = static_cast<unsigned char *>(rp);
+	const uintptr_t G = 1ull << 30;
+	std::vector<size_t> loff, roff, size;
+	for (uintptr_t cut = (reinterpret_cast<uintptr_t>(l) / G + 1) * G;
+	     cut + block < reinterpret_cast<uintptr_t>(l) + len; cut += G)
+		loff.push_back(cut - reinterpret_cast<uintptr_t>(l) - block / 3);
+	for (uintptr_t cut = (reinterpret_cast<uintptr_t>(r) / G + 1) * G;
+	     cut + block < reinterpret_cast<uintptr_t>(r) + len && roff.size() < loff.size();
+	     cut += G)
+		roff.push_back(cut - reinterpret_cast<uintptr_t>(r) - block / 2);
+	loff.resize(roff.size());
+	size.assign(loff.size(), block);
+	std::mt19937 rng(9);
+	for (size_t o : loff)
+		for (size_t k = 0; k < block; k++)
+			l[o + k] = static_cast<unsigned char>(rng());
+	nixl_reg_dlist_t lr(DRAM_SEG), rr(DRAM_SEG);
+	lr.addDesc(nixlBlobDesc(reinterpret_cast<uintptr_t>(l), len, 0, ""));
+	rr.addDesc(nixlBlobDesc(reinterpret_cast<uintptr_t>(r), len, 0, ""));
+	EXPECT(i.agent->registerMem(lr) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(rr) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	for (size_t k = 0; k < loff.size(); k++) {
+		src.addDesc(nixlBasicDesc(reinterpret_cast<uintptr_t>(l) + loff[k], block, 0));
+		dst.addDesc(nixlBasicDesc(reinterpret_cast<uintptr_t>(r) + roff[k], block, 0));
+	}
+	nixlXferReqH *req = nullptr;
+	EXPECT(!loff.empty());
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req) == NIXL_SUCCESS);
+	if (req) {
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+		for (size_t k = 0; k < loff.size(); k++)
+			EXPECT(memcmp(l + loff[k], r + roff[k], block) == 0);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	}
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(lr) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(rr) == NIXL_SUCCESS);
+	munmap(lp, len);
+	munmap(rp, len);
+	fprintf(stderr, "2.5 GiB registrations, %zu blocks across their 1 GiB pieces: %s\n",
+		loff.size(), failures ? "FAILED" : "ok");
+}
+
 int usableGpu()
 {
 #ifdef TP_HAVE_CUDA
@@ -436,6 +501,7 @@ int main()
 	EXPECT(a.agent->getPluginParams("TCPX", mems, params) == NIXL_SUCCESS);
 	EXPECT(params.count("num_channels") == 1 && params.count("gpu") == 1 && mems.size() == 2);
 	writeAndRead(a, b, DRAM_SEG, 0, "DRAM");
+	bigRegistration(a, b);
 	badMetadata(a);
 
 	int gpu = usableGpu();
