@@ -143,7 +143,7 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 			   << " is gone; prepare the transfer again";
 		return NIXL_ERR_REMOTE_DISCONNECT;
 	}
-	const size_t n = h->local.size();
+	const size_t nl = h->local.size(), nr = h->remote.size(); /* cut apart */
 	int rc;
 	if (h->op == NIXL_WRITE) {
 		tcpx_p2p_xfer_params p = {};
@@ -153,13 +153,13 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 			p.notif_len = msg.size();
 		}
 		rc = postRetrying(params_.cfg.timeout_ms, [&] {
-			return tcpx_p2p_write(c, h->local.data(), n, h->remote.data(), n, &p, &h->x);
+			return tcpx_p2p_write(c, h->local.data(), nl, h->remote.data(), nr, &p, &h->x);
 		});
 		telemetry(nixl_telemetry_event_type_t::AGENT_TX_BYTES, h->bytes);
 		telemetry(nixl_telemetry_event_type_t::AGENT_TX_REQUESTS_NUM, 1);
 	} else {
 		rc = postRetrying(params_.cfg.timeout_ms, [&] {
-			return tcpx_p2p_read(c, h->local.data(), n, h->remote.data(), n, nullptr,
+			return tcpx_p2p_read(c, h->local.data(), nl, h->remote.data(), nr, nullptr,
 					     &h->x);
 		});
 		h->read_notif = std::move(msg);

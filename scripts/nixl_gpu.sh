@@ -69,19 +69,22 @@ common=(--total_buffer_size 1073741824 --check_consistency --num_iter 64 --warmu
 # ASIO port is the initiator); both must succeed.
 two_nixlbench() {
 	local port=$((20000 + RANDOM % 20000)) a
-	"$nixlbench" --runtime_type ASIO --asio_port "$port" "$@" &
+	timeout -k 5 600 "$nixlbench" --runtime_type ASIO --asio_port "$port" "$@" &
 	a=$!
 	sleep 2
-	"$nixlbench" --runtime_type ASIO --asio_port "$port" "$@" || { wait "$a"; return 1; }
+	# a side that fails leaves the other waiting for it: both are bounded
+	timeout -k 5 600 "$nixlbench" --runtime_type ASIO --asio_port "$port" "$@" ||
+		{ kill "$a" 2>/dev/null; wait "$a"; return 1; }
 	wait "$a"
 }
 
 two_kv() { # tcpx_perf kv ARGS...: server and client processes
 	local port=$((20000 + RANDOM % 20000)) s
-	"$BUILD/bin/tcpx_perf" kv server --port "$port" "$@" -q &
+	timeout -k 5 600 "$BUILD/bin/tcpx_perf" kv server --port "$port" "$@" -q &
 	s=$!
 	sleep 1
-	"$BUILD/bin/tcpx_perf" kv client --host 127.0.0.1 --port "$port" "$@" || { wait "$s"; return 1; }
+	timeout -k 5 600 "$BUILD/bin/tcpx_perf" kv client --host 127.0.0.1 --port "$port" "$@" ||
+		{ kill "$s" 2>/dev/null; wait "$s"; return 1; }
 	wait "$s"
 }
 

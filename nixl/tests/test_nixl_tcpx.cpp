@@ -409,8 +409,9 @@ void peerGoesAway()
 
 /* Registrations past what an ABI v7 plugin registers at once (2 GiB),
  * which the backend cuts into pieces at 1 GiB address multiples: blocks
- * that straddle those cuts, at other places on the two sides.  The memory
- * is reserved, not touched, except for the blocks. */
+ * that lie just below the cuts on this side and straddle them on the
+ * other (so the two segment lists differ in length).  The memory is
+ * reserved, not touched, except for the blocks. */
 void bigRegistration(Agent &i, Agent &t)
 {
 	const size_t len = (5ull << 30) / 2;
@@ -429,7 +430,7 @@ void bigRegistration(Agent &i, Agent &t)
 	std::vector<size_t> loff, roff, size;
 	for (uintptr_t cut = (reinterpret_cast<uintptr_t>(l) / G + 1) * G;
 	     cut + block < reinterpret_cast<uintptr_t>(l) + len; cut += G)
-		loff.push_back(cut - reinterpret_cast<uintptr_t>(l) - block / 3);
+		loff.push_back(cut - reinterpret_cast<uintptr_t>(l) - block - 4096);
 	for (uintptr_t cut = (reinterpret_cast<uintptr_t>(r) / G + 1) * G;
 	     cut + block < reinterpret_cast<uintptr_t>(r) + len && roff.size() < loff.size();
 	     cut += G)
