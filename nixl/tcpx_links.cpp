@@ -4,16 +4,21 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
 #include "common/nixl_log.h"
+#include "tcpx_exchange.h"
 #include "tcpx_status.h"
 
 namespace {
 
-const int accept_slice_ms = 50; /* how often the service thread looks around */
+const int service_slice_ms = 20; /* how often the service thread looks around */
 
 /* The first up, non-loopback IPv4 address, else 127.0.0.1. */
 std::string probeAddress()
@@ -54,14 +59,12 @@ nixl_status_t tcpxNet::start()
 	int rc = tcpx_p2p_session_create(&params_.cfg, &session_);
 	if (rc)
 		return tcpxStatus(rc, "session_create");
-	const char *bind = params_.bind_addr.empty() ? nullptr : params_.bind_addr.c_str();
-	rc = tcpx_p2p_server_create(session_, bind, params_.port, &server_);
-	if (rc)
-		return tcpxStatus(rc, "server_create");
 	uint16_t port = 0;
-	rc = tcpx_p2p_server_port(server_, &port);
-	if (rc)
-		return tcpxStatus(rc, "server_port");
+	std::string why;
+	if (tcpxExchangeListen(params_.bind_addr, params_.port, &listen_fd_, &port, why) != 0) {
+		NIXL_ERROR << "TCPX: " << why;
+		return NIXL_ERR_BACKEND;
+	}
 	tcpxConnInfo info;
 	info.host = params_.ip_addr.empty() ? probeAddress() : params_.ip_addr;
 	info.port = port;
@@ -85,11 +88,8 @@ tcpxNet::~tcpxNet()
 	}
 	for (auto &l : all)
 		closeLink(l);
-	if (server_) {
-		int rc = tcpx_p2p_server_destroy(server_);
-		if (rc)
-			tcpxStatus(rc, "server_destroy");
-	}
+	if (listen_fd_ >= 0)
+		close(listen_fd_);
 	if (session_) {
 		int rc = tcpx_p2p_session_destroy(session_);
 		if (rc)
@@ -97,47 +97,86 @@ tcpxNet::~tcpxNet()
 	}
 }
 
-/* Accepts peers and reads notifications, so that exports, hellos and
- * failures are seen even when the application never asks for notifs. */
+/* Accepts peers and reads notifications, so that exports and failures
+ * are seen even when the application never asks for notifs. */
 void tcpxNet::serviceLoop()
 {
 	while (!stop_) {
-		tcpx_p2p_conn *c = nullptr;
-		int rc = tcpx_p2p_server_accept(server_, accept_slice_ms, &c);
-		if (rc == TCPX_P2P_OK)
-			adopt(c);
-		else if (rc != TCPX_P2P_ETIMEDOUT && !stop_)
-			tcpxStatus(rc, "accepting a peer"); /* that peer only; keep serving */
+		struct pollfd pfd = {listen_fd_, POLLIN, 0};
+		if (poll(&pfd, 1, service_slice_ms) > 0) {
+			int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (fd >= 0) {
+				Handshake &h = handshakes_.emplace_back();
+				h.thread = std::thread([this, fd, &h] { serve(fd, &h); });
+			} else if (errno != EAGAIN && errno != EINTR) {
+				NIXL_WARN << "TCPX: accept: " << strerror(errno);
+			}
+		}
 		dispatch();
 		closeDeadIncoming();
+		reapHandshakes(false);
+	}
+	reapHandshakes(true);
+}
+
+/* One peer's set-up, in a thread of its own: a slow or silent peer holds
+ * up no other (each is bounded by timeout_ms). */
+void tcpxNet::serve(int fd, Handshake *h)
+{
+	std::string agent, why;
+	tcpx_p2p_conn *c = nullptr;
+	int rc = tcpxExchangeServe(session_, fd, params_.cfg.timeout_ms, agent, &c, why);
+	if (rc)
+		NIXL_WARN << "TCPX: agent " << (agent.empty() ? "(unknown)" : agent)
+			  << " could not connect: " << tcpx_p2p_strerror(rc) << " (" << why << ")";
+	else
+		adopt(c, agent);
+	h->done = true;
+}
+
+void tcpxNet::reapHandshakes(bool all)
+{
+	for (auto it = handshakes_.begin(); it != handshakes_.end();) {
+		if (all || it->done) {
+			it->thread.join();
+			it = handshakes_.erase(it);
+		} else {
+			++it;
+		}
 	}
 }
 
-void tcpxNet::adopt(tcpx_p2p_conn *c)
+void tcpxNet::adopt(tcpx_p2p_conn *c, const std::string &agent)
 {
 	auto link = std::make_shared<tcpxLink>();
 	link->conn = c;
-	std::vector<std::string> early;
-	{
-		std::lock_guard<std::mutex> pg(poll_mu_);
-		std::lock_guard<std::mutex> g(mu_);
-		links_[c] = link;
-		for (auto &[id, r] : regions_)
-			exportTo(link, r);
-		auto e = early_.find(c);
-		if (e != early_.end()) {
-			early = std::move(e->second);
-			early_.erase(e);
-		}
-	}
-	for (auto &m : early) {
+	link->agent = agent;
+	std::lock_guard<std::mutex> pg(poll_mu_);
+	std::lock_guard<std::mutex> g(mu_);
+	for (auto &[id, r] : regions_)
+		exportTo(link, r);
+	enter(link);
+}
+
+/* poll_mu_ and mu_ held: link becomes known to dispatch, after what a
+ * dispatch took for its connection before (kept in order in early_). */
+void tcpxNet::enter(const tcpxLinkPtr &link)
+{
+	tcpx_p2p_conn *c = link->conn;
+	links_[c] = link;
+	if (link->outgoing)
+		outgoing_[link->agent] = link;
+	auto e = early_.find(c);
+	if (e == early_.end())
+		return;
+	for (auto &m : e->second) {
 		tcpx_p2p_notif n;
 		n.conn = c;
 		n.len = m.size();
 		memcpy(n.msg, m.data(), m.size());
-		std::lock_guard<std::mutex> g(mu_);
 		handle(n);
 	}
+	early_.erase(e);
 }
 
 /* mu_ held.  Full access: NIXL checks descriptors against registrations on
@@ -262,26 +301,22 @@ nixl_status_t tcpxNet::outgoing(const std::string &agent, tcpxLinkPtr &out, bool
 	if (old)
 		closeLink(old); /* a failed one: start again */
 	tcpx_p2p_conn *c = nullptr;
-	int rc = tcpx_p2p_dial(session_, ci.host.c_str(), ci.port, TCPX_P2P_TIMEOUT_DEFAULT, &c);
+	std::string why;
+	int rc = tcpxExchangeDial(session_, ci.host, ci.port, local_agent_, params_.cfg.timeout_ms,
+				  &c, why);
 	if (rc) {
-		NIXL_ERROR << "TCPX: dialing agent " << agent << " at " << ci.host << ":" << ci.port
-			   << ": " << tcpx_p2p_strerror(rc) << " (" << tcpx_p2p_last_error() << ")";
+		NIXL_ERROR << "TCPX: connecting to agent " << agent << " at " << ci.host << ":"
+			   << ci.port << ": " << tcpx_p2p_strerror(rc) << " (" << why << ")";
 		return tcpxStatusQuiet(rc);
-	}
-	rc = send(c, tcpxEncodeMsg(tcpxMsg::hello, local_agent_.data(), local_agent_.size()));
-	if (rc) {
-		nixl_status_t st = tcpxStatus(rc, "hello to a peer");
-		tcpx_p2p_conn_destroy(c);
-		return st;
 	}
 	auto link = std::make_shared<tcpxLink>();
 	link->conn = c;
 	link->agent = agent;
 	link->outgoing = true;
 	{
+		std::lock_guard<std::mutex> pg(poll_mu_);
 		std::lock_guard<std::mutex> g(mu_);
-		outgoing_[agent] = link;
-		links_[c] = link;
+		enter(link);
 	}
 	out = link;
 	return NIXL_SUCCESS;
@@ -397,9 +432,8 @@ void tcpxNet::handle(const tcpx_p2p_notif &n)
 	if (n.len == 0) { /* the library's own: the connection failed */
 		int rc = tcpx_p2p_progress(n.conn);
 		l.error = rc ? rc : TCPX_P2P_ECLOSED;
-		NIXL_INFO << "TCPX: connection with agent "
-			  << (l.agent.empty() ? "(unnamed)" : l.agent) << " ended: "
-			  << tcpx_p2p_strerror(l.error);
+		NIXL_INFO << "TCPX: connection with agent " << l.agent
+			  << " ended: " << tcpx_p2p_strerror(l.error);
 		imported_.notify_all();
 		return;
 	}
@@ -410,12 +444,6 @@ void tcpxNet::handle(const tcpx_p2p_notif &n)
 	tcpx_p2p_rdesc desc;
 	tcpx_p2p_rmr *rmr;
 	switch (type) {
-	case tcpxMsg::hello:
-		if (!l.outgoing && l.agent.empty()) {
-			l.agent.assign(reinterpret_cast<const char *>(body), len);
-			return;
-		}
-		break;
 	case tcpxMsg::exported:
 		if (l.outgoing && tcpxDecodeExported(body, len, id, desc)) {
 			int rc = tcpx_p2p_rmr_import(n.conn, &desc, &rmr);
@@ -444,16 +472,11 @@ void tcpxNet::handle(const tcpx_p2p_notif &n)
 		}
 		break;
 	case tcpxMsg::user:
-		if (!l.agent.empty()) {
-			notifs_.emplace_back(l.agent,
-					     std::string(reinterpret_cast<const char *>(body), len));
-			return;
-		}
-		break;
+		notifs_.emplace_back(l.agent, std::string(reinterpret_cast<const char *>(body), len));
+		return;
 	}
 	NIXL_WARN << "TCPX: dropped a control message of type " << static_cast<int>(n.msg[0])
-		  << " (" << n.len << " bytes) from agent "
-		  << (l.agent.empty() ? "(unnamed)" : l.agent);
+		  << " (" << n.len << " bytes) from agent " << l.agent;
 }
 
 nixl_status_t tcpxNet::import(const tcpxLinkPtr &link, uint64_t region_id, tcpx_p2p_rmr *&out)

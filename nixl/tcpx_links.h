@@ -1,21 +1,22 @@
 /* The connections of one engine (one library session).
  *
- * NIXL publishes one connection info per agent for every peer, while a
- * library connection is made between two parties; so the info names this
- * engine's rendezvous server (tcpx_p2p_server_create), and an agent that
- * transfers to a peer dials it (tcpx_p2p_dial) the first time.  Each agent
- * initiates only on connections it dialed ("outgoing"); on connections it
- * accepted ("incoming") it is the target: it exports every registered
- * region to the dialer and sends the descriptors as control messages, and
- * the dialer imports them.  Two agents that both initiate hold two
- * connections, one per direction of initiative, so neither waits on the
- * other's set-up.  Notifications travel on the initiator's connection,
- * after the data of the transfers posted before them (docs/nixl.md). */
+ * An agent's connection info names a TCP socket of its engine over which
+ * peers make connections with it by the library's blob exchange
+ * (tcpx_exchange.h); an agent that transfers to a peer dials it the first
+ * time.  Each agent initiates only on connections it dialed ("outgoing");
+ * on connections it accepted ("incoming") it is the target: it exports
+ * every registered region to the dialer and sends the descriptors as
+ * control messages, and the dialer imports them.  Two agents that both
+ * initiate hold two connections, one per direction of initiative, so
+ * neither waits on the other's set-up.  Notifications travel on the
+ * initiator's connection, after the data of the transfers posted before
+ * them (docs/nixl.md). */
 #ifndef TCPX_NIXL_LINKS_H
 #define TCPX_NIXL_LINKS_H
 
 #include <atomic>
 #include <condition_variable>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,7 +34,7 @@
 /* One library connection with one peer agent. */
 struct tcpxLink {
 	tcpx_p2p_conn *conn = nullptr; /* NULL once closed */
-	std::string agent;             /* the peer ("" until an incoming one's hello) */
+	std::string agent;             /* the peer */
 	bool outgoing = false;         /* we dialed it: our transfers go on it */
 	int error = 0;                 /* sticky: the connection failed or closed */
 	std::unordered_map<uint64_t, tcpx_p2p_rmr *> imports; /* peer region id -> import */
@@ -56,7 +57,8 @@ public:
 	tcpxNet(const tcpxNet &) = delete;
 	tcpxNet &operator=(const tcpxNet &) = delete;
 
-	/* Session, server and service thread; NIXL_SUCCESS or the error. */
+	/* Session, listening socket and service thread; NIXL_SUCCESS or the
+	 * error. */
 	nixl_status_t start();
 	tcpx_p2p_session *session() const { return session_; }
 	const tcpxParams &params() const { return params_; }
@@ -92,8 +94,16 @@ public:
 	void takeNotifs(std::vector<std::pair<std::string, std::string>> &out);
 
 private:
+	struct Handshake { /* a peer being served (tcpxExchangeServe) */
+		std::thread thread;
+		std::atomic<bool> done{false};
+	};
+
 	void serviceLoop();
-	void adopt(tcpx_p2p_conn *c);
+	void serve(int fd, Handshake *h);
+	void reapHandshakes(bool all);
+	void adopt(tcpx_p2p_conn *c, const std::string &agent);
+	void enter(const tcpxLinkPtr &link);
 	void exportTo(const tcpxLinkPtr &link, const tcpxRegion &r);
 	void dispatch();
 	void handle(const tcpx_p2p_notif &n);
@@ -104,8 +114,9 @@ private:
 	tcpxParams &params_;
 	std::string conn_info_;
 	tcpx_p2p_session *session_ = nullptr;
-	tcpx_p2p_server *server_ = nullptr;
+	int listen_fd_ = -1;
 	std::thread service_;
+	std::list<Handshake> handshakes_; /* the service thread's own */
 	std::atomic<bool> stop_{false};
 
 	std::mutex mu_; /* everything below */

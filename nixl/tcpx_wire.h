@@ -47,7 +47,6 @@ struct tcpxRegionInfo {
 const uint64_t tcpx_piece_bytes = 1ull << 30;
 
 enum class tcpxMsg : unsigned char {
-	hello = 'H',    /* dialer -> acceptor: the dialer's agent name */
 	exported = 'E', /* acceptor -> dialer: region id + export descriptor */
 	revoked = 'R',  /* acceptor -> dialer: region id, deregistered */
 	user = 'U',     /* a NIXL notification */
