@@ -19,6 +19,7 @@
 namespace {
 
 const int service_slice_ms = 20; /* how often the service thread looks around */
+const size_t max_handshakes = 64; /* peers being set up at once */
 
 /* The first up, non-loopback IPv4 address, else 127.0.0.1. */
 std::string probeAddress()
@@ -105,7 +106,9 @@ void tcpxNet::serviceLoop()
 		struct pollfd pfd = {listen_fd_, POLLIN, 0};
 		if (poll(&pfd, 1, service_slice_ms) > 0) {
 			int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-			if (fd >= 0) {
+			if (fd >= 0 && handshakes_.size() >= max_handshakes) {
+				close(fd); /* a flood of silent peers: they time out */
+			} else if (fd >= 0) {
 				Handshake &h = handshakes_.emplace_back();
 				h.thread = std::thread([this, fd, &h] { serve(fd, &h); });
 			} else if (errno != EAGAIN && errno != EINTR) {

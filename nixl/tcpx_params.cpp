@@ -83,7 +83,7 @@ const tcpxParam params_table[] = {
 	 [](tcpxParams &p, const std::string &v) {
 		 return setInt(p.cfg.timeout_ms, v, 1, INT_MAX);
 	 }},
-	{"auth_token", "", "shared secret both agents must hold (rendezvous challenge)",
+	{"auth_token", "", "shared secret both agents must hold (MAC on the listener blobs)",
 	 [](tcpxParams &p, const std::string &v) {
 		 p.auth_token = v;
 		 return true;
@@ -94,12 +94,12 @@ const tcpxParam params_table[] = {
 		 p.ip_addr = v;
 		 return true;
 	 }},
-	{"bind_addr", "", "address the rendezvous server binds (empty = all)",
+	{"bind_addr", "", "IPv4 address the connection set-up socket binds (empty = all)",
 	 [](tcpxParams &p, const std::string &v) {
 		 p.bind_addr = v;
 		 return true;
 	 }},
-	{"port", "0", "rendezvous server port (0 = any free port)",
+	{"port", "0", "connection set-up socket port (0 = any free port)",
 	 [](tcpxParams &p, const std::string &v) {
 		 long x;
 		 if (!parseLong(v, 0, 65535, x))

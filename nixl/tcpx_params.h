@@ -17,8 +17,8 @@ struct tcpxParams {
 	std::string plugin_path;
 	std::string auth_token;
 	std::string ip_addr;    /* advertised in the connection info; "" = probe */
-	std::string bind_addr;  /* the rendezvous server's; "" = all addresses */
-	uint16_t port = 0;      /* the rendezvous server's; 0 = any free port */
+	std::string bind_addr;  /* the set-up socket's; "" = all addresses */
+	uint16_t port = 0;      /* the set-up socket's; 0 = any free port */
 	bool pin_host = true;   /* TCPX_P2P_MR_PIN on DRAM registrations */
 };
 

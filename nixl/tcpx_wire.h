@@ -1,6 +1,6 @@
 /* What the plugin puts into NIXL's metadata and sends on its connections.
  *
- * Connection info (getConnInfo): where this agent's rendezvous server
+ * Connection info (getConnInfo): where this agent's connection set-up socket
  * listens, "TCPX1 <host> <port>".  Public data of a registration
  * (getPublicData): the region's number, base, length and memory type.
  * Control messages ride on the connections as notifications of the
