@@ -10,8 +10,10 @@
 #
 # NIXL_PREFIX (default: .nixl in the checkout) is a NIXL install with the
 # Abseil it was built with (include/, lib/, lib/<arch>/, bin/nixlbench);
-# docs/nixl.md says how to build one.  Builds in $BUILD (default
-# build-nixl); logs and a summary go to $OUT (default $BUILD/nixl-results).
+# docs/nixl.md says what it needs.  Builds in $BUILD (default build-nixl;
+# a build directory configured before, e.g. by scripts/gpu_ci.sh on a
+# machine without network, keeps its settings and gains the plugin); logs
+# and a summary go to $OUT (default $BUILD/nixl-results).
 # MEMS (default "VRAM DRAM") picks the memory kinds measured: MEMS=DRAM
 # runs the host-memory part alone, on a machine without a GPU.
 # Exit status: 0 when every step passed, 1 otherwise, 2 usage.
@@ -51,8 +53,12 @@ step() { # NAME COMMAND...: runs it, logs to $OUT/NAME.log
 	summary+=("$([[ $rc == 0 ]] && echo PASS || echo FAIL)  $name (exit $rc)")
 }
 
-step configure cmake -S "$repo" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DTCPX_P2P_WERROR=ON -DTCPX_P2P_NIXL=ON -DNIXL_PREFIX="$prefix"
+if [[ -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null; then
+	export PATH=/usr/local/cuda/bin:$PATH
+fi
+cfg=(-DTCPX_P2P_NIXL=ON -DNIXL_PREFIX="$prefix")
+[[ -f $BUILD/CMakeCache.txt ]] || cfg+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+step configure cmake -S "$repo" -B "$BUILD" "${cfg[@]}"
 step build cmake --build "$BUILD" -j"$(nproc)"
 ((status == 0)) || { printf '%s\n' "${summary[@]}"; exit 1; }
 step ctest ctest --test-dir "$BUILD" -L nixl --output-on-failure
