@@ -261,7 +261,6 @@ static void drain_completions(int fd)
 
 static int send_all(struct flow *f)
 {
-	static char dummy[1]; /* the iovec gives only the length */
 	size_t done = 0;
 	while (done < f->size) {
 		size_t n = f->size - done < f->call ? f->size - done : f->call;
@@ -269,7 +268,9 @@ static int send_all(struct flow *f)
 		if (f->devmem) {
 			int v[2] = {f->pages, (int)(done % (REGION - f->call + 1) / 4096 * 4096)};
 			char ctl[CMSG_SPACE(sizeof(v))];
-			struct iovec iov = {dummy, n};
+			/* The iovec gives only the length (the bytes come from the
+			 * registered region), but it must still describe memory. */
+			struct iovec iov = {f->host, n};
 			struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
 					   .msg_controllen = sizeof(ctl)};
 			struct cmsghdr *c = CMSG_FIRSTHDR(&m);

@@ -41,10 +41,17 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 			(uint32_t)s->cfg.peer_max_notifs);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
-	for (i = 0; !rc && i < l->nchan; i++)
-		rc = s->net->ops->listen(s->net, s->nics[i % s->nnics],
-					 l->blob + hdr + (size_t)i * NCCL_NET_HANDLE_MAXSIZE,
-					 &l->lcomm[i]);
+	for (i = 0; !rc && i < l->nchan; i++) {
+		/* Plugins write their handle through a struct pointer: give them
+		 * aligned storage, whatever offset the blob puts it at. */
+		union {
+			unsigned char b[NCCL_NET_HANDLE_MAXSIZE];
+			uint64_t align;
+		} h = { 0 };
+
+		rc = s->net->ops->listen(s->net, s->nics[i % s->nnics], h.b, &l->lcomm[i]);
+		memcpy(l->blob + hdr + (size_t)i * NCCL_NET_HANDLE_MAXSIZE, h.b, sizeof(h.b));
+	}
 	tp__dev_ctx_restore(ctx);
 	if (!rc && s->cfg.auth_token)
 		rc = tp__blob_seal(s->cfg.auth_token, l->blob, l->blob_len - TP_AUTH_MAC);
@@ -177,6 +184,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	ncclNetDeviceHandle_v7_t *devh = NULL;
 	unsigned char *handles = NULL;
 	void **send = NULL, **recv = NULL, *ctx = NULL;
+	uint32_t peer_notifs;
 	size_t hlen;
 	int i, rc;
 
@@ -206,6 +214,9 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		goto free_arrays;
 	}
 	memcpy(handles, (const unsigned char *)peer_blob + sizeof(struct tp_blob_hdr), hlen);
+	/* Read now: the peer's blob need not outlive the wait below (in one
+	 * process it is the other listener's, freed when that side connects). */
+	peer_notifs = tp__blob_max_notifs(peer_blob);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
@@ -216,7 +227,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
-	tp__rma_set_credits(*out, tp__blob_max_notifs(peer_blob));
+	tp__rma_set_credits(*out, peer_notifs);
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;
