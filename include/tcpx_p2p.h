@@ -170,6 +170,13 @@ typedef struct tcpx_p2p_config {
 	 * answer to its close before closing its comms anyway, with requests
 	 * still posted (docs/api.md, conn_destroy); 0 = do not wait. */
 	int close_timeout_ms;
+	/* Added in 0.7: liveness (docs/reliability.md, "Liveness").  The
+	 * control channel carries a heartbeat after heartbeat_ms without a
+	 * message to the peer (0 = none); a connection whose peer sent nothing
+	 * (data, control or heartbeat) for dead_after_ms of this side's passes
+	 * fails with ECLOSED (0 = never). */
+	int heartbeat_ms;
+	int dead_after_ms;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -618,6 +625,48 @@ typedef struct tcpx_p2p_notif {
  * the same fails the conn (EPROTO).
  * RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
+
+/* ---- statistics (0.7) ---------------------------------------------------- */
+
+/* Failures are counted by error code: failed_by[-code], codes down to
+ * -(TCPX_P2P_STATS_NERR - 1); [0] counts any other. */
+#define TCPX_P2P_STATS_NERR 16
+
+/* Counters of a connection, or of a session (its connections, live and
+ * destroyed, added up), since they began.  "out" is towards the peer (a
+ * send, a WRITE, the bytes a peer READs from here), "in" from it (a
+ * receive, a READ, a peer's WRITE landing here).  Latencies are the upper
+ * bounds of a log-scale histogram's buckets (within 25 %), 0 while there
+ * is no sample.  New fields are appended: set struct_size. */
+typedef struct tcpx_p2p_stats {
+	size_t struct_size;       /* sizeof(tcpx_p2p_stats) as the caller compiled it */
+	int conns;                /* connections counted (1 for a connection) */
+	uint64_t xfers_out, xfers_in;   /* transfers completed, the library's own
+					 * (a peer's WRITE or READ served here) included */
+	uint64_t bytes_out, bytes_in;   /* their bytes */
+	uint64_t chunks_out, chunks_in; /* their plugin requests (chunks) */
+	uint64_t notifs_out, notifs_in; /* notifications sent; delivered here */
+	uint64_t failed;                /* transfers that failed */
+	uint64_t failed_by[TCPX_P2P_STATS_NERR];
+	uint64_t heartbeats_sent, heartbeats_recv;
+	uint64_t heartbeats_missed;     /* heartbeat_ms intervals of silence past the
+					 * first, counted once each (see "Liveness") */
+	uint64_t windows_full;          /* passes that found a chunk ready and its
+					 * channel's window full */
+	uint64_t req_samples;           /* data send requests timed: isend to test() done */
+	uint64_t req_ns_p50, req_ns_p90, req_ns_p99;
+	uint64_t xfer_samples;          /* transfers timed: post to completion */
+	uint64_t xfer_ns_p50, xfer_ns_p90, xfer_ns_p99;
+} tcpx_p2p_stats;
+
+/* Fill *out (its struct_size bytes at most, set by the caller; struct_size
+ * is then what was written) with c's counters, or those of every
+ * connection s has had.  Thread-safe; takes each connection's lock
+ * briefly, so it never runs inside a pass.
+ * RETURN VALUE: 0; EINVAL (NULL argument, struct_size smaller than
+ * offsetof(tcpx_p2p_stats, xfers_out)). */
+TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out);
+TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out);
 
 #ifdef __cplusplus
 }

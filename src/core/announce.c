@@ -124,8 +124,11 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 	case TP_OP_WRITE:
 		x->id = ++c->next_id;
 		rc = announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
-		if (!rc && notif_len && c->rma->credits) /* else a test build ignoring them */
-			c->rma->credits--;
+		if (!rc && notif_len) {
+			c->stats.notifs_out++;
+			if (c->rma->credits) /* else a test build ignoring them */
+				c->rma->credits--;
+		}
 		return rc;
 	case TP_OP_READ:
 		x->id = ++c->next_id;

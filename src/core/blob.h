@@ -11,8 +11,9 @@
 
 #define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
 /* 5: the close handshake (CLOSE on the control channel); 6: notification
- * credits (max_notifs below, CREDIT on the control channel). */
-#define TP_BLOB_VERSION 6u
+ * credits (max_notifs below, CREDIT on the control channel); 7: HEARTBEAT
+ * on the control channel (an older peer would refuse it mid-stream). */
+#define TP_BLOB_VERSION 7u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow

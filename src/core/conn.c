@@ -92,6 +92,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	rc = land_create(c);
 	if (rc)
 		goto free_ctl;
+	tp__live_init(c);
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
 	pthread_mutex_unlock(&s->lock);

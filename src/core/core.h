@@ -9,6 +9,7 @@
 #include "core/chunk.h"
 #include "core/window.h"
 #include "core/nics.h"
+#include "core/stats.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
 #include "device/tp_device.h"
@@ -147,6 +148,7 @@ struct tcpx_p2p_xfer {
 	bool released;      /* failed and released: the conn frees it at destroy */
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	unsigned swait;     /* 1 + the stream-wait slot waiting for it; 0: none */
+	int64_t t_post;     /* when it was made (its latency in the stats) */
 	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
 	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
 					      * settling) */
@@ -202,6 +204,7 @@ struct tp_slot {
 	bool cp_pinned;     /* cp is pinned (a kernel may read it), else malloc'd */
 	struct tp_hcopies hjob; /* a host gather or scatter of this chunk */
 	bool hjob_wait;     /* a send waits for its gather on the copy threads */
+	int64_t t_issue;    /* a data send: when the plugin took it (stats) */
 };
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
@@ -275,6 +278,17 @@ struct tp_note;  /* notif.c: a notification waiting for its data */
 struct tp_notif_node; /* notif.c: a delivered notification */
 struct tp_rma;   /* rma.h: exports, inbound items, notifications */
 
+/* What a connection's passes know of the peer's liveness (live.c).  heard
+ * and said are set where a receive completes and a control frame is
+ * posted (a store, not a clock read); the pass turns them into times. */
+struct tp_live {
+	bool heard, said;
+	int64_t heard_ns;   /* the peer's last bytes seen, less the gaps nobody drove */
+	int64_t said_ns;    /* our last control frame */
+	int64_t pass_ns;    /* the previous liveness pass */
+	uint64_t missed;    /* whole heartbeat intervals of the current silence, counted */
+};
+
 struct tcpx_p2p_conn {
 	struct tcpx_p2p_session *s;
 	pthread_mutex_t lock;
@@ -298,6 +312,8 @@ struct tcpx_p2p_conn {
 	 * and sends, writes and reads waiting for the peer's answer. */
 	struct tp_ctl *ctl;
 	struct tp_rma *rma;
+	struct tp_live alive;
+	struct tp_stats stats; /* stats.h: under lock */
 	/* Behind a device bounce (TCPX), where receives of host memory are
 	 * posted: device memory of one chunk that the plugin never writes
 	 * (progress.c, issue_stage).  NULL where the bounce is in host memory. */
@@ -547,6 +563,8 @@ int tp__engine_create(struct tcpx_p2p_session *s);
 void tp__engine_destroy(struct tcpx_p2p_session *s);
 void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
 void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+/* Every conn's counters added up, those removed before included. */
+void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns);
 /* Progress every conn of the session once; own (may be NULL) is waited
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,

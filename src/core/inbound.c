@@ -168,6 +168,8 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 		return len == 24 ? on_ack(c, b) : bad_msg(type, len);
 	case TP_CTL_CREDIT:
 		return len == 4 ? tp__rma_on_credit(c, tp_get32(b)) : bad_msg(type, len);
+	case TP_CTL_HEARTBEAT:
+		return tp__live_on_heartbeat(c, len);
 	case TP_CTL_SEND:
 	case TP_CTL_READ_RESP:
 		if (len != 16)

@@ -199,6 +199,7 @@ int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 		rc = deliver(c, n->msg, n->len);
 		if (rc)
 			return rc;
+		c->stats.notifs_in++;
 		r->notes = n->next;
 		if (!r->notes)
 			r->notes_tail = NULL;
@@ -242,6 +243,7 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	} else {
 		tp_put32(m, (uint32_t)len);
 		memcpy(m + 4, msg, len);
+		c->stats.notifs_out++;
 		if (c->rma->credits) /* else a test build ignoring them */
 			c->rma->credits--;
 		tp__post_pass_unlock(c);

@@ -13,6 +13,7 @@ struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 	if (x) {
 		x->op = op;
 		x->dir = dir;
+		x->t_post = tp__now_ns();
 	}
 	return x;
 }
@@ -44,6 +45,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 		return;
 	tp__segs_put(c->s, x);
 	if (internal(x)) {
+		tp__stats_xfer_end(c, x, err);
 		c->inbound--;
 		tp__rma_item_end(c, x);
 		tp__xfer_free(x);
@@ -61,6 +63,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
+	tp__stats_xfer_end(c, x, x->err);
 	if (x->swait)
 		tp__swait_end(c->s, x);
 	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked (xfer_done) */

@@ -1,0 +1,85 @@
+/* Liveness of a connection (docs/reliability.md, "Liveness").  A peer
+ * that stops (SIGSTOP, a hung host, a cut link that sends no reset) leaves
+ * every socket open, so nothing fails by itself: transfers wait for ever
+ * and a target that only polls notifications never hears of it.  So each
+ * side's passes send a HEARTBEAT on the control channel once they have
+ * sent no control frame for heartbeat_ms, and fail a connection whose
+ * peer has sent nothing at all (no data, no control message, no
+ * heartbeat) for dead_after_ms.
+ *
+ * TCPX moves bytes only inside test(), so both halves happen only in
+ * passes: silence is measured over this side's passes, and a gap between
+ * two of them longer than a quarter of dead_after_ms is not counted (no
+ * receive was being driven then, so the peer's heartbeats could not have
+ * been seen).  A heartbeat is an empty message: it changes no state and
+ * holds nothing, so a peer that sends only heartbeats costs a parse. */
+#include "core/core.h"
+#include "core/ctl.h"
+#include "core/stats.h"
+#include "util/error.h"
+#include "util/time.h"
+
+void tp__live_init(struct tcpx_p2p_conn *c)
+{
+	int64_t now = tp__now_ns();
+
+	c->alive = (struct tp_live){ .heard_ns = now, .said_ns = now, .pass_ns = now };
+}
+
+/* Whole heartbeat intervals the peer has been silent beyond the first,
+ * counted once each (the stats' heartbeats_missed). */
+static void count_missed(struct tcpx_p2p_conn *c, int64_t silent_ns, int64_t hb_ns)
+{
+	uint64_t n = hb_ns ? (uint64_t)(silent_ns / hb_ns) : 0;
+
+	if (n > 1 && n - 1 > c->alive.missed) {
+		c->stats.hb_missed += n - 1 - c->alive.missed;
+		c->alive.missed = n - 1;
+	}
+}
+
+int tp__live_pass(struct tcpx_p2p_conn *c)
+{
+	const tcpx_p2p_config *cfg = &c->s->cfg;
+	struct tp_live *l = &c->alive;
+	int64_t now = tp__now_ns();
+	int64_t dead_ns = (int64_t)cfg->dead_after_ms * TP_NS_PER_MS;
+	int64_t hb_ns = (int64_t)cfg->heartbeat_ms * TP_NS_PER_MS;
+	int64_t gap = now - l->pass_ns;
+
+	l->pass_ns = now;
+	if (l->heard) {
+		l->heard = false;
+		l->heard_ns = now;
+		l->missed = 0;
+	} else if (dead_ns && gap > dead_ns / 4) {
+		l->heard_ns += gap; /* nobody drove: not the peer's silence */
+	}
+	if (l->said) {
+		l->said = false;
+		l->said_ns = now;
+	}
+	/* Bytes already queued go out in this pass and say as much. */
+	if (hb_ns && now - l->said_ns >= hb_ns && !tp__ctl_queued(c)) {
+		if (!tp__ctl_msg(c, TP_CTL_HEARTBEAT, 0))
+			return TCPX_P2P_ENOMEM; /* recorded */
+		l->said_ns = now;
+		c->stats.hb_sent++;
+	}
+	count_missed(c, now - l->heard_ns, hb_ns);
+	if (dead_ns && now - l->heard_ns >= dead_ns)
+		return tp__error(TCPX_P2P_ECLOSED, "the peer sent nothing (no data, control "
+				 "message or heartbeat) for %lld ms while this side drove the "
+				 "connection (dead_after_ms %d): presumed dead",
+				 (long long)((now - l->heard_ns) / TP_NS_PER_MS), cfg->dead_after_ms);
+	return 0;
+}
+
+int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len)
+{
+	if (len)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: a heartbeat of %zu bytes "
+				 "(it has none)", len);
+	c->stats.hb_recv++;
+	return 0;
+}
