@@ -451,6 +451,13 @@ static PyObject *conn_get_session(ConnObject *self, void *unused)
 #define KW (METH_VARARGS | METH_KEYWORDS)
 #define FN(f) ((PyCFunction)(void (*)(void))(f))
 
+static PyObject *conn_stats(ConnObject *self, PyObject *unused)
+{
+	if (tp_conn_check(self))
+		return NULL;
+	return tp_py_stats(self->c, 1, "Conn.stats");
+}
+
 static PyMethodDef conn_methods[] = {
 	{ "send", FN(conn_send), KW,
 	  "send(mr, offset=0, length=None) -> Xfer: send length bytes (None: to the end of mr)" },
@@ -466,6 +473,9 @@ static PyMethodDef conn_methods[] = {
 	  "(MR) into the remote ones (RMR); notif (bytes) is delivered to the peer after the data" },
 	{ "read", FN(conn_read), KW,
 	  "read(local, remote) -> Xfer: one-sided READ of the remote segments into the local ones" },
+	{ "stats", FN(conn_stats), METH_NOARGS,
+	  "stats() -> dict: this connection's counters (tcpx_p2p_conn_stats; docs/api.md, "
+	  "\"Statistics\")" },
 	{ "notify", FN(conn_notify), METH_VARARGS,
 	  "notify(msg): send a notification, delivered after the data of every transfer "
 	  "posted before it" },

@@ -661,6 +661,13 @@ static PyObject *session_get_gpu(SessionObject *self, void *unused)
 	return PyLong_FromLong(self->gpu);
 }
 
+static PyObject *session_stats(SessionObject *self, PyObject *unused)
+{
+	if (tp_session_check(self))
+		return NULL;
+	return tp_py_stats(self->s, 0, "Session.stats");
+}
+
 static PyMethodDef session_methods[] = {
 	{ "close", (PyCFunction)session_close, METH_NOARGS,
 	  "close(): close every server, listener and connection of the session (cancelling what "
@@ -671,6 +678,9 @@ static PyMethodDef session_methods[] = {
 	{ "query", (PyCFunction)session_query, METH_NOARGS,
 	  "query() -> dict: plugin_path, plugin_name, plugin_abi, net_dev, gpu, unpack, nics "
 	  "[(index, name)], chunk_bytes" },
+	{ "stats", (PyCFunction)session_stats, METH_NOARGS,
+	  "stats() -> dict: the counters of every connection the session has had "
+	  "(tcpx_p2p_session_stats; docs/api.md, \"Statistics\")" },
 	{ "register", (PyCFunction)(void (*)(void))session_register, METH_VARARGS | METH_KEYWORDS,
 	  "register(obj, *, pin=False) -> MR: register the memory of obj (buffer protocol, "
 	  "__cuda_array_interface__ or __dlpack__); obj is kept alive until the MR is closed" },
