@@ -357,6 +357,8 @@ def test_stats_count_what_moved_and_prometheus(pair):
     assert (sb["xfers_out"], sb["bytes_out"], sb["notifs_out"]) == (n, n * size, 1)
     assert sa["failed"] == sb["failed"] == 0 and sa["failed_by"] == {}
     assert b.stats()["bytes_out"] == n * size and b.stats()["conns"] == 1
+    with tp.Session(gpu=-1, heartbeat_ms=50, dead_after_ms=0):
+        pass
     text = tp.prometheus(sb, labels={"peer": 'a"1'})
     assert 'tcpx_p2p_bytes_out_total{peer="a\\"1"} %d\n' % (n * size) in text
     assert 'tcpx_p2p_xfer_latency_seconds_count{peer="a\\"1"} %d\n' % n in text
