@@ -177,6 +177,11 @@ typedef struct tcpx_p2p_config {
 	 * fails with ECLOSED (0 = never). */
 	int heartbeat_ms;
 	int dead_after_ms;
+	/* Added in 0.7: the longest notification this side accepts (up to
+	 * TCPX_P2P_NOTIF_LIMIT); the peer learns it from the blob and refuses
+	 * longer ones at notify (EINVAL).  Each started KiB counts as one of
+	 * peer_max_notifs (docs/api.md, "Notifications"). */
+	int notif_max_bytes;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -482,6 +487,11 @@ typedef struct tcpx_p2p_seg {
 
 /* Longest notification message (tcpx_p2p_notify, xfer_params.notif). */
 #define TCPX_P2P_NOTIF_MAX 1024
+/* (0.7) The largest config.notif_max_bytes: notifications longer than
+ * TCPX_P2P_NOTIF_MAX up to the peer's notif_max_bytes go out with
+ * tcpx_p2p_notify and a write's params alike, and are taken with
+ * tcpx_p2p_notif_take. */
+#define TCPX_P2P_NOTIF_LIMIT (16 << 20)
 
 /* Options of one transfer call.  NULL = the defaults; a caller sets
  * struct_size to sizeof(tcpx_p2p_xfer_params) as it compiled it, so that
@@ -491,7 +501,7 @@ typedef struct tcpx_p2p_xfer_params {
 	unsigned flags;     /* 0 (reserved) */
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
-	size_t notif_len;   /* 1..TCPX_P2P_NOTIF_MAX when notif is set */
+	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte
@@ -600,13 +610,17 @@ TCPX_P2P_API int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size
 
 /* ---- notifications (0.3) -------------------------------------------------- */
 
-/* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session.  It
+/* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session, or
+ * (0.7) up to the peer's config.notif_max_bytes (64 KiB by default; the
+ * peer takes one over TCPX_P2P_NOTIF_MAX with tcpx_p2p_notif_take).  It
  * is delivered after the data of every transfer posted before it on c in
- * this direction (two-sided or WRITE) is in place at the peer.
- * RETURN VALUE: 0; EINVAL; EAGAIN (as tcpx_p2p_write: control bytes waiting,
- * or the peer's peer_max_notifs notifications of c not yet taken there;
- * nothing was sent: drive progress and post again); the connection's
- * error; ENOMEM. */
+ * this direction (two-sided or WRITE) is in place at the peer.  Each
+ * started KiB counts as one of the peer's peer_max_notifs.
+ * RETURN VALUE: 0; EINVAL (NULL, len 0, longer than the peer's
+ * notif_max_bytes, or counting more KiB than its peer_max_notifs); EAGAIN
+ * (as tcpx_p2p_write: control bytes waiting, or the peer's peer_max_notifs
+ * not yet taken there; nothing was sent: drive progress and post again);
+ * the connection's error; ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len);
 
 typedef struct tcpx_p2p_notif {
@@ -620,11 +634,31 @@ typedef struct tcpx_p2p_notif {
  * the session once first (unless a progress thread does).  Never blocks.
  * One of len 0 is the library's own (0.5): its conn failed, after what it
  * delivered before; tcpx_p2p_progress(conn) gives the error.  A conn holds
- * at most config.peer_max_notifs not yet taken: the peer's notify returns
+ * at most config.peer_max_notifs (KiB, 0.7) not yet taken: the peer's notify returns
  * EAGAIN until this side has taken some; a peer that sends one more all
  * the same fails the conn (EPROTO).
  * RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
+
+/* (0.7) A notification of any length, into the caller's buffer. */
+typedef struct tcpx_p2p_notif_buf {
+	size_t struct_size;   /* sizeof(tcpx_p2p_notif_buf) as the caller compiled it */
+	void *buf;            /* in: where the message goes */
+	size_t cap;           /* in: bytes at buf */
+	tcpx_p2p_conn *conn;  /* out: the connection it came on (valid while it lives) */
+	size_t len;           /* out: its length (0: the library's own, conn failed) */
+} tcpx_p2p_notif_buf;
+
+/* Take the oldest delivered notification of the session, of any length up
+ * to this side's config.notif_max_bytes, into nb->buf: *got = 1, nb->conn
+ * and nb->len set; *got = 0 when none waits.  Drives the session once
+ * first (unless a progress thread does); never blocks.  tcpx_p2p_notif_poll
+ * stops before a notification longer than TCPX_P2P_NOTIF_MAX, which waits
+ * for this call; the two may be mixed, and take from the same queue.
+ * RETURN VALUE: 0; EINVAL (NULL s, nb or got, struct_size too small, NULL
+ * buf with cap > 0; or cap smaller than the oldest notification: nb->len
+ * is then its length, and nothing was taken). */
+TCPX_P2P_API int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got);
 
 /* ---- statistics (0.7) ---------------------------------------------------- */
 

@@ -220,9 +220,10 @@ static PyObject *post_onesided(ConnObject *self, PyObject *args, PyObject *kw, i
 	if (tp_conn_check(self))
 		goto release_notif;
 	if (notif.buf) {
-		if (notif.len < 1 || notif.len > TCPX_P2P_NOTIF_MAX) {
+		/* the peer's own bound (notif_max_bytes) is the library's to check */
+		if (notif.len < 1 || notif.len > TCPX_P2P_NOTIF_LIMIT) {
 			PyErr_Format(PyExc_ValueError, "%s: notif must be 1..%d bytes", call,
-				     TCPX_P2P_NOTIF_MAX);
+				     TCPX_P2P_NOTIF_LIMIT);
 			goto release_notif;
 		}
 		prm.notif = notif.buf;
@@ -280,10 +281,10 @@ static PyObject *conn_notify(ConnObject *self, PyObject *args)
 		PyBuffer_Release(&msg);
 		return NULL;
 	}
-	if (msg.len < 1 || msg.len > TCPX_P2P_NOTIF_MAX) {
+	if (msg.len < 1 || msg.len > TCPX_P2P_NOTIF_LIMIT) {
 		PyBuffer_Release(&msg);
 		return PyErr_Format(PyExc_ValueError, "Conn.notify: a message is 1..%d bytes",
-				    TCPX_P2P_NOTIF_MAX);
+				    TCPX_P2P_NOTIF_LIMIT);
 	}
 	TP_ENTER(self);
 	Py_BEGIN_ALLOW_THREADS

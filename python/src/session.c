@@ -572,17 +572,65 @@ static ConnObject *conn_of(SessionObject *s, tcpx_p2p_conn *c)
 	return NULL;
 }
 
+/* A notification longer than tcpx_p2p_notif's TCPX_P2P_NOTIF_MAX, taken
+ * with tcpx_p2p_notif_take into a buffer grown to its length. */
+struct long_note {
+	tcpx_p2p_conn *conn;
+	unsigned char *buf;
+	size_t cap, len;
+	int got;
+};
+
+/* Up to max short notifications, then, with room left, the next one
+ * whatever its length (notif_poll stops before a long one): the queue's
+ * order is kept.  Runs without the GIL. */
+static int poll_mixed(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n,
+		      struct long_note *ln)
+{
+	tcpx_p2p_notif_buf nb = { .struct_size = sizeof(nb) };
+	unsigned char *p;
+	int rc = tp_api.notif_poll(s, out, max, n);
+
+	if (rc || *n == max)
+		return rc;
+	if (!ln->buf) { /* never NULL: a bytes object, even of length 0 */
+		ln->buf = PyMem_RawMalloc(64 << 10);
+		if (!ln->buf)
+			return TCPX_P2P_ENOMEM;
+		ln->cap = 64 << 10;
+	}
+	for (;;) {
+		nb.buf = ln->buf;
+		nb.cap = ln->cap;
+		nb.len = 0;
+		rc = tp_api.notif_take(s, &nb, &ln->got);
+		if (rc != TCPX_P2P_EINVAL || nb.len <= ln->cap)
+			break;
+		p = PyMem_RawRealloc(ln->buf, nb.len);
+		if (!p)
+			return TCPX_P2P_ENOMEM;
+		ln->buf = p;
+		ln->cap = nb.len;
+	}
+	if (!rc && ln->got) {
+		ln->conn = nb.conn;
+		ln->len = nb.len;
+	}
+	return rc;
+}
+
 /* Poll until a notification is there or `until` (monotonic s) passes,
  * spinning, then yielding the CPU between empty polls as tcpx_perf does.
  * Runs without the GIL. */
-static int poll_until(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n, double until)
+static int poll_until(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n,
+		      struct long_note *ln, double until)
 {
 	long empty = 0;
 	int rc;
 
 	for (;;) {
-		rc = tp_api.notif_poll(s, out, max, n);
-		if (rc || *n > 0)
+		rc = poll_mixed(s, out, max, n, ln);
+		if (rc || *n > 0 || ln->got)
 			return rc;
 		if (++empty > 64)
 			sched_yield();
@@ -596,6 +644,7 @@ static PyObject *session_notif_poll(SessionObject *self, PyObject *args, PyObjec
 	static char *kwlist[] = { "max", "timeout", NULL };
 	PyObject *timeout = NULL, *list;
 	tcpx_p2p_notif *out;
+	struct long_note ln = { 0 };
 	double deadline, until;
 	int max = 16, n = 0, rc, i, ms;
 
@@ -617,27 +666,40 @@ static PyObject *session_notif_poll(SessionObject *self, PyObject *args, PyObjec
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
 		if (ms == 0) {
-			rc = tp_api.notif_poll(self->s, out, max, &n);
+			rc = poll_mixed(self->s, out, max, &n, &ln);
 		} else {
 			until = tp_py_now() + 0.05;
-			rc = poll_until(self->s, out, max, &n, ms < 0 || until < deadline ? until :
-									       deadline);
+			rc = poll_until(self->s, out, max, &n, &ln,
+					ms < 0 || until < deadline ? until : deadline);
 		}
 		Py_END_ALLOW_THREADS
-		if (rc || n > 0 || ms == 0 || (ms > 0 && tp_py_now() >= deadline))
+		if (rc || n > 0 || ln.got || ms == 0 || (ms > 0 && tp_py_now() >= deadline))
 			break;
 		if (PyErr_CheckSignals()) {
 			TP_LEAVE(self);
+			PyMem_RawFree(ln.buf);
 			PyMem_RawFree(out);
 			return NULL;
 		}
 	}
 	TP_LEAVE(self);
 	if (rc) {
+		PyMem_RawFree(ln.buf);
 		PyMem_RawFree(out);
 		return tp_py_raise(rc, "Session.notif_poll");
 	}
-	list = PyList_New(n);
+	list = PyList_New(n + ln.got);
+	if (list && ln.got) {
+		ConnObject *c = conn_of(self, ln.conn);
+		PyObject *t = Py_BuildValue("(Oy#)", c ? (PyObject *)c : Py_None, ln.buf,
+					    (Py_ssize_t)ln.len);
+
+		if (t)
+			PyList_SET_ITEM(list, n, t);
+		else
+			Py_CLEAR(list);
+	}
+	PyMem_RawFree(ln.buf);
 	for (i = 0; list && i < n; i++) {
 		ConnObject *c = conn_of(self, out[i].conn);
 		PyObject *t = Py_BuildValue("(Oy#)", c ? (PyObject *)c : Py_None, out[i].msg,

@@ -26,7 +26,8 @@ _path, _libversion = _lib.load(_tcpx_p2p)
 
 from ._tcpx_p2p import (Session, Conn, MR, RMR, Xfer, Server, Listener, Segments,  # noqa: E402
                         wait_any, strerror, config_table, set_log_level,
-                        ACCESS_READ, ACCESS_WRITE, RDESC_SIZE, NOTIF_MAX, MAX_CHANNELS)
+                        ACCESS_READ, ACCESS_WRITE, RDESC_SIZE, NOTIF_MAX, NOTIF_LIMIT,
+                        MAX_CHANNELS)
 from . import aio as _aio  # noqa: E402
 from .metrics import prometheus  # noqa: E402
 
@@ -86,5 +87,5 @@ __all__ = [
     "library_path", "Error", "InvalidArgument", "NoMemory", "NotSupported", "NoPlugin",
     "PluginError", "NetworkError", "TimedOut", "Again", "CudaError", "ProtocolError", "Busy",
     "Closed", "InternalError", "ACCESS_READ", "ACCESS_WRITE", "RDESC_SIZE", "NOTIF_MAX",
-    "MAX_CHANNELS",
+    "NOTIF_LIMIT", "MAX_CHANNELS", "prometheus",
 ]

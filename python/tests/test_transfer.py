@@ -363,3 +363,18 @@ def test_stats_count_what_moved_and_prometheus(pair):
     assert 'tcpx_p2p_bytes_out_total{peer="a\\"1"} %d\n' % (n * size) in text
     assert 'tcpx_p2p_xfer_latency_seconds_count{peer="a\\"1"} %d\n' % n in text
     assert "# TYPE tcpx_p2p_xfers_in_total counter" in text
+
+
+def test_60k_notification_round_trip(pair):
+    a, b, ca, cb = pair
+    msg = bytes(pattern(60 << 10, 60))
+    cb.notify(b"short first")
+    cb.notify(msg)
+    got = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(got) < 2:
+        b.progress()
+        got += a.notif_poll(max=16)
+        assert time.monotonic() < deadline, "no notification"
+    assert [m for _, m in got] == [b"short first", msg]
+    assert got[1][0] is ca

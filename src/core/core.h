@@ -547,8 +547,9 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
-/* The notifications the peer holds for c (its blob's max_notifs). */
-void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n);
+/* The notifications the peer holds for c and the longest it takes (its
+ * blob's max_notifs, max_notif_bytes). */
+void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes);
 /* Drop the session's delivered notifications that came on c. */
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c);
 /* The conn failed: drop what waits inbound. */

@@ -38,7 +38,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		goto free_listener;
 	}
 	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name,
-			(uint32_t)s->cfg.peer_max_notifs);
+			(uint32_t)s->cfg.peer_max_notifs, (uint32_t)s->cfg.notif_max_bytes);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++)
@@ -216,7 +216,8 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
-	tp__rma_set_credits(*out, tp__blob_max_notifs(peer_blob));
+	tp__rma_set_credits(*out, tp__blob_max_notifs(peer_blob),
+			    tp__blob_max_notif_bytes(peer_blob));
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;

@@ -107,9 +107,9 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
 		return 0;
 	if (!notif_ok)
 		return tp__error(TCPX_P2P_EINVAL, "%s takes no notification", what);
-	if (!p->notif || !p->notif_len || p->notif_len > TCPX_P2P_NOTIF_MAX)
+	if (!p->notif || !p->notif_len || p->notif_len > TCPX_P2P_NOTIF_LIMIT)
 		return tp__error(TCPX_P2P_EINVAL, "%s: notification of %zu bytes (1..%d, "
-				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_MAX);
+				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_LIMIT);
 	return 0;
 }
 

@@ -105,6 +105,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "10000", "0..86400000",
 	  "a connection whose peer sent nothing (data, control message or heartbeat) for this "
 	  "many ms of this side's passes fails with ECLOSED; 0 = never" },
+	{ "TCPX_P2P_NOTIF_MAX_BYTES", NULL, "notif_max_bytes", TP_CFG_INT,
+	  TP_OFF(notif_max_bytes), 1, 16 << 20, 0, NULL, 0,
+	  "65536", "1..16777216",
+	  "longest notification this side accepts (the peer learns it and refuses longer "
+	  "ones); each started KiB counts as one of TCPX_P2P_PEER_MAX_NOTIFS" },
 	{ "TCPX_P2P_PROGRESS_THREAD", NULL, "progress_thread", TP_CFG_INT,
 	  TP_OFF(progress_thread), 0, 1, 0, NULL, 0,
 	  "0", "0|1",
