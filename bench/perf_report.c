@@ -64,12 +64,13 @@ void perf_print_stats(const struct perf_opts *o, int role, const tcpx_p2p_stats 
 	const char *who = role ? "client" : "server";
 
 	fprintf(out, "# stats %s: conns %d, transfers out %llu in %llu, bytes out %llu in %llu, "
-		"chunks out %llu in %llu, notifications out %llu in %llu, failed %llu\n", who,
+		"chunks out %llu in %llu, notifications out %llu in %llu, failed %llu, stalls "
+		"%llu\n", who,
 		st->conns, (unsigned long long)st->xfers_out, (unsigned long long)st->xfers_in,
 		(unsigned long long)st->bytes_out, (unsigned long long)st->bytes_in,
 		(unsigned long long)st->chunks_out, (unsigned long long)st->chunks_in,
 		(unsigned long long)st->notifs_out, (unsigned long long)st->notifs_in,
-		(unsigned long long)st->failed);
+		(unsigned long long)st->failed, (unsigned long long)st->stalls);
 	fprintf(out, "# stats %s: heartbeats sent %llu received %llu missed %llu, windows full "
 		"%llu\n", who, (unsigned long long)st->heartbeats_sent,
 		(unsigned long long)st->heartbeats_recv, (unsigned long long)st->heartbeats_missed,

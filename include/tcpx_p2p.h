@@ -182,6 +182,10 @@ typedef struct tcpx_p2p_config {
 	 * longer ones at notify (EINVAL).  Each started KiB counts as one of
 	 * peer_max_notifs (docs/api.md, "Notifications"). */
 	int notif_max_bytes;
+	/* Added in 0.7: a pending transfer that has moved no chunk for this
+	 * many ms is reported stalled (tcpx_p2p_xfer_query, the stats' stalls),
+	 * not failed; 0 = never. */
+	int stall_ms;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -453,6 +457,24 @@ TCPX_P2P_API int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms);
 TCPX_P2P_API int tcpx_p2p_wait_any(tcpx_p2p_xfer *const *xfers, int n, int timeout_ms,
 				   unsigned flags, int *index);
 
+/* (0.7) What a transfer is doing, without driving anything.  stalled: it is
+ * pending and has moved no chunk (nor been matched, for a receive) for
+ * config.stall_ms of its session's passes; it goes back to 0 when it
+ * moves.  A stalled transfer has not failed: its peer may be slow, or not
+ * posting, or not driving its session (docs/reliability.md, "Stalls").
+ * Thread-safe; set info->struct_size.
+ * RETURN VALUE: 0; EINVAL (NULL argument, struct_size smaller than
+ * offsetof(tcpx_p2p_xfer_info, done)). */
+typedef struct tcpx_p2p_xfer_info {
+	size_t struct_size;  /* sizeof(tcpx_p2p_xfer_info) as the caller compiled it */
+	int done;            /* ended: completed or failed */
+	int err;             /* once done: 0 or the error it failed with */
+	int stalled;         /* pending and stalled (above) */
+	uint64_t chunks;     /* its chunks (plugin requests) */
+	uint64_t chunks_done; /* ... of them retired */
+} tcpx_p2p_xfer_info;
+TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info);
+
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
 
@@ -682,6 +704,8 @@ typedef struct tcpx_p2p_stats {
 	uint64_t notifs_out, notifs_in; /* notifications sent; delivered here */
 	uint64_t failed;                /* transfers that failed */
 	uint64_t failed_by[TCPX_P2P_STATS_NERR];
+	uint64_t stalls;                /* transfers found stalled (config.stall_ms), each
+					 * time it happened */
 	uint64_t heartbeats_sent, heartbeats_recv;
 	uint64_t heartbeats_missed;     /* heartbeat_ms intervals of silence past the
 					 * first, counted once each (see "Liveness") */

@@ -33,6 +33,8 @@ static const struct cfg_field {
 	{ "close_timeout_ms", CFG_INT, offsetof(tcpx_p2p_config, close_timeout_ms) },
 	{ "heartbeat_ms", CFG_INT, offsetof(tcpx_p2p_config, heartbeat_ms) },
 	{ "dead_after_ms", CFG_INT, offsetof(tcpx_p2p_config, dead_after_ms) },
+	{ "notif_max_bytes", CFG_INT, offsetof(tcpx_p2p_config, notif_max_bytes) },
+	{ "stall_ms", CFG_INT, offsetof(tcpx_p2p_config, stall_ms) },
 };
 
 static const char *const unpack_names[] = { "kernel", "d2d", "host" };
@@ -788,8 +790,8 @@ PyTypeObject tp_SessionType = {
 		  "chunk_bytes, send_window, recv_window, unpack, timeout_ms, plugin_path, "
 		  "progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
 		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin, "
-		  "close_timeout_ms, heartbeat_ms, dead_after_ms); the others keep their defaults and TCPX_P2P_* environment "
-		  "values.",
+		  "close_timeout_ms, heartbeat_ms, dead_after_ms, notif_max_bytes, stall_ms); "
+		  "the others keep their defaults and TCPX_P2P_* environment values.",
 	.tp_methods = session_methods,
 	.tp_getset = session_getset,
 	.tp_init = (initproc)session_init,

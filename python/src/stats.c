@@ -43,12 +43,12 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call)
 	if (!fb)
 		return NULL;
 	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,"
-			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
 			     "conns", st.conns, "xfers_out", st.xfers_out, "xfers_in", st.xfers_in,
 			     "bytes_out", st.bytes_out, "bytes_in", st.bytes_in,
 			     "chunks_out", st.chunks_out, "chunks_in", st.chunks_in,
 			     "notifs_out", st.notifs_out, "notifs_in", st.notifs_in,
-			     "failed", st.failed, "failed_by", fb,
+			     "failed", st.failed, "failed_by", fb, "stalls", st.stalls,
 			     "heartbeats_sent", st.heartbeats_sent,
 			     "heartbeats_recv", st.heartbeats_recv,
 			     "heartbeats_missed", st.heartbeats_missed,

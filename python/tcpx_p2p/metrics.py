@@ -18,6 +18,7 @@ _COUNTERS = (
     ("notifs_out", "notifications sent"),
     ("notifs_in", "notifications delivered here"),
     ("failed", "transfers that failed"),
+    ("stalls", "transfers found stalled (stall_ms without moving)"),
     ("heartbeats_sent", "heartbeats sent on idle control channels"),
     ("heartbeats_recv", "heartbeats received"),
     ("heartbeats_missed", "heartbeat intervals of peer silence past the first"),

@@ -149,6 +149,11 @@ struct tcpx_p2p_xfer {
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	unsigned swait;     /* 1 + the stream-wait slot waiting for it; 0: none */
 	int64_t t_post;     /* when it was made (its latency in the stats) */
+	/* Stalls (live.c): chunks retired at the last look, and since when
+	 * that count stands; stalled is read unlocked (atomic). */
+	uint64_t stall_mark;
+	int64_t t_moved;
+	bool stalled;
 	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
 	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
 					      * settling) */
@@ -287,6 +292,7 @@ struct tp_live {
 	int64_t said_ns;    /* our last control frame */
 	int64_t pass_ns;    /* the previous liveness pass */
 	uint64_t missed;    /* whole heartbeat intervals of the current silence, counted */
+	int64_t scan_ns;    /* the last look for stalled transfers */
 };
 
 struct tcpx_p2p_conn {

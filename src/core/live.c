@@ -38,6 +38,44 @@ static void count_missed(struct tcpx_p2p_conn *c, int64_t silent_ns, int64_t hb_
 	}
 }
 
+/* One transfer at a look for stalls: moved since the last look, or for
+ * how long not. */
+static void stall_check(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int64_t now,
+			int64_t stall_ns)
+{
+	if (x->done || x->op >= TP_OP_IN_WRITE)
+		return;
+	if (x->retired != x->stall_mark) {
+		x->stall_mark = x->retired;
+		x->t_moved = now;
+		__atomic_store_n(&x->stalled, false, __ATOMIC_RELAXED);
+	} else if (!x->stalled && now - x->t_moved >= stall_ns) {
+		__atomic_store_n(&x->stalled, true, __ATOMIC_RELAXED);
+		c->stats.stalls++;
+	}
+}
+
+/* Every stall_ms / 4 at most: the pending transfers (the chunk streams,
+ * receives not yet matched, transfers waiting for the peer's answer).
+ * Unlike the peer's silence, a gap in this side's passes counts: the
+ * transfer did not move then either. */
+static void stall_scan(struct tcpx_p2p_conn *c, int64_t now)
+{
+	int64_t stall_ns = (int64_t)c->s->cfg.stall_ms * TP_NS_PER_MS;
+	struct tcpx_p2p_xfer *x;
+
+	if (!stall_ns || now - c->alive.scan_ns < stall_ns / 4)
+		return;
+	c->alive.scan_ns = now;
+	for (int d = 0; d < 2; d++)
+		for (x = c->dir[d].head; x; x = x->dlink.next)
+			stall_check(c, x, now, stall_ns);
+	for (x = c->unmatched.head; x; x = x->wlink.next)
+		stall_check(c, x, now, stall_ns);
+	for (x = c->answers.head; x; x = x->wlink.next)
+		stall_check(c, x, now, stall_ns);
+}
+
 int tp__live_pass(struct tcpx_p2p_conn *c)
 {
 	const tcpx_p2p_config *cfg = &c->s->cfg;
@@ -48,6 +86,7 @@ int tp__live_pass(struct tcpx_p2p_conn *c)
 	int64_t gap = now - l->pass_ns;
 
 	l->pass_ns = now;
+	stall_scan(c, now);
 	if (l->heard) {
 		l->heard = false;
 		l->heard_ns = now;

@@ -42,6 +42,7 @@ struct tp_stats {
 	uint64_t xfers[2], bytes[2], chunks[2]; /* by enum tp_dir: 0 out, 1 in */
 	uint64_t notifs_out, notifs_in;
 	uint64_t failed, failed_by[TP_STATS_NERR];
+	uint64_t stalls;
 	uint64_t hb_sent, hb_recv, hb_missed;
 	uint64_t windows_full;
 	struct tp_hist req_lat, xfer_lat;

@@ -1,6 +1,7 @@
 /* Transfers: posting, completion and waiting. */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "core/ctl.h"
@@ -13,7 +14,7 @@ struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 	if (x) {
 		x->op = op;
 		x->dir = dir;
-		x->t_post = tp__now_ns();
+		x->t_post = x->t_moved = tp__now_ns();
 	}
 	return x;
 }
@@ -375,5 +376,29 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 	pthread_mutex_unlock(&c->lock);
 	if (!keep)
 		tp__xfer_free(x);
+	return 0;
+}
+
+TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)
+{
+	tcpx_p2p_xfer_info full = { .struct_size = sizeof(full) };
+	struct tcpx_p2p_conn *c;
+
+	if (!x || !info || info->struct_size < offsetof(tcpx_p2p_xfer_info, done))
+		return tp__error(TCPX_P2P_EINVAL, "xfer_query: NULL argument or struct_size %zu",
+				 info ? info->struct_size : 0);
+	c = x->c;
+	if (c)
+		pthread_mutex_lock(&c->lock);
+	full.done = xfer_done(x);
+	full.err = full.done ? x->err : 0;
+	full.stalled = !full.done && __atomic_load_n(&x->stalled, __ATOMIC_RELAXED);
+	full.chunks = x->nchunks;
+	full.chunks_done = x->retired;
+	if (c)
+		pthread_mutex_unlock(&c->lock);
+	if (info->struct_size < sizeof(full))
+		full.struct_size = info->struct_size;
+	memcpy(info, &full, full.struct_size);
 	return 0;
 }

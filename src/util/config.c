@@ -110,6 +110,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "65536", "1..16777216",
 	  "longest notification this side accepts (the peer learns it and refuses longer "
 	  "ones); each started KiB counts as one of TCPX_P2P_PEER_MAX_NOTIFS" },
+	{ "TCPX_P2P_STALL_MS", NULL, "stall_ms", TP_CFG_INT, TP_OFF(stall_ms), 0, 86400000, 0,
+	  NULL, 0,
+	  "2000", "0..86400000",
+	  "a pending transfer that moved no chunk for this many ms of this side's passes is "
+	  "reported stalled (tcpx_p2p_xfer_query, stats), not failed; 0 = never" },
 	{ "TCPX_P2P_PROGRESS_THREAD", NULL, "progress_thread", TP_CFG_INT,
 	  TP_OFF(progress_thread), 0, 1, 0, NULL, 0,
 	  "0", "0|1",

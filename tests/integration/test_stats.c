@@ -105,9 +105,55 @@ static void test_counts(void **state)
 	tp_pair_close(&p);
 }
 
+/* A receive the peer has not matched moves nothing: reported stalled (the
+ * query and one count), not failed, until the send comes. */
+static void test_stall(void **state)
+{
+	struct tp_pair p;
+	tcpx_p2p_config cfg;
+	static unsigned char src[BIG], dst[BIG];
+	tcpx_p2p_mr *smr, *dmr;
+	tcpx_p2p_xfer *x[2];
+	tcpx_p2p_xfer_info info = { .struct_size = sizeof(info) };
+	tcpx_p2p_stats st = { .struct_size = sizeof(st) };
+
+	(void)state;
+	tcpx_p2p_config_init(&cfg);
+	cfg.stall_ms = 20;
+	assert_int_equal(tp_pair_open(&p, &cfg, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], src, BIG, TCPX_P2P_MEM_HOST, &smr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], dst, BIG, TCPX_P2P_MEM_HOST, &dmr), 0);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, 0, BIG, &x[1]), 0);
+	for (long tries = 0; !info.stalled; tries++) {
+		assert_true(tries < 100000000); /* a hang limit, not a measure */
+		assert_int_equal(tcpx_p2p_progress(p.c[1]), 0);
+		assert_int_equal(tcpx_p2p_xfer_query(x[1], &info), 0);
+		assert_int_equal(info.done, 0);
+	}
+	assert_int_equal(info.chunks_done, 0);
+	assert_int_equal(tcpx_p2p_conn_stats(p.c[1], &st), 0);
+	assert_int_equal(st.stalls, 1);
+	assert_int_equal(st.failed, 0);
+	/* The send comes: it moves, completes, and is no longer stalled. */
+	assert_int_equal(tcpx_p2p_send(p.c[0], smr, 0, BIG, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_xfer_query(x[0], &info), 0);
+	assert_int_equal(info.stalled, 0);
+	assert_int_equal(tcpx_p2p_xfer_query(x[1], &info), 0);
+	assert_int_equal(tp_complete_all(x, 2), 0);
+	assert_int_equal(tcpx_p2p_conn_stats(p.c[1], &st), 0);
+	assert_int_equal(st.stalls, 1);
+	assert_int_equal(st.xfers_in, 1);
+	info.struct_size = 0;
+	assert_int_equal(tcpx_p2p_xfer_query(NULL, &info), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(dmr), 0);
+	tp_pair_close(&p);
+}
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = { cmocka_unit_test(test_counts) };
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_counts),
+					    cmocka_unit_test(test_stall) };
 
 	return cmocka_run_group_tests_name("stats", tests, NULL, NULL) ? 1 : 0;
 }
