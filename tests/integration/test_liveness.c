@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +28,9 @@
 #include "pair.h"
 
 #define HB_MS 100
+#ifndef DEAD_MS
 #define DEAD_MS 1500
+#endif
 #define XFER 4096
 #define BEFORE 20 /* completions from each peer before the fault */
 #define AFTER 20  /* from the healthy peer after the hub saw the fault */
@@ -103,6 +106,8 @@ static pid_t spawn(int *wfd)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
+		/* A hub that fails an assertion leaves no peer behind, stopped or not. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		close(p[1]);
 		_exit(peer_main(p[0]));
 	}
