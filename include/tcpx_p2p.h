@@ -524,6 +524,13 @@ typedef struct tcpx_p2p_xfer_params {
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
 	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
+	/* Added in 0.7: > 0, a deadline in ms from the post.  A transfer still
+	 * pending then fails with ETIMEDOUT, and so does its connection: it is
+	 * closed with the peer (the close handshake), which completes every
+	 * chunk in flight into throw-away buffers, since chunks and answers
+	 * are matched with the peer by position and id and one transfer cannot
+	 * leave them alone (docs/reliability.md, "Stalls").  0: none. */
+	int deadline_ms;
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte

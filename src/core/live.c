@@ -76,6 +76,48 @@ static void stall_scan(struct tcpx_p2p_conn *c, int64_t now)
 		stall_check(c, x, now, stall_ns);
 }
 
+/* A pending caller's transfer past its deadline, or NULL; the earliest
+ * deadline of the others is kept for the next look. */
+static struct tcpx_p2p_xfer *past_deadline(struct tcpx_p2p_conn *c, int64_t now)
+{
+	struct tcpx_p2p_xfer *x, *lists[4] = { c->dir[0].head, c->dir[1].head, c->unmatched.head,
+					       c->answers.head };
+	int64_t next = 0;
+
+	for (int i = 0; i < 4; i++)
+		for (x = lists[i]; x; x = i < 2 ? x->dlink.next : x->wlink.next) {
+			if (x->done || !x->deadline_ns || x->op >= TP_OP_IN_WRITE)
+				continue;
+			if (now >= x->deadline_ns)
+				return x;
+			if (!next || x->deadline_ns < next)
+				next = x->deadline_ns;
+		}
+	c->alive.deadline_ns = next;
+	return NULL;
+}
+
+/* A transfer past its deadline cannot leave the chunk streams and the
+ * answers it is matched in by itself: the connection fails with it and is
+ * closed with the peer, whose CLOSE counts complete every chunk in flight
+ * (architecture.md, "Closing a connection"). */
+static int deadline_pass(struct tcpx_p2p_conn *c, int64_t now)
+{
+	struct tcpx_p2p_xfer *x = past_deadline(c, now);
+	int rc;
+
+	if (!x)
+		return 0;
+	rc = tp__ctl_close(c);
+	if (rc)
+		return rc;
+	return tp__error(TCPX_P2P_ETIMEDOUT, "a transfer of %zu bytes (%llu of its %llu chunks "
+			 "done) passed its deadline of %lld ms: the connection is closed with the "
+			 "peer, which cancels its chunks", x->len, (unsigned long long)x->retired,
+			 (unsigned long long)x->nchunks,
+			 (long long)((x->deadline_ns - x->t_post) / TP_NS_PER_MS));
+}
+
 int tp__live_pass(struct tcpx_p2p_conn *c)
 {
 	const tcpx_p2p_config *cfg = &c->s->cfg;
@@ -87,6 +129,12 @@ int tp__live_pass(struct tcpx_p2p_conn *c)
 
 	l->pass_ns = now;
 	stall_scan(c, now);
+	if (l->deadline_ns && now >= l->deadline_ns) {
+		int rc = deadline_pass(c, now);
+
+		if (rc)
+			return rc;
+	}
 	if (l->heard) {
 		l->heard = false;
 		l->heard_ns = now;

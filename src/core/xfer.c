@@ -95,6 +95,14 @@ int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	return 0;
 }
 
+int tp__params_deadline(const tcpx_p2p_xfer_params *p)
+{
+	if (!p || p->struct_size < offsetof(tcpx_p2p_xfer_params, deadline_ms) +
+					   sizeof(p->deadline_ms))
+		return 0; /* a 0.6 caller's struct ends before it */
+	return p->deadline_ms;
+}
+
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
 {
 	if (!p)
@@ -104,6 +112,8 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
 				 "sizeof(tcpx_p2p_xfer_params))", what, p->struct_size);
 	if (p->flags)
 		return tp__error(TCPX_P2P_EINVAL, "%s: unknown flags 0x%x", what, p->flags);
+	if (tp__params_deadline(p) < 0)
+		return tp__error(TCPX_P2P_EINVAL, "%s: deadline_ms %d", what, p->deadline_ms);
 	if (!p->notif && !p->notif_len)
 		return 0;
 	if (!notif_ok)
@@ -112,6 +122,13 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
 		return tp__error(TCPX_P2P_EINVAL, "%s: notification of %zu bytes (1..%d, "
 				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_LIMIT);
 	return 0;
+}
+
+void tp__xfer_set_deadline(struct tcpx_p2p_xfer *x, const tcpx_p2p_xfer_params *p)
+{
+	int ms = tp__params_deadline(p);
+
+	x->deadline_ns = ms > 0 ? x->t_post + (int64_t)ms * TP_NS_PER_MS : 0;
 }
 
 static const char *op_name(enum tp_op op)
@@ -144,6 +161,8 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	}
 	tp__segs_get(c->s, x);
 	tp_list_prepend(&c->live, x, llink);
+	if (x->deadline_ns && (!c->alive.deadline_ns || x->deadline_ns < c->alive.deadline_ns))
+		c->alive.deadline_ns = x->deadline_ns;
 	if (x->op == TP_OP_RECV)
 		tp__xlist_push(&c->unmatched, x);
 	if (x->need_ack)
@@ -190,6 +209,7 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 		return rc;
 	}
 	x->need_ack = dir == TP_SEND; /* the receiver's match verdict */
+	tp__xfer_set_deadline(x, params);
 	return tp__xfer_post(c, x, NULL, 0, NULL, 0, out);
 }
 

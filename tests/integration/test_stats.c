@@ -150,10 +150,78 @@ static void test_stall(void **state)
 	tp_pair_close(&p);
 }
 
+static int closing(tcpx_p2p_session *s, uint64_t *unclean)
+{
+	tcpx_p2p_session_info info = { .struct_size = sizeof(info) };
+
+	assert_int_equal(tcpx_p2p_session_query(s, &info), 0);
+	*unclean = info.unclean_closes;
+	return info.conns_closing;
+}
+
+/* A receive with a deadline whose peer never sends: it fails with
+ * ETIMEDOUT, and its connection with it, closed with the peer (the peer's
+ * side sees ECLOSED) cleanly: no comm is closed with requests posted.  A
+ * transfer that ends before its deadline is untouched. */
+static void test_deadline(void **state)
+{
+	struct tp_pair p;
+	static unsigned char src[BIG], dst[BIG];
+	tcpx_p2p_mr *smr, *dmr;
+	tcpx_p2p_xfer *x[2];
+	tcpx_p2p_seg seg;
+	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm), .deadline_ms = 60000 };
+	uint64_t unclean[2];
+	int rc, rc0;
+
+	(void)state;
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], src, BIG, TCPX_P2P_MEM_HOST, &smr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], dst, BIG, TCPX_P2P_MEM_HOST, &dmr), 0);
+	/* In time: nothing happens (the deadline is a hang limit here). */
+	seg = (tcpx_p2p_seg){ dmr, 0, BIG };
+	assert_int_equal(tcpx_p2p_recvv(p.c[1], &seg, 1, &prm, &x[1]), 0);
+	seg = (tcpx_p2p_seg){ smr, 0, BIG };
+	assert_int_equal(tcpx_p2p_sendv(p.c[0], &seg, 1, &prm, &x[0]), 0);
+	assert_int_equal(tp_complete_all(x, 2), 0);
+
+	/* Past it: the receive and its connection fail, closed with the peer. */
+	prm.deadline_ms = 20;
+	seg = (tcpx_p2p_seg){ dmr, 0, BIG };
+	assert_int_equal(tcpx_p2p_recvv(p.c[1], &seg, 1, &prm, &x[1]), 0);
+	prm.deadline_ms = -1;
+	assert_int_equal(tcpx_p2p_recvv(p.c[1], &seg, 1, &prm, &x[0]), TCPX_P2P_EINVAL);
+	rc = tcpx_p2p_wait(x[1], TP_TEST_TIMEOUT_MS);
+	assert_int_equal(rc, TCPX_P2P_ETIMEDOUT);
+	assert_int_equal(tcpx_p2p_progress(p.c[1]), TCPX_P2P_ETIMEDOUT);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "deadline"));
+	assert_int_equal(tcpx_p2p_xfer_release(x[1]), 0);
+	for (long tries = 0; (rc0 = tcpx_p2p_progress(p.c[0])) == 0; tries++) {
+		assert_true(tries < 100000000);
+		tcpx_p2p_session_progress(p.s[1]);
+	}
+	assert_int_equal(rc0, TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[0]), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), 0);
+	p.c[0] = p.c[1] = NULL;
+	for (long tries = 0; closing(p.s[0], &unclean[0]) || closing(p.s[1], &unclean[1]);
+	     tries++) {
+		assert_true(tries < 100000000);
+		tcpx_p2p_session_progress(p.s[0]);
+		tcpx_p2p_session_progress(p.s[1]);
+	}
+	assert_int_equal(unclean[0], 0);
+	assert_int_equal(unclean[1], 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(dmr), 0);
+	tp_pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_counts),
-					    cmocka_unit_test(test_stall) };
+					    cmocka_unit_test(test_stall),
+					    cmocka_unit_test(test_deadline) };
 
 	return cmocka_run_group_tests_name("stats", tests, NULL, NULL) ? 1 : 0;
 }
