@@ -475,6 +475,18 @@ typedef struct tcpx_p2p_xfer_info {
 } tcpx_p2p_xfer_info;
 TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info);
 
+/* (0.7) Give x a deadline timeout_ms from now (a later call replaces it).
+ * If x is still pending then, it fails with ETIMEDOUT, and so does its
+ * connection: the connection is closed with the peer (the close
+ * handshake), which completes every chunk in flight into throw-away
+ * buffers, since chunks and answers are matched with the peer by position
+ * and id and no one transfer can leave them while the connection goes on
+ * (docs/reliability.md, "Stalls").  For a bound on waiting that leaves the
+ * connection alone, pass a timeout to tcpx_p2p_wait.  x already ended:
+ * nothing happens.  Checked in the session's passes.  Thread-safe.
+ * RETURN VALUE: 0; EINVAL (NULL x, timeout_ms <= 0). */
+TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
+
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
 
@@ -524,13 +536,6 @@ typedef struct tcpx_p2p_xfer_params {
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
 	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
-	/* Added in 0.7: > 0, a deadline in ms from the post.  A transfer still
-	 * pending then fails with ETIMEDOUT, and so does its connection: it is
-	 * closed with the peer (the close handshake), which completes every
-	 * chunk in flight into throw-away buffers, since chunks and answers
-	 * are matched with the peer by position and id and one transfer cannot
-	 * leave them alone (docs/reliability.md, "Stalls").  0: none. */
-	int deadline_ms;
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte

@@ -154,7 +154,7 @@ struct tcpx_p2p_xfer {
 	uint64_t stall_mark;
 	int64_t t_moved;
 	bool stalled;
-	int64_t deadline_ns; /* params.deadline_ms from t_post; 0: none */
+	int64_t deadline_ns; /* tcpx_p2p_xfer_deadline's; 0: none */
 	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
 	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
 					      * settling) */
@@ -490,10 +490,6 @@ void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
  * c->lock held); free the session's slots once every conn is gone. */
 void tp__swait_end(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
 void tp__swait_destroy(struct tp_swait *w);
-/* params' deadline_ms (0 where the caller's struct ends before it), and
- * x's deadline from it. */
-int tp__params_deadline(const tcpx_p2p_xfer_params *p);
-void tp__xfer_set_deadline(struct tcpx_p2p_xfer *x, const tcpx_p2p_xfer_params *p);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
 /* Post x on c: take its regions, queue it (and its announcement) and make a

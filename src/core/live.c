@@ -112,10 +112,10 @@ static int deadline_pass(struct tcpx_p2p_conn *c, int64_t now)
 	if (rc)
 		return rc;
 	return tp__error(TCPX_P2P_ETIMEDOUT, "a transfer of %zu bytes (%llu of its %llu chunks "
-			 "done) passed its deadline of %lld ms: the connection is closed with the "
-			 "peer, which cancels its chunks", x->len, (unsigned long long)x->retired,
-			 (unsigned long long)x->nchunks,
-			 (long long)((x->deadline_ns - x->t_post) / TP_NS_PER_MS));
+			 "done, posted %lld ms ago) passed its deadline: the connection is closed "
+			 "with the peer, which cancels its chunks", x->len,
+			 (unsigned long long)x->retired, (unsigned long long)x->nchunks,
+			 (long long)((now - x->t_post) / TP_NS_PER_MS));
 }
 
 int tp__live_pass(struct tcpx_p2p_conn *c)

@@ -68,7 +68,6 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 		return rc;
 	}
 	x->need_ack = true;
-	tp__xfer_set_deadline(x, params);
 	rc = tp__xfer_post(c, x, params ? params->notif : NULL, params ? params->notif_len : 0, w,
 			   nremote, out);
 	free(w);

@@ -95,14 +95,6 @@ int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	return 0;
 }
 
-int tp__params_deadline(const tcpx_p2p_xfer_params *p)
-{
-	if (!p || p->struct_size < offsetof(tcpx_p2p_xfer_params, deadline_ms) +
-					   sizeof(p->deadline_ms))
-		return 0; /* a 0.6 caller's struct ends before it */
-	return p->deadline_ms;
-}
-
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
 {
 	if (!p)
@@ -112,8 +104,6 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
 				 "sizeof(tcpx_p2p_xfer_params))", what, p->struct_size);
 	if (p->flags)
 		return tp__error(TCPX_P2P_EINVAL, "%s: unknown flags 0x%x", what, p->flags);
-	if (tp__params_deadline(p) < 0)
-		return tp__error(TCPX_P2P_EINVAL, "%s: deadline_ms %d", what, p->deadline_ms);
 	if (!p->notif && !p->notif_len)
 		return 0;
 	if (!notif_ok)
@@ -122,13 +112,6 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
 		return tp__error(TCPX_P2P_EINVAL, "%s: notification of %zu bytes (1..%d, "
 				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_LIMIT);
 	return 0;
-}
-
-void tp__xfer_set_deadline(struct tcpx_p2p_xfer *x, const tcpx_p2p_xfer_params *p)
-{
-	int ms = tp__params_deadline(p);
-
-	x->deadline_ns = ms > 0 ? x->t_post + (int64_t)ms * TP_NS_PER_MS : 0;
 }
 
 static const char *op_name(enum tp_op op)
@@ -161,8 +144,6 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	}
 	tp__segs_get(c->s, x);
 	tp_list_prepend(&c->live, x, llink);
-	if (x->deadline_ns && (!c->alive.deadline_ns || x->deadline_ns < c->alive.deadline_ns))
-		c->alive.deadline_ns = x->deadline_ns;
 	if (x->op == TP_OP_RECV)
 		tp__xlist_push(&c->unmatched, x);
 	if (x->need_ack)
@@ -209,7 +190,6 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 		return rc;
 	}
 	x->need_ack = dir == TP_SEND; /* the receiver's match verdict */
-	tp__xfer_set_deadline(x, params);
 	return tp__xfer_post(c, x, NULL, 0, NULL, 0, out);
 }
 
@@ -420,5 +400,27 @@ TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)
 	if (info->struct_size < sizeof(full))
 		full.struct_size = info->struct_size;
 	memcpy(info, &full, full.struct_size);
+	return 0;
+}
+
+TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms)
+{
+	struct tcpx_p2p_conn *c;
+
+	if (!x || timeout_ms <= 0)
+		return tp__error(TCPX_P2P_EINVAL, "xfer_deadline: NULL xfer or timeout_ms %d",
+				 timeout_ms);
+	c = x->c;
+	if (!c) /* its connection was destroyed: it has ended */
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	if (!x->done) {
+		x->deadline_ns = tp__now_ns() + (int64_t)timeout_ms * TP_NS_PER_MS;
+		/* The earliest is what a pass compares with; a later one is found
+		 * when that one has passed or ended (live.c). */
+		if (!c->alive.deadline_ns || x->deadline_ns < c->alive.deadline_ns)
+			c->alive.deadline_ns = x->deadline_ns;
+	}
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

@@ -169,8 +169,6 @@ static void test_deadline(void **state)
 	static unsigned char src[BIG], dst[BIG];
 	tcpx_p2p_mr *smr, *dmr;
 	tcpx_p2p_xfer *x[2];
-	tcpx_p2p_seg seg;
-	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm), .deadline_ms = 60000 };
 	uint64_t unclean[2];
 	int rc, rc0;
 
@@ -179,18 +177,17 @@ static void test_deadline(void **state)
 	assert_int_equal(tcpx_p2p_mr_register(p.s[0], src, BIG, TCPX_P2P_MEM_HOST, &smr), 0);
 	assert_int_equal(tcpx_p2p_mr_register(p.s[1], dst, BIG, TCPX_P2P_MEM_HOST, &dmr), 0);
 	/* In time: nothing happens (the deadline is a hang limit here). */
-	seg = (tcpx_p2p_seg){ dmr, 0, BIG };
-	assert_int_equal(tcpx_p2p_recvv(p.c[1], &seg, 1, &prm, &x[1]), 0);
-	seg = (tcpx_p2p_seg){ smr, 0, BIG };
-	assert_int_equal(tcpx_p2p_sendv(p.c[0], &seg, 1, &prm, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, 0, BIG, &x[1]), 0);
+	assert_int_equal(tcpx_p2p_xfer_deadline(x[1], 60000), 0);
+	assert_int_equal(tcpx_p2p_send(p.c[0], smr, 0, BIG, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_xfer_deadline(x[0], 60000), 0);
 	assert_int_equal(tp_complete_all(x, 2), 0);
 
 	/* Past it: the receive and its connection fail, closed with the peer. */
-	prm.deadline_ms = 20;
-	seg = (tcpx_p2p_seg){ dmr, 0, BIG };
-	assert_int_equal(tcpx_p2p_recvv(p.c[1], &seg, 1, &prm, &x[1]), 0);
-	prm.deadline_ms = -1;
-	assert_int_equal(tcpx_p2p_recvv(p.c[1], &seg, 1, &prm, &x[0]), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, 0, BIG, &x[1]), 0);
+	assert_int_equal(tcpx_p2p_xfer_deadline(x[1], 0), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_xfer_deadline(NULL, 20), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_xfer_deadline(x[1], 20), 0);
 	rc = tcpx_p2p_wait(x[1], TP_TEST_TIMEOUT_MS);
 	assert_int_equal(rc, TCPX_P2P_ETIMEDOUT);
 	assert_int_equal(tcpx_p2p_progress(p.c[1]), TCPX_P2P_ETIMEDOUT);
