@@ -490,26 +490,6 @@ TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
 
-/* (0.7) Make a CUDA stream wait for x, on the GPU: work queued on `stream`
- * (a cudaStream_t of the session's GPU; NULL: the default stream) after
- * this call runs once x has ended, and then sees every byte x received in
- * place (a receive, a READ) and may overwrite what x sent (a send, a
- * WRITE).  The CPU does not block, and x still moves only while the
- * session is driven (a wait, test or progress call, or the progress
- * thread).  A transfer that fails lets the stream go all the same: its
- * bytes are then undefined, and test/wait report the failure.  x already
- * ended: nothing is queued.  One stream per transfer; release x as usual
- * once it ended, whether or not the stream has passed its wait.
- * flags: 0 (reserved).  Waits still queued when the session is destroyed
- * are waited for there.  While the stream waits the GPU is busy, and calls
- * that wait for an idle device (cudaFree, e.g. conn_destroy of another
- * connection) wait for x: keep the session driven (the progress thread).
- * RETURN VALUE: 0; EINVAL (NULL x, flags); ENOTSUP (a session without a
- * GPU, or a build without CUDA); EBUSY (a stream already waits for x);
- * EAGAIN (1024 waits of the session not yet passed by their streams);
- * ECUDA (the stream is not usable on the session's GPU). */
-TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream, unsigned flags);
-
 /* ---- vectored transfers (0.3) -------------------------------------------- */
 
 /* One piece of a vectored transfer: len bytes at mr + offset. */

@@ -10,9 +10,7 @@ connection (dial/accept on 127.0.0.1):
   --op read  (default)  prefill exports its pool for reading and sends the
                         descriptor and its block table; decode READs the
                         request's blocks of every layer, K and V, with ONE
-                        Conn.read (on CUDA its stream waits for the READ on
-                        the GPU: Xfer.stream_wait), then notifies prefill
-                        that it may free them.
+                        Conn.read, then notifies prefill that it may free them.
   --op write            decode exports its pool for writing and sends its
                         block table; prefill WRITEs every block with ONE
                         Conn.write carrying a notification, which decode
@@ -134,15 +132,7 @@ def decode(args, session):
         remote = tp.Segments(rmr, block_offsets(ctrl["block"][0][:ctrl["n"][0]]), BLOCK_BYTES)
         local = tp.Segments(pool_mr, mine, BLOCK_BYTES)
         t0 = time.perf_counter()
-        x = conn.read(local, remote)
-        if args.device == "cuda":
-            import torch
-            # The GPU waits for the blocks, not this thread: work queued on
-            # the stream from here on (a decode step; here a copy of the
-            # pool) runs once they are in place.
-            x.stream_wait(torch.cuda.current_stream())
-            pool = pool.clone()
-        x.wait(TIMEOUT)
+        conn.read(local, remote).wait(TIMEOUT)
         ms = (time.perf_counter() - t0) * 1e3
         print(f"decode: read {len(local)} blocks ({local.total >> 10} KiB) in one Conn.read, "
               f"{ms:.1f} ms", flush=True)

@@ -139,51 +139,6 @@ static PyObject *xfer_test(XferObject *self, PyObject *unused)
 	Py_RETURN_TRUE;
 }
 
-/* A CUDA stream's handle: an int (a cudaStream_t), an object with
- * cuda_stream (PyTorch, Numba) or ptr (CuPy), or None (the default stream). */
-static int stream_handle(PyObject *o, void **out)
-{
-	PyObject *h;
-
-	*out = NULL;
-	if (o == Py_None)
-		return 0;
-	if (PyObject_HasAttrString(o, "cuda_stream"))
-		h = PyObject_GetAttrString(o, "cuda_stream");
-	else if (PyObject_HasAttrString(o, "ptr"))
-		h = PyObject_GetAttrString(o, "ptr");
-	else
-		h = Py_NewRef(o);
-	if (!h)
-		return -1;
-	if (!PyLong_Check(h)) {
-		Py_DECREF(h);
-		PyErr_SetString(PyExc_TypeError, "stream_wait: a CUDA stream (an int handle, or an "
-				"object with cuda_stream or ptr) or None");
-		return -1;
-	}
-	*out = PyLong_AsVoidPtr(h);
-	Py_DECREF(h);
-	return PyErr_Occurred() ? -1 : 0;
-}
-
-static PyObject *xfer_stream_wait(XferObject *self, PyObject *stream)
-{
-	void *st;
-	int rc;
-
-	if (stream_handle(stream, &st))
-		return NULL;
-	if (self->status != 1) /* ended: the stream has nothing to wait for */
-		Py_RETURN_NONE;
-	if (self->busy)
-		return tp_busy_error("Xfer.stream_wait", "this Xfer");
-	rc = tp_api.stream_wait(self->x, st, 0);
-	if (rc)
-		return tp_py_raise(rc, "Xfer.stream_wait");
-	Py_RETURN_NONE;
-}
-
 static void xfer_dealloc(XferObject *self)
 {
 	if (self->x && tp_api.xfer_release(self->x) == 0)
@@ -254,11 +209,6 @@ static PyMethodDef xfer_methods[] = {
 	  "completes; raises its error, or TimedOut after timeout seconds (still pending)" },
 	{ "test", (PyCFunction)xfer_test, METH_NOARGS,
 	  "test() -> bool: drive the session once; True once complete; raises its error" },
-	{ "stream_wait", (PyCFunction)xfer_stream_wait, METH_O,
-	  "stream_wait(stream): make a CUDA stream (torch.cuda.Stream, a CuPy stream, an int "
-	  "handle, None for the default) wait on the GPU until the transfer ended; work queued "
-	  "on it afterwards sees the received bytes.  Does not block; the transfer still moves "
-	  "only while the session is driven, and wait()/test() report a failure" },
 	{ NULL, NULL, 0, NULL },
 };
 

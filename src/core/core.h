@@ -48,7 +48,6 @@ struct tcpx_p2p_session {
 	struct tp_net_props props;
 	struct tp_devq *devq;         /* the device queue (devq.c); NULL until needed */
 	struct tp_hcopy *hcopy;       /* host copy threads; NULL until needed */
-	struct tp_swait *swait;       /* streams waiting for transfers (swait.c); NULL until needed */
 #if TP_TEST_HOOKS
 	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
 	bool test_ignore_credits;     /* send notifications past the peer's credits (ditto) */
@@ -147,7 +146,6 @@ struct tcpx_p2p_xfer {
 	bool done;          /* complete or failed */
 	bool released;      /* failed and released: the conn frees it at destroy */
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
-	unsigned swait;     /* 1 + the stream-wait slot waiting for it; 0: none */
 	int64_t t_post;     /* when it was made (its latency in the stats) */
 	/* Stalls (live.c): chunks retired at the last look, and since when
 	 * that count stands; stalled is read unlocked (atomic). */
@@ -482,14 +480,9 @@ int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
  * control bytes (tp__xfer_settle, at the end of every pass). */
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 void tp__xfer_settle(struct tcpx_p2p_conn *c);
-/* x has ended (complete or failed): the one place done is set, so that a
- * stream waiting for x is let go with it. */
+/* x has ended (complete or failed): the one place done is set, so that
+ * the stats count every end. */
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-
-/* swait.c: streams waiting for transfers.  End x's wait (x->swait set,
- * c->lock held); free the session's slots once every conn is gone. */
-void tp__swait_end(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
-void tp__swait_destroy(struct tp_swait *w);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
 /* Post x on c: take its regions, queue it (and its announcement) and make a

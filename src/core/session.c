@@ -343,7 +343,6 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 				 "session_destroy: conns, listeners, servers or mrs remain");
 	tp__close_unregister(s);
 	tp__engine_destroy(s);
-	tp__swait_destroy(s->swait);
 	tp__devq_destroy(s->devq);
 	tp__hcopy_destroy(s->hcopy);
 	tp__net_unload(s->net);

@@ -65,8 +65,6 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
-	if (x->swait)
-		tp__swait_end(c->s, x);
 	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked (xfer_done) */
 }
 

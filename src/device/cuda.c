@@ -347,11 +347,6 @@ int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s)
 	return TP_CUDA(cudaEventRecord, e->ev, s->st);
 }
 
-int tp__dev_event_sync(tp_dev_event *e)
-{
-	return TP_CUDA(cudaEventSynchronize, e->ev);
-}
-
 int tp__dev_event_query(tp_dev_event *e, int *done)
 {
 	cudaError_t err = cudaEventQuery(e->ev);

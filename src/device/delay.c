@@ -2,7 +2,8 @@
  * it, so that work on one stream that is used from another without an
  * ordering between them shows as wrong bytes instead of passing by luck
  * of timing.  A host function that sleeps is queued on the stream: what
- * comes after it on that stream waits, nothing else does.
+ * comes after it on that stream waits (and whatever shares its hardware
+ * queue), for a bounded time.
  *
  *   TCPX_P2P_TEST_STREAM_DELAY_US=N  before every operation the device
  *       seam queues (unpack launches and copies, copy lists, event records,

@@ -23,10 +23,6 @@ int tp__dev_event_create(tp_dev_event **e) { return TP_NO_CUDA(); }
 void tp__dev_event_destroy(tp_dev_event *e) {}
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s) { return TP_NO_CUDA(); }
 int tp__dev_event_query(tp_dev_event *e, int *done) { return TP_NO_CUDA(); }
-int tp__dev_event_record_on(tp_dev_event *e, void *stream) { return TP_NO_CUDA(); }
-int tp__dev_event_sync(tp_dev_event *e) { return TP_NO_CUDA(); }
-int tp__dev_stream_wait_word(void *stream, const uint32_t *word, uint32_t value)
-{ return TP_NO_CUDA(); }
 int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs)
 { return TP_NO_CUDA(); }
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job) { return TP_NO_CUDA(); }

@@ -60,15 +60,6 @@ void tp__dev_event_destroy(tp_dev_event *e);
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s);
 /* *done = 1 once all work before the record finished; never blocks. */
 int tp__dev_event_query(tp_dev_event *e, int *done);
-/* Block until all work before e's last record finished. */
-int tp__dev_event_sync(tp_dev_event *e);
-/* Record e on an application's stream (a cudaStream_t; NULL: the default
- * stream). */
-int tp__dev_event_record_on(tp_dev_event *e, void *stream);
-/* Make an application's stream wait, on the GPU, until *word >= value.
- * word is pinned, mapped host memory (tp__dev_host_alloc) that the host
- * writes; the CPU does not block. */
-int tp__dev_stream_wait_word(void *stream, const uint32_t *word, uint32_t value);
 
 /* A receive's records in the plugin's meta ring, checked: at most
  * TP_UNPACK_MAX_PAGES, each at most a page, inside its chunk and inside

@@ -1,0 +1,35 @@
+#include "tcpx_status.h"
+
+#include <tcpx_p2p.h>
+
+#include "common/nixl_log.h"
+
+nixl_status_t tcpxStatusQuiet(int rc)
+{
+	switch (rc) {
+	case TCPX_P2P_OK:
+		return NIXL_SUCCESS;
+	case TCPX_P2P_EINVAL:
+		return NIXL_ERR_INVALID_PARAM;
+	case TCPX_P2P_ENOTSUP:
+		return NIXL_ERR_NOT_SUPPORTED;
+	case TCPX_P2P_EPROTO: /* the peer differs: settings, version, token */
+		return NIXL_ERR_MISMATCH;
+	case TCPX_P2P_EBUSY:
+		return NIXL_ERR_NOT_ALLOWED;
+	case TCPX_P2P_ECLOSED: /* peer gone, or the connection failed before */
+		return NIXL_ERR_REMOTE_DISCONNECT;
+	case TCPX_P2P_EINTERNAL:
+		return NIXL_ERR_UNKNOWN;
+	default: /* ENOMEM, ENOPLUGIN, EPLUGIN, ENET, ETIMEDOUT, EAGAIN, ECUDA */
+		return NIXL_ERR_BACKEND;
+	}
+}
+
+nixl_status_t tcpxStatus(int rc, const char *what)
+{
+	if (rc != TCPX_P2P_OK)
+		NIXL_ERROR << "TCPX: " << what << ": " << tcpx_p2p_strerror(rc) << " ("
+			   << tcpx_p2p_last_error() << ")";
+	return tcpxStatusQuiet(rc);
+}

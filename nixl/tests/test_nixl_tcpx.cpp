@@ -1,0 +1,519 @@
+/* The TCPX backend under real NIXL agents: two agents in this process
+ * (DRAM, and VRAM where a GPU is usable) move scattered descriptor lists by
+ * WRITE and READ with notifications, and every byte is checked; a target
+ * process that is killed; metadata that is not ours.  Needs NIXL_PLUGIN_DIR
+ * naming the folder of libplugin_TCPX.so (CTest sets it).
+ * Exit 0 pass, 1 fail, 77 skip. */
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nixl.h>
+
+#ifdef TP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+int failures = 0;
+
+#define EXPECT(cond)                                                                           \
+	do {                                                                                   \
+		if (!(cond)) {                                                                 \
+			fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
+			failures++;                                                            \
+		}                                                                              \
+	} while (0)
+
+using steady = std::chrono::steady_clock;
+
+struct Agent {
+	std::unique_ptr<nixlAgent> agent;
+	nixlBackendH *backend = nullptr;
+	std::string name;
+};
+
+bool makeAgent(Agent &a, const std::string &name, int gpu)
+{
+	nixlAgentConfig cfg(false, false);
+	a.name = name;
+	a.agent = std::make_unique<nixlAgent>(name, cfg);
+	nixl_b_params_t params;
+	params["ip_addr"] = "127.0.0.1";
+	params["timeout_ms"] = "5000";
+	params["gpu"] = std::to_string(gpu);
+	nixl_status_t st = a.agent->createBackend("TCPX", params, a.backend);
+	if (st != NIXL_SUCCESS)
+		fprintf(stderr, "createBackend(TCPX) for %s: %d\n", name.c_str(), st);
+	return st == NIXL_SUCCESS;
+}
+
+bool exchange(Agent &from, Agent &to)
+{
+	nixl_blob_t md;
+	std::string got;
+	if (from.agent->getLocalMD(md) != NIXL_SUCCESS)
+		return false;
+	return to.agent->loadRemoteMD(md, got) == NIXL_SUCCESS && got == from.name;
+}
+
+nixl_status_t waitXfer(Agent &a, nixlXferReqH *req, int timeout_ms)
+{
+	auto end = steady::now() + std::chrono::milliseconds(timeout_ms);
+	nixl_status_t st;
+	while ((st = a.agent->getXferStatus(req)) == NIXL_IN_PROG && steady::now() < end)
+		std::this_thread::sleep_for(std::chrono::microseconds(50));
+	return st;
+}
+
+/* Polls a's notifications until one from `from` equal to msg arrived;
+ * calls check (the data must be in place by then) right when it does. */
+template <typename Check>
+bool waitNotif(Agent &a, const std::string &from, const std::string &msg, Check check)
+{
+	auto end = steady::now() + std::chrono::seconds(20);
+	while (steady::now() < end) {
+		nixl_notifs_t notifs;
+		if (a.agent->getNotifs(notifs) != NIXL_SUCCESS)
+			return false;
+		for (auto &m : notifs[from])
+			if (m == msg) {
+				check();
+				return true;
+			}
+		std::this_thread::sleep_for(std::chrono::microseconds(100));
+	}
+	fprintf(stderr, "no notification '%s' from %s at %s\n", msg.c_str(), from.c_str(),
+		a.name.c_str());
+	return false;
+}
+
+/* A buffer of one memory type, with host-side views for filling and
+ * checking. */
+struct Buffer {
+	nixl_mem_t mem;
+	int dev;
+	size_t len;
+	void *ptr = nullptr;
+	std::vector<unsigned char> host;
+
+	Buffer(nixl_mem_t m, int d, size_t n) : mem(m), dev(d), len(n), host(n)
+	{
+#ifdef TP_HAVE_CUDA
+		if (mem == VRAM_SEG) {
+			if (cudaMalloc(&ptr, len) != cudaSuccess)
+				ptr = nullptr;
+			return;
+		}
+#endif
+		ptr = host.data();
+	}
+	~Buffer()
+	{
+#ifdef TP_HAVE_CUDA
+		if (mem == VRAM_SEG && ptr)
+			cudaFree(ptr);
+#endif
+	}
+	void fill(unsigned seed)
+	{
+		std::mt19937 rng(seed);
+		for (auto &b : host)
+			b = static_cast<unsigned char>(rng());
+		push();
+	}
+	void push()
+	{
+#ifdef TP_HAVE_CUDA
+		if (mem == VRAM_SEG)
+			cudaMemcpy(ptr, host.data(), len, cudaMemcpyHostToDevice);
+#endif
+	}
+	void pull()
+	{
+#ifdef TP_HAVE_CUDA
+		if (mem == VRAM_SEG)
+			cudaMemcpy(host.data(), ptr, len, cudaMemcpyDeviceToHost);
+#endif
+	}
+	uintptr_t addr() const { return reinterpret_cast<uintptr_t>(ptr); }
+	nixl_reg_dlist_t reg() const
+	{
+		nixl_reg_dlist_t l(mem);
+		l.addDesc(nixlBlobDesc(addr(), len, dev, ""));
+		return l;
+	}
+};
+
+/* Scattered blocks of varied sizes: block i goes from src_off[i] to
+ * dst_off[i], both orders shuffled. */
+struct Layout {
+	std::vector<size_t> src_off, dst_off, size;
+};
+
+Layout scatter(size_t nblocks, size_t slot, unsigned seed)
+{
+	Layout l;
+	std::mt19937 rng(seed);
+	std::vector<size_t> a(nblocks), b(nblocks);
+	for (size_t i = 0; i < nblocks; i++)
+		a[i] = b[i] = i;
+	std::shuffle(a.begin(), a.end(), rng);
+	std::shuffle(b.begin(), b.end(), rng);
+	for (size_t i = 0; i < nblocks; i++) {
+		l.src_off.push_back(a[i] * slot);
+		l.dst_off.push_back(b[i] * slot);
+		l.size.push_back(1 + rng() % slot);
+	}
+	return l;
+}
+
+nixl_xfer_dlist_t dlist(const Buffer &b, const std::vector<size_t> &off,
+			const std::vector<size_t> &size)
+{
+	nixl_xfer_dlist_t l(b.mem);
+	for (size_t i = 0; i < off.size(); i++)
+		l.addDesc(nixlBasicDesc(b.addr() + off[i], size[i], b.dev));
+	return l;
+}
+
+bool sameBlocks(const Buffer &src, const Buffer &dst, const Layout &l, bool forward)
+{
+	for (size_t i = 0; i < l.size.size(); i++) {
+		size_t s = forward ? l.src_off[i] : l.dst_off[i];
+		size_t d = forward ? l.dst_off[i] : l.src_off[i];
+		if (memcmp(src.host.data() + s, dst.host.data() + d, l.size[i]) != 0) {
+			fprintf(stderr, "block %zu (%zu bytes) differs\n", i, l.size[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Initiator i WRITEs scattered blocks of its buffer into target t's, with a
+ * notification; then READs other blocks of t's back, with one. */
+void writeAndRead(Agent &i, Agent &t, nixl_mem_t mem, int dev, const char *what)
+{
+	const size_t nblocks = 257, slot = 9000;
+	Buffer ib(mem, dev, nblocks * slot), tb(mem, dev, nblocks * slot);
+	if (!ib.ptr || !tb.ptr) {
+		EXPECT(!"allocation");
+		return;
+	}
+	ib.fill(1);
+	tb.fill(2);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+
+	Layout w = scatter(nblocks, slot, 3);
+	nixlXferReqH *req = nullptr;
+	nixl_opt_args_t args;
+	args.notif = std::string(what) + " write done";
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, dlist(ib, w.src_off, w.size),
+				      dlist(tb, w.dst_off, w.size), t.name, req,
+				      &args) == NIXL_SUCCESS);
+	if (!req)
+		return;
+	nixl_status_t st = i.agent->postXferReq(req);
+	EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+	/* the target sees the notification only with every byte in place */
+	EXPECT(waitNotif(t, i.name, *args.notif, [&] {
+		tb.pull();
+		EXPECT(sameBlocks(ib, tb, w, true));
+	}));
+	EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+	/* a repost of the same request, with new data */
+	ib.fill(4);
+	st = i.agent->postXferReq(req);
+	EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+	EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+	EXPECT(waitNotif(t, i.name, *args.notif, [] {}));
+	tb.pull();
+	EXPECT(sameBlocks(ib, tb, w, true));
+	EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+
+	Layout r = scatter(nblocks, slot, 5);
+	tb.fill(6);
+	args.notif = std::string(what) + " read done";
+	req = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_READ, dlist(ib, r.src_off, r.size),
+				      dlist(tb, r.dst_off, r.size), t.name, req,
+				      &args) == NIXL_SUCCESS);
+	if (!req)
+		return;
+	st = i.agent->postXferReq(req);
+	EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+	EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+	ib.pull();
+	EXPECT(sameBlocks(tb, ib, r, false));
+	EXPECT(waitNotif(t, i.name, *args.notif, [] {}));
+	EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+
+	/* standalone notifications, both ways (t answers on i's connection) */
+	EXPECT(i.agent->genNotif(t.name, "ping") == NIXL_SUCCESS);
+	EXPECT(waitNotif(t, i.name, "ping", [] {}));
+	EXPECT(exchange(i, t));
+	EXPECT(t.agent->genNotif(i.name, "pong") == NIXL_SUCCESS);
+	EXPECT(waitNotif(i, t.name, "pong", [] {}));
+	/* more than the library carries in one notification */
+	EXPECT(i.agent->genNotif(t.name, std::string(2000, 'x')) != NIXL_SUCCESS);
+
+	EXPECT(t.agent->invalidateRemoteMD(i.name) == NIXL_SUCCESS);
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "%s: WRITE, repost, READ of %zu scattered blocks, notifications: %s\n",
+		what, nblocks, failures ? "FAILED" : "ok");
+}
+
+/* Replaces the first `from` in s by `to` (same length); false if absent. */
+bool patch(std::string &s, const std::string &from, const std::string &to)
+{
+	size_t at = s.find(from);
+	if (at == std::string::npos)
+		return false;
+	s.replace(at, from.size(), to);
+	return true;
+}
+
+void badMetadata(Agent &good)
+{
+	Buffer b(DRAM_SEG, 0, 4096);
+	EXPECT(good.agent->registerMem(b.reg()) == NIXL_SUCCESS);
+	nixl_blob_t md;
+	EXPECT(good.agent->getLocalMD(md) == NIXL_SUCCESS);
+	std::string name;
+	{
+		Agent x;
+		EXPECT(makeAgent(x, "bad-conninfo", -1));
+		std::string m = md;
+		EXPECT(patch(m, "TCPX1 ", "TCPX9 "));
+		EXPECT(x.agent->loadRemoteMD(m, name) != NIXL_SUCCESS);
+		EXPECT(x.agent->loadRemoteMD("not metadata", name) != NIXL_SUCCESS);
+	}
+	{
+		Agent x;
+		EXPECT(makeAgent(x, "bad-region", -1));
+		std::string m = md;
+		EXPECT(patch(m, "TPR1", "TPR7"));
+		EXPECT(x.agent->loadRemoteMD(m, name) != NIXL_SUCCESS);
+	}
+	EXPECT(good.agent->deregisterMem(b.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "bad metadata refused: %s\n", failures ? "FAILED" : "ok");
+}
+
+/* A target in a child process that is killed: the initiator's transfers
+ * fail with an error, in bounded time, and nothing hangs. */
+void peerGoesAway()
+{
+	int md_pipe[2], go_pipe[2];
+	if (pipe(md_pipe) || pipe(go_pipe)) {
+		EXPECT(!"pipe");
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(md_pipe[0]);
+		close(go_pipe[1]);
+		Agent t;
+		if (!makeAgent(t, "doomed", -1))
+			_exit(2);
+		static std::vector<unsigned char> mem(1 << 20);
+		nixl_reg_dlist_t l(DRAM_SEG);
+		l.addDesc(nixlBlobDesc(reinterpret_cast<uintptr_t>(mem.data()), mem.size(), 0, ""));
+		nixl_blob_t md;
+		if (t.agent->registerMem(l) != NIXL_SUCCESS || t.agent->getLocalMD(md) != NIXL_SUCCESS)
+			_exit(3);
+		uint64_t n = md.size();
+		uint64_t addr = reinterpret_cast<uintptr_t>(mem.data());
+		if (write(md_pipe[1], &n, 8) != 8 || write(md_pipe[1], &addr, 8) != 8 ||
+		    write(md_pipe[1], md.data(), n) != static_cast<ssize_t>(n))
+			_exit(4);
+		char c;
+		(void)!read(go_pipe[0], &c, 1); /* the parent kills us meanwhile */
+		_exit(0);
+	}
+	close(md_pipe[1]);
+	close(go_pipe[0]);
+	uint64_t n = 0, raddr = 0;
+	std::string md;
+	bool ok = read(md_pipe[0], &n, 8) == 8 && read(md_pipe[0], &raddr, 8) == 8;
+	md.resize(n);
+	size_t got = 0;
+	while (ok && got < n) {
+		ssize_t r = read(md_pipe[0], md.data() + got, n - got);
+		if (r <= 0)
+			ok = false;
+		else
+			got += r;
+	}
+	EXPECT(ok);
+	Agent i;
+	EXPECT(makeAgent(i, "survivor", -1));
+	Buffer b(DRAM_SEG, 0, 1 << 20);
+	b.fill(7);
+	EXPECT(i.agent->registerMem(b.reg()) == NIXL_SUCCESS);
+	std::string name;
+	EXPECT(ok && i.agent->loadRemoteMD(md, name) == NIXL_SUCCESS);
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	src.addDesc(nixlBasicDesc(b.addr(), b.len, 0));
+	dst.addDesc(nixlBasicDesc(raddr, b.len, 0));
+	nixlXferReqH *req = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, "doomed", req) == NIXL_SUCCESS);
+	if (req) {
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+	}
+	kill(pid, SIGKILL);
+	int status;
+	waitpid(pid, &status, 0);
+	auto t0 = steady::now();
+	nixl_status_t st = NIXL_SUCCESS;
+	/* until the loss is seen: each post either fails or its transfer does */
+	for (int k = 0; k < 100 && req && st == NIXL_SUCCESS; k++) {
+		st = i.agent->postXferReq(req);
+		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+			st = waitXfer(i, req, 20000);
+		if (st == NIXL_SUCCESS)
+			std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	}
+	double s = std::chrono::duration<double>(steady::now() - t0).count();
+	EXPECT(st != NIXL_SUCCESS && st != NIXL_IN_PROG);
+	EXPECT(s < 15);
+	fprintf(stderr, "peer killed: transfer failed with %d after %.2f s\n", st, s);
+	if (req)
+		i.agent->releaseXferReq(req);
+	nixlXferReqH *again = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, "doomed", again) != NIXL_SUCCESS);
+	/* NIXL may have dropped the peer itself on NIXL_ERR_REMOTE_DISCONNECT */
+	nixl_status_t inv = i.agent->invalidateRemoteMD("doomed");
+	EXPECT(inv == NIXL_SUCCESS || inv == NIXL_ERR_NOT_FOUND);
+	EXPECT(i.agent->deregisterMem(b.reg()) == NIXL_SUCCESS);
+	close(md_pipe[0]);
+	close(go_pipe[1]);
+}
+
+/* Registrations past what an ABI v7 plugin registers at once (2 GiB),
+ * which the backend cuts into pieces at 1 GiB address multiples: blocks
+ * that lie just below the cuts on this side and straddle them on the
+ * other (so the two segment lists differ in length).  The memory is
+ * reserved, not touched, except for the blocks. */
+void bigRegistration(Agent &i, Agent &t)
+{
+	const size_t len = (5ull << 30) / 2;
+	const size_t block = 3 << 20;
+	void *lp = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *rp = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (lp == MAP_FAILED || rp == MAP_FAILED) {
+		fprintf(stderr, "big registration: skipped (no %zu bytes of address space)\n", len);
+		return;
+	}
+	auto *l = static_cast<unsigned char *>(lp);
+	auto *r = static_cast<unsigned char *>(rp);
+	const uintptr_t G = 1ull << 30;
+	std::vector<size_t> loff, roff, size;
+	for (uintptr_t cut = (reinterpret_cast<uintptr_t>(l) / G + 1) * G;
+	     cut + block < reinterpret_cast<uintptr_t>(l) + len; cut += G)
+		loff.push_back(cut - reinterpret_cast<uintptr_t>(l) - block - 4096);
+	for (uintptr_t cut = (reinterpret_cast<uintptr_t>(r) / G + 1) * G;
+	     cut + block < reinterpret_cast<uintptr_t>(r) + len && roff.size() < loff.size();
+	     cut += G)
+		roff.push_back(cut - reinterpret_cast<uintptr_t>(r) - block / 2);
+	loff.resize(roff.size());
+	size.assign(loff.size(), block);
+	std::mt19937 rng(9);
+	for (size_t o : loff)
+		for (size_t k = 0; k < block; k++)
+			l[o + k] = static_cast<unsigned char>(rng());
+	nixl_reg_dlist_t lr(DRAM_SEG), rr(DRAM_SEG);
+	lr.addDesc(nixlBlobDesc(reinterpret_cast<uintptr_t>(l), len, 0, ""));
+	rr.addDesc(nixlBlobDesc(reinterpret_cast<uintptr_t>(r), len, 0, ""));
+	EXPECT(i.agent->registerMem(lr) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(rr) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	for (size_t k = 0; k < loff.size(); k++) {
+		src.addDesc(nixlBasicDesc(reinterpret_cast<uintptr_t>(l) + loff[k], block, 0));
+		dst.addDesc(nixlBasicDesc(reinterpret_cast<uintptr_t>(r) + roff[k], block, 0));
+	}
+	nixlXferReqH *req = nullptr;
+	EXPECT(!loff.empty());
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req) == NIXL_SUCCESS);
+	if (req) {
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+		for (size_t k = 0; k < loff.size(); k++)
+			EXPECT(memcmp(l + loff[k], r + roff[k], block) == 0);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	}
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(lr) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(rr) == NIXL_SUCCESS);
+	munmap(lp, len);
+	munmap(rp, len);
+	fprintf(stderr, "2.5 GiB registrations, %zu blocks across their 1 GiB pieces: %s\n",
+		loff.size(), failures ? "FAILED" : "ok");
+}
+
+int usableGpu()
+{
+#ifdef TP_HAVE_CUDA
+	int n = 0;
+	if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+		return 0;
+	(void)cudaGetLastError();
+#endif
+	return -1;
+}
+
+} // namespace
+
+int main()
+{
+	if (!getenv("NIXL_PLUGIN_DIR")) {
+		printf("skipped: NIXL_PLUGIN_DIR is not set\n");
+		return 77;
+	}
+	/* first, before this process has threads of its own to fork with */
+	peerGoesAway();
+
+	Agent a, b;
+	if (!makeAgent(a, "prefill", -1) || !makeAgent(b, "decode", -1))
+		return 1;
+	nixl_mem_list_t mems;
+	nixl_b_params_t params;
+	EXPECT(a.agent->getPluginParams("TCPX", mems, params) == NIXL_SUCCESS);
+	EXPECT(params.count("num_channels") == 1 && params.count("gpu") == 1 && mems.size() == 2);
+	writeAndRead(a, b, DRAM_SEG, 0, "DRAM");
+	bigRegistration(a, b);
+	badMetadata(a);
+
+	int gpu = usableGpu();
+	if (gpu < 0) {
+		fprintf(stderr, "VRAM: skipped (no usable GPU)\n");
+	} else {
+		Agent g1, g2;
+		EXPECT(makeAgent(g1, "prefill-gpu", gpu) && makeAgent(g2, "decode-gpu", gpu));
+		if (g1.backend && g2.backend)
+			writeAndRead(g1, g2, VRAM_SEG, gpu, "VRAM");
+	}
+	printf("%s\n", failures ? "FAILED" : "passed");
+	return failures ? 1 : 0;
+}
