@@ -44,6 +44,7 @@ struct perf_opts {
 			       * registration (TCPX_P2P_MR_PIN), session on --gpu */
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;
+	int stats;            /* --stats: print the session's counters after the run */
 	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
 	int conns;            /* connections between the peers, 1..PERF_MAX_CONNS */
 	const char *json;     /* file for results, "-" = stdout */
@@ -144,6 +145,8 @@ void perf_group_report(struct perf_group *g, size_t size);
 void perf_group_header(struct perf_group *g);
 
 void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *pi);
+/* --stats: the session's counters (tcpx_p2p_session_stats), as comment lines. */
+void perf_print_stats(const struct perf_opts *o, int role, const tcpx_p2p_stats *st);
 void perf_print_row(const struct perf_opts *o, const struct bench_row *r);
 int perf_json_open(const struct perf_opts *o, FILE **f);
 /* pair < 0: the single mode's record; else that pair's record. */

@@ -58,6 +58,30 @@ void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *p
 	fflush(out);
 }
 
+void perf_print_stats(const struct perf_opts *o, int role, const tcpx_p2p_stats *st)
+{
+	FILE *out = table_out(o);
+	const char *who = role ? "client" : "server";
+
+	fprintf(out, "# stats %s: conns %d, transfers out %llu in %llu, bytes out %llu in %llu, "
+		"chunks out %llu in %llu, notifications out %llu in %llu, failed %llu, stalls "
+		"%llu\n", who,
+		st->conns, (unsigned long long)st->xfers_out, (unsigned long long)st->xfers_in,
+		(unsigned long long)st->bytes_out, (unsigned long long)st->bytes_in,
+		(unsigned long long)st->chunks_out, (unsigned long long)st->chunks_in,
+		(unsigned long long)st->notifs_out, (unsigned long long)st->notifs_in,
+		(unsigned long long)st->failed, (unsigned long long)st->stalls);
+	fprintf(out, "# stats %s: heartbeats sent %llu received %llu missed %llu, windows full "
+		"%llu\n", who, (unsigned long long)st->heartbeats_sent,
+		(unsigned long long)st->heartbeats_recv, (unsigned long long)st->heartbeats_missed,
+		(unsigned long long)st->windows_full);
+	fprintf(out, "# stats %s: send requests p50/p90/p99 %.1f/%.1f/%.1f us (%llu), transfers "
+		"%.1f/%.1f/%.1f us (%llu)\n", who, st->req_ns_p50 / 1e3, st->req_ns_p90 / 1e3,
+		st->req_ns_p99 / 1e3, (unsigned long long)st->req_samples, st->xfer_ns_p50 / 1e3,
+		st->xfer_ns_p90 / 1e3, st->xfer_ns_p99 / 1e3, (unsigned long long)st->xfer_samples);
+	fflush(out);
+}
+
 void perf_print_row(const struct perf_opts *o, const struct bench_row *r)
 {
 	FILE *out = table_out(o);

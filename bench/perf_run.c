@@ -417,6 +417,12 @@ static int run_peer(const struct perf_opts *o, int role, int report, struct perf
 	rc = g ? hello(&p) : 0;
 	if (!rc)
 		rc = run_sizes(&p, report);
+	if (!rc && o->stats) {
+		tcpx_p2p_stats st = { .struct_size = sizeof(st) };
+
+		if (!tcpx_p2p_session_stats(p.s, &st))
+			perf_print_stats(o, role, &st);
+	}
 	/* Neither side closes while the other may still be transferring. */
 	if (!rc && (rc = tcpx_p2p_conn_barrier(p.c[0], o->timeout_ms)))
 		fail("final barrier", rc);

@@ -170,6 +170,22 @@ typedef struct tcpx_p2p_config {
 	 * answer to its close before closing its comms anyway, with requests
 	 * still posted (docs/api.md, conn_destroy); 0 = do not wait. */
 	int close_timeout_ms;
+	/* Added in 0.7: liveness (docs/reliability.md, "Liveness").  The
+	 * control channel carries a heartbeat after heartbeat_ms without a
+	 * message to the peer (0 = none); a connection whose peer sent nothing
+	 * (data, control or heartbeat) for dead_after_ms of this side's passes
+	 * fails with ECLOSED (0 = never). */
+	int heartbeat_ms;
+	int dead_after_ms;
+	/* Added in 0.7: the longest notification this side accepts (up to
+	 * TCPX_P2P_NOTIF_LIMIT); the peer learns it from the blob and refuses
+	 * longer ones at notify (EINVAL).  Each started KiB counts as one of
+	 * peer_max_notifs (docs/api.md, "Notifications"). */
+	int notif_max_bytes;
+	/* Added in 0.7: a pending transfer that has moved no chunk for this
+	 * many ms is reported stalled (tcpx_p2p_xfer_query, the stats' stalls),
+	 * not failed; 0 = never. */
+	int stall_ms;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -441,6 +457,36 @@ TCPX_P2P_API int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms);
 TCPX_P2P_API int tcpx_p2p_wait_any(tcpx_p2p_xfer *const *xfers, int n, int timeout_ms,
 				   unsigned flags, int *index);
 
+/* (0.7) What a transfer is doing, without driving anything.  stalled: it is
+ * pending and has moved no chunk (nor been matched, for a receive) for
+ * config.stall_ms of its session's passes; it goes back to 0 when it
+ * moves.  A stalled transfer has not failed: its peer may be slow, or not
+ * posting, or not driving its session (docs/reliability.md, "Stalls").
+ * Thread-safe; set info->struct_size.
+ * RETURN VALUE: 0; EINVAL (NULL argument, struct_size smaller than
+ * offsetof(tcpx_p2p_xfer_info, done)). */
+typedef struct tcpx_p2p_xfer_info {
+	size_t struct_size;  /* sizeof(tcpx_p2p_xfer_info) as the caller compiled it */
+	int done;            /* ended: completed or failed */
+	int err;             /* once done: 0 or the error it failed with */
+	int stalled;         /* pending and stalled (above) */
+	uint64_t chunks;     /* its chunks (plugin requests) */
+	uint64_t chunks_done; /* ... of them retired */
+} tcpx_p2p_xfer_info;
+TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info);
+
+/* (0.7) Give x a deadline timeout_ms from now (a later call replaces it).
+ * If x is still pending then, it fails with ETIMEDOUT, and so does its
+ * connection: the connection is closed with the peer (the close
+ * handshake), which completes every chunk in flight into throw-away
+ * buffers, since chunks and answers are matched with the peer by position
+ * and id and no one transfer can leave them while the connection goes on
+ * (docs/reliability.md, "Stalls").  For a bound on waiting that leaves the
+ * connection alone, pass a timeout to tcpx_p2p_wait.  x already ended:
+ * nothing happens.  Checked in the session's passes.  Thread-safe.
+ * RETURN VALUE: 0; EINVAL (NULL x, timeout_ms <= 0). */
+TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
+
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
 
@@ -455,6 +501,11 @@ typedef struct tcpx_p2p_seg {
 
 /* Longest notification message (tcpx_p2p_notify, xfer_params.notif). */
 #define TCPX_P2P_NOTIF_MAX 1024
+/* (0.7) The largest config.notif_max_bytes: notifications longer than
+ * TCPX_P2P_NOTIF_MAX up to the peer's notif_max_bytes go out with
+ * tcpx_p2p_notify and a write's params alike, and are taken with
+ * tcpx_p2p_notif_take. */
+#define TCPX_P2P_NOTIF_LIMIT (16 << 20)
 
 /* Options of one transfer call.  NULL = the defaults; a caller sets
  * struct_size to sizeof(tcpx_p2p_xfer_params) as it compiled it, so that
@@ -464,7 +515,7 @@ typedef struct tcpx_p2p_xfer_params {
 	unsigned flags;     /* 0 (reserved) */
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
-	size_t notif_len;   /* 1..TCPX_P2P_NOTIF_MAX when notif is set */
+	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte
@@ -573,13 +624,17 @@ TCPX_P2P_API int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size
 
 /* ---- notifications (0.3) -------------------------------------------------- */
 
-/* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session.  It
+/* Send a message of 1..TCPX_P2P_NOTIF_MAX bytes to the peer's session, or
+ * (0.7) up to the peer's config.notif_max_bytes (64 KiB by default; the
+ * peer takes one over TCPX_P2P_NOTIF_MAX with tcpx_p2p_notif_take).  It
  * is delivered after the data of every transfer posted before it on c in
- * this direction (two-sided or WRITE) is in place at the peer.
- * RETURN VALUE: 0; EINVAL; EAGAIN (as tcpx_p2p_write: control bytes waiting,
- * or the peer's peer_max_notifs notifications of c not yet taken there;
- * nothing was sent: drive progress and post again); the connection's
- * error; ENOMEM. */
+ * this direction (two-sided or WRITE) is in place at the peer.  Each
+ * started KiB counts as one of the peer's peer_max_notifs.
+ * RETURN VALUE: 0; EINVAL (NULL, len 0, longer than the peer's
+ * notif_max_bytes, or counting more KiB than its peer_max_notifs); EAGAIN
+ * (as tcpx_p2p_write: control bytes waiting, or the peer's peer_max_notifs
+ * not yet taken there; nothing was sent: drive progress and post again);
+ * the connection's error; ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len);
 
 typedef struct tcpx_p2p_notif {
@@ -593,11 +648,75 @@ typedef struct tcpx_p2p_notif {
  * the session once first (unless a progress thread does).  Never blocks.
  * One of len 0 is the library's own (0.5): its conn failed, after what it
  * delivered before; tcpx_p2p_progress(conn) gives the error.  A conn holds
- * at most config.peer_max_notifs not yet taken: the peer's notify returns
+ * at most config.peer_max_notifs (KiB, 0.7) not yet taken: the peer's notify returns
  * EAGAIN until this side has taken some; a peer that sends one more all
  * the same fails the conn (EPROTO).
  * RETURN VALUE: 0; EINVAL. */
 TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
+
+/* (0.7) A notification of any length, into the caller's buffer. */
+typedef struct tcpx_p2p_notif_buf {
+	size_t struct_size;   /* sizeof(tcpx_p2p_notif_buf) as the caller compiled it */
+	void *buf;            /* in: where the message goes */
+	size_t cap;           /* in: bytes at buf */
+	tcpx_p2p_conn *conn;  /* out: the connection it came on (valid while it lives) */
+	size_t len;           /* out: its length (0: the library's own, conn failed) */
+} tcpx_p2p_notif_buf;
+
+/* Take the oldest delivered notification of the session, of any length up
+ * to this side's config.notif_max_bytes, into nb->buf: *got = 1, nb->conn
+ * and nb->len set; *got = 0 when none waits.  Drives the session once
+ * first (unless a progress thread does); never blocks.  tcpx_p2p_notif_poll
+ * stops before a notification longer than TCPX_P2P_NOTIF_MAX, which waits
+ * for this call; the two may be mixed, and take from the same queue.
+ * RETURN VALUE: 0; EINVAL (NULL s, nb or got, struct_size too small, NULL
+ * buf with cap > 0; or cap smaller than the oldest notification: nb->len
+ * is then its length, and nothing was taken). */
+TCPX_P2P_API int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got);
+
+/* ---- statistics (0.7) ---------------------------------------------------- */
+
+/* Failures are counted by error code: failed_by[-code], codes down to
+ * -(TCPX_P2P_STATS_NERR - 1); [0] counts any other. */
+#define TCPX_P2P_STATS_NERR 16
+
+/* Counters of a connection, or of a session (its connections, live and
+ * destroyed, added up), since they began.  "out" is towards the peer (a
+ * send, a WRITE, the bytes a peer READs from here), "in" from it (a
+ * receive, a READ, a peer's WRITE landing here).  Latencies are the upper
+ * bounds of a log-scale histogram's buckets (within 25 %), 0 while there
+ * is no sample.  New fields are appended: set struct_size. */
+typedef struct tcpx_p2p_stats {
+	size_t struct_size;       /* sizeof(tcpx_p2p_stats) as the caller compiled it */
+	int conns;                /* connections counted (1 for a connection) */
+	uint64_t xfers_out, xfers_in;   /* transfers completed, the library's own
+					 * (a peer's WRITE or READ served here) included */
+	uint64_t bytes_out, bytes_in;   /* their bytes */
+	uint64_t chunks_out, chunks_in; /* their plugin requests (chunks) */
+	uint64_t notifs_out, notifs_in; /* notifications sent; delivered here */
+	uint64_t failed;                /* transfers that failed */
+	uint64_t failed_by[TCPX_P2P_STATS_NERR];
+	uint64_t stalls;                /* transfers found stalled (config.stall_ms), each
+					 * time it happened */
+	uint64_t heartbeats_sent, heartbeats_recv;
+	uint64_t heartbeats_missed;     /* heartbeat_ms intervals of silence past the
+					 * first, counted once each (see "Liveness") */
+	uint64_t windows_full;          /* passes that found a chunk ready and its
+					 * channel's window full */
+	uint64_t req_samples;           /* data send requests timed: isend to test() done */
+	uint64_t req_ns_p50, req_ns_p90, req_ns_p99;
+	uint64_t xfer_samples;          /* transfers timed: post to completion */
+	uint64_t xfer_ns_p50, xfer_ns_p90, xfer_ns_p99;
+} tcpx_p2p_stats;
+
+/* Fill *out (its struct_size bytes at most, set by the caller; struct_size
+ * is then what was written) with c's counters, or those of every
+ * connection s has had.  Thread-safe; takes each connection's lock
+ * briefly, so it never runs inside a pass.
+ * RETURN VALUE: 0; EINVAL (NULL argument, struct_size smaller than
+ * offsetof(tcpx_p2p_stats, xfers_out)). */
+TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out);
+TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out);
 
 #ifdef __cplusplus
 }

@@ -220,9 +220,10 @@ static PyObject *post_onesided(ConnObject *self, PyObject *args, PyObject *kw, i
 	if (tp_conn_check(self))
 		goto release_notif;
 	if (notif.buf) {
-		if (notif.len < 1 || notif.len > TCPX_P2P_NOTIF_MAX) {
+		/* the peer's own bound (notif_max_bytes) is the library's to check */
+		if (notif.len < 1 || notif.len > TCPX_P2P_NOTIF_LIMIT) {
 			PyErr_Format(PyExc_ValueError, "%s: notif must be 1..%d bytes", call,
-				     TCPX_P2P_NOTIF_MAX);
+				     TCPX_P2P_NOTIF_LIMIT);
 			goto release_notif;
 		}
 		prm.notif = notif.buf;
@@ -280,10 +281,10 @@ static PyObject *conn_notify(ConnObject *self, PyObject *args)
 		PyBuffer_Release(&msg);
 		return NULL;
 	}
-	if (msg.len < 1 || msg.len > TCPX_P2P_NOTIF_MAX) {
+	if (msg.len < 1 || msg.len > TCPX_P2P_NOTIF_LIMIT) {
 		PyBuffer_Release(&msg);
 		return PyErr_Format(PyExc_ValueError, "Conn.notify: a message is 1..%d bytes",
-				    TCPX_P2P_NOTIF_MAX);
+				    TCPX_P2P_NOTIF_LIMIT);
 	}
 	TP_ENTER(self);
 	Py_BEGIN_ALLOW_THREADS
@@ -451,6 +452,13 @@ static PyObject *conn_get_session(ConnObject *self, void *unused)
 #define KW (METH_VARARGS | METH_KEYWORDS)
 #define FN(f) ((PyCFunction)(void (*)(void))(f))
 
+static PyObject *conn_stats(ConnObject *self, PyObject *unused)
+{
+	if (tp_conn_check(self))
+		return NULL;
+	return tp_py_stats(self->c, 1, "Conn.stats");
+}
+
 static PyMethodDef conn_methods[] = {
 	{ "send", FN(conn_send), KW,
 	  "send(mr, offset=0, length=None) -> Xfer: send length bytes (None: to the end of mr)" },
@@ -466,6 +474,9 @@ static PyMethodDef conn_methods[] = {
 	  "(MR) into the remote ones (RMR); notif (bytes) is delivered to the peer after the data" },
 	{ "read", FN(conn_read), KW,
 	  "read(local, remote) -> Xfer: one-sided READ of the remote segments into the local ones" },
+	{ "stats", FN(conn_stats), METH_NOARGS,
+	  "stats() -> dict: this connection's counters (tcpx_p2p_conn_stats; docs/api.md, "
+	  "\"Statistics\")" },
 	{ "notify", FN(conn_notify), METH_VARARGS,
 	  "notify(msg): send a notification, delivered after the data of every transfer "
 	  "posted before it" },

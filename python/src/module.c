@@ -246,6 +246,7 @@ PyMODINIT_FUNC PyInit__tcpx_p2p(void)
 	    PyModule_AddStringConstant(m, "HEADER_VERSION", TCPX_P2P_VERSION_STRING) ||
 	    PyModule_AddIntConstant(m, "RDESC_SIZE", TCPX_P2P_RDESC_SIZE) ||
 	    PyModule_AddIntConstant(m, "NOTIF_MAX", TCPX_P2P_NOTIF_MAX) ||
+	    PyModule_AddIntConstant(m, "NOTIF_LIMIT", TCPX_P2P_NOTIF_LIMIT) ||
 	    PyModule_AddIntConstant(m, "ACCESS_WRITE", TCPX_P2P_ACCESS_WRITE) ||
 	    PyModule_AddIntConstant(m, "ACCESS_READ", TCPX_P2P_ACCESS_READ) ||
 	    PyModule_AddIntConstant(m, "MAX_CHANNELS", TCPX_P2P_MAX_CHANNELS)) {

@@ -31,6 +31,10 @@ static const struct cfg_field {
 	{ "peer_max_ctl_bytes", CFG_SIZE, offsetof(tcpx_p2p_config, peer_max_ctl_bytes) },
 	{ "require_plugin", CFG_BOOL, offsetof(tcpx_p2p_config, require_plugin) },
 	{ "close_timeout_ms", CFG_INT, offsetof(tcpx_p2p_config, close_timeout_ms) },
+	{ "heartbeat_ms", CFG_INT, offsetof(tcpx_p2p_config, heartbeat_ms) },
+	{ "dead_after_ms", CFG_INT, offsetof(tcpx_p2p_config, dead_after_ms) },
+	{ "notif_max_bytes", CFG_INT, offsetof(tcpx_p2p_config, notif_max_bytes) },
+	{ "stall_ms", CFG_INT, offsetof(tcpx_p2p_config, stall_ms) },
 };
 
 static const char *const unpack_names[] = { "kernel", "d2d", "host" };
@@ -570,17 +574,65 @@ static ConnObject *conn_of(SessionObject *s, tcpx_p2p_conn *c)
 	return NULL;
 }
 
+/* A notification longer than tcpx_p2p_notif's TCPX_P2P_NOTIF_MAX, taken
+ * with tcpx_p2p_notif_take into a buffer grown to its length. */
+struct long_note {
+	tcpx_p2p_conn *conn;
+	unsigned char *buf;
+	size_t cap, len;
+	int got;
+};
+
+/* Up to max short notifications, then, with room left, the next one
+ * whatever its length (notif_poll stops before a long one): the queue's
+ * order is kept.  Runs without the GIL. */
+static int poll_mixed(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n,
+		      struct long_note *ln)
+{
+	tcpx_p2p_notif_buf nb = { .struct_size = sizeof(nb) };
+	unsigned char *p;
+	int rc = tp_api.notif_poll(s, out, max, n);
+
+	if (rc || *n == max)
+		return rc;
+	if (!ln->buf) { /* never NULL: a bytes object, even of length 0 */
+		ln->buf = PyMem_RawMalloc(64 << 10);
+		if (!ln->buf)
+			return TCPX_P2P_ENOMEM;
+		ln->cap = 64 << 10;
+	}
+	for (;;) {
+		nb.buf = ln->buf;
+		nb.cap = ln->cap;
+		nb.len = 0;
+		rc = tp_api.notif_take(s, &nb, &ln->got);
+		if (rc != TCPX_P2P_EINVAL || nb.len <= ln->cap)
+			break;
+		p = PyMem_RawRealloc(ln->buf, nb.len);
+		if (!p)
+			return TCPX_P2P_ENOMEM;
+		ln->buf = p;
+		ln->cap = nb.len;
+	}
+	if (!rc && ln->got) {
+		ln->conn = nb.conn;
+		ln->len = nb.len;
+	}
+	return rc;
+}
+
 /* Poll until a notification is there or `until` (monotonic s) passes,
  * spinning, then yielding the CPU between empty polls as tcpx_perf does.
  * Runs without the GIL. */
-static int poll_until(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n, double until)
+static int poll_until(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n,
+		      struct long_note *ln, double until)
 {
 	long empty = 0;
 	int rc;
 
 	for (;;) {
-		rc = tp_api.notif_poll(s, out, max, n);
-		if (rc || *n > 0)
+		rc = poll_mixed(s, out, max, n, ln);
+		if (rc || *n > 0 || ln->got)
 			return rc;
 		if (++empty > 64)
 			sched_yield();
@@ -594,6 +646,7 @@ static PyObject *session_notif_poll(SessionObject *self, PyObject *args, PyObjec
 	static char *kwlist[] = { "max", "timeout", NULL };
 	PyObject *timeout = NULL, *list;
 	tcpx_p2p_notif *out;
+	struct long_note ln = { 0 };
 	double deadline, until;
 	int max = 16, n = 0, rc, i, ms;
 
@@ -615,27 +668,40 @@ static PyObject *session_notif_poll(SessionObject *self, PyObject *args, PyObjec
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
 		if (ms == 0) {
-			rc = tp_api.notif_poll(self->s, out, max, &n);
+			rc = poll_mixed(self->s, out, max, &n, &ln);
 		} else {
 			until = tp_py_now() + 0.05;
-			rc = poll_until(self->s, out, max, &n, ms < 0 || until < deadline ? until :
-									       deadline);
+			rc = poll_until(self->s, out, max, &n, &ln,
+					ms < 0 || until < deadline ? until : deadline);
 		}
 		Py_END_ALLOW_THREADS
-		if (rc || n > 0 || ms == 0 || (ms > 0 && tp_py_now() >= deadline))
+		if (rc || n > 0 || ln.got || ms == 0 || (ms > 0 && tp_py_now() >= deadline))
 			break;
 		if (PyErr_CheckSignals()) {
 			TP_LEAVE(self);
+			PyMem_RawFree(ln.buf);
 			PyMem_RawFree(out);
 			return NULL;
 		}
 	}
 	TP_LEAVE(self);
 	if (rc) {
+		PyMem_RawFree(ln.buf);
 		PyMem_RawFree(out);
 		return tp_py_raise(rc, "Session.notif_poll");
 	}
-	list = PyList_New(n);
+	list = PyList_New(n + ln.got);
+	if (list && ln.got) {
+		ConnObject *c = conn_of(self, ln.conn);
+		PyObject *t = Py_BuildValue("(Oy#)", c ? (PyObject *)c : Py_None, ln.buf,
+					    (Py_ssize_t)ln.len);
+
+		if (t)
+			PyList_SET_ITEM(list, n, t);
+		else
+			Py_CLEAR(list);
+	}
+	PyMem_RawFree(ln.buf);
 	for (i = 0; list && i < n; i++) {
 		ConnObject *c = conn_of(self, out[i].conn);
 		PyObject *t = Py_BuildValue("(Oy#)", c ? (PyObject *)c : Py_None, out[i].msg,
@@ -661,6 +727,13 @@ static PyObject *session_get_gpu(SessionObject *self, void *unused)
 	return PyLong_FromLong(self->gpu);
 }
 
+static PyObject *session_stats(SessionObject *self, PyObject *unused)
+{
+	if (tp_session_check(self))
+		return NULL;
+	return tp_py_stats(self->s, 0, "Session.stats");
+}
+
 static PyMethodDef session_methods[] = {
 	{ "close", (PyCFunction)session_close, METH_NOARGS,
 	  "close(): close every server, listener and connection of the session (cancelling what "
@@ -671,6 +744,9 @@ static PyMethodDef session_methods[] = {
 	{ "query", (PyCFunction)session_query, METH_NOARGS,
 	  "query() -> dict: plugin_path, plugin_name, plugin_abi, net_dev, gpu, unpack, nics "
 	  "[(index, name)], chunk_bytes" },
+	{ "stats", (PyCFunction)session_stats, METH_NOARGS,
+	  "stats() -> dict: the counters of every connection the session has had "
+	  "(tcpx_p2p_session_stats; docs/api.md, \"Statistics\")" },
 	{ "register", (PyCFunction)(void (*)(void))session_register, METH_VARARGS | METH_KEYWORDS,
 	  "register(obj, *, pin=False) -> MR: register the memory of obj (buffer protocol, "
 	  "__cuda_array_interface__ or __dlpack__); obj is kept alive until the MR is closed" },
@@ -714,8 +790,8 @@ PyTypeObject tp_SessionType = {
 		  "chunk_bytes, send_window, recv_window, unpack, timeout_ms, plugin_path, "
 		  "progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
 		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin, "
-		  "close_timeout_ms); the others keep their defaults and TCPX_P2P_* environment "
-		  "values.",
+		  "close_timeout_ms, heartbeat_ms, dead_after_ms, notif_max_bytes, stall_ms); "
+		  "the others keep their defaults and TCPX_P2P_* environment values.",
 	.tp_methods = session_methods,
 	.tp_getset = session_getset,
 	.tp_init = (initproc)session_init,

@@ -34,7 +34,8 @@
 	X(conn_destroy) X(conn_barrier) X(send) X(recv) X(sendv) X(recvv)        \
 	X(progress) X(test) X(wait) X(wait_any) X(xfer_release) X(mr_export)    \
 	X(rmr_import) X(rmr_query) X(rmr_release) X(write) X(read) X(notify)    \
-	X(notif_poll) X(mr_unexport)
+	X(notif_poll) X(mr_unexport) X(conn_stats) X(session_stats)             \
+	X(notif_take)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;
@@ -241,6 +242,9 @@ void tp_rmr_close_handle(RMRObject *r);
 PyObject *tp_conn_new(SessionObject *s, tcpx_p2p_conn *c);
 PyObject *tp_mr_new(SessionObject *s, struct tp_mem *m, int pin);
 PyObject *tp_busy_error(const char *call, const char *what);
+/* stats.c: Session.stats() / Conn.stats() (obj: a tcpx_p2p_session or
+ * tcpx_p2p_conn as conn says). */
+PyObject *tp_py_stats(void *obj, int conn, const char *call);
 void tp_session_orphan_xfer(SessionObject *s, tcpx_p2p_xfer *x, const void *conn, PyObject *keep);
 void tp_session_orphan_mr(SessionObject *s, tcpx_p2p_mr *mr, struct tp_mem *mem);
 

@@ -10,6 +10,7 @@ Python bindings of libtcpx_p2p (a C extension over the C API).  Objects:
     Conn.send/recv/sendv/recvv/write/read  -> Xfer (wait(), test(), await)
     Conn.export(mr) -> bytes; Conn.import_rmr(bytes) -> RMR (one-sided targets)
     Segments(region, offsets, lengths)      a KV batch's blocks, checked once
+    Session.stats(), Conn.stats() -> dict; prometheus(stats) -> text exposition
 
 Waiting never holds the GIL.  Errors are Error subclasses carrying the
 library's code and detail.  See docs/python.md.
@@ -25,8 +26,10 @@ _path, _libversion = _lib.load(_tcpx_p2p)
 
 from ._tcpx_p2p import (Session, Conn, MR, RMR, Xfer, Server, Listener, Segments,  # noqa: E402
                         wait_any, strerror, config_table, set_log_level,
-                        ACCESS_READ, ACCESS_WRITE, RDESC_SIZE, NOTIF_MAX, MAX_CHANNELS)
+                        ACCESS_READ, ACCESS_WRITE, RDESC_SIZE, NOTIF_MAX, NOTIF_LIMIT,
+                        MAX_CHANNELS)
 from . import aio as _aio  # noqa: E402
+from .metrics import prometheus  # noqa: E402
 
 _tcpx_p2p._set_await(_aio.wait_async)
 wait_async = _aio.wait_async
@@ -84,5 +87,5 @@ __all__ = [
     "library_path", "Error", "InvalidArgument", "NoMemory", "NotSupported", "NoPlugin",
     "PluginError", "NetworkError", "TimedOut", "Again", "CudaError", "ProtocolError", "Busy",
     "Closed", "InternalError", "ACCESS_READ", "ACCESS_WRITE", "RDESC_SIZE", "NOTIF_MAX",
-    "MAX_CHANNELS",
+    "NOTIF_LIMIT", "MAX_CHANNELS", "prometheus",
 ]

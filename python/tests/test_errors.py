@@ -119,7 +119,10 @@ def test_segment_errors(pair):
     with pytest.raises(ValueError):
         ca.notify(b"")
     with pytest.raises(ValueError):
-        ca.write([(mr, 0, 10)], [(rmr, 0, 10)], notif=b"n" * (tp.NOTIF_MAX + 1))
+        ca.write([(mr, 0, 10)], [(rmr, 0, 10)], notif=b"n" * (tp.NOTIF_LIMIT + 1))
+    # longer than the peer takes (its notif_max_bytes, 64 KiB by default)
+    with pytest.raises(tp.InvalidArgument, match="notif_max_bytes"):
+        ca.write([(mr, 0, 10)], [(rmr, 0, 10)], notif=b"n" * ((64 << 10) + 1))
 
 
 def test_closed_objects_raise_value_error(pair):

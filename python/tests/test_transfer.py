@@ -338,3 +338,43 @@ def test_failed_conn_is_an_empty_notification():
     finally:
         a.close()
         b.close()
+
+
+def test_stats_count_what_moved_and_prometheus(pair):
+    a, b, ca, cb = pair
+    n, size = 5, 1 << 16
+    src, dst = pattern(size, 21), np.zeros(size, dtype=np.uint8)
+    ms, md = b.register(src), a.register(dst)
+    for _ in range(n):
+        complete(ca.recv(md), cb.send(ms))
+    cb.notify(b"counted")
+    deadline = time.monotonic() + TIMEOUT
+    while not a.notif_poll():
+        b.progress()
+        assert time.monotonic() < deadline, "no notification"
+    sa, sb = ca.stats(), cb.stats()
+    assert (sa["xfers_in"], sa["bytes_in"], sa["notifs_in"]) == (n, n * size, 1)
+    assert (sb["xfers_out"], sb["bytes_out"], sb["notifs_out"]) == (n, n * size, 1)
+    assert sa["failed"] == sb["failed"] == 0 and sa["failed_by"] == {}
+    assert b.stats()["bytes_out"] == n * size and b.stats()["conns"] == 1
+    with tp.Session(gpu=-1, heartbeat_ms=50, dead_after_ms=0):
+        pass
+    text = tp.prometheus(sb, labels={"peer": 'a"1'})
+    assert 'tcpx_p2p_bytes_out_total{peer="a\\"1"} %d\n' % (n * size) in text
+    assert 'tcpx_p2p_xfer_latency_seconds_count{peer="a\\"1"} %d\n' % n in text
+    assert "# TYPE tcpx_p2p_xfers_in_total counter" in text
+
+
+def test_60k_notification_round_trip(pair):
+    a, b, ca, cb = pair
+    msg = bytes(pattern(60 << 10, 60))
+    cb.notify(b"short first")
+    cb.notify(msg)
+    got = []
+    deadline = time.monotonic() + TIMEOUT
+    while len(got) < 2:
+        b.progress()
+        got += a.notif_poll(max=16)
+        assert time.monotonic() < deadline, "no notification"
+    assert [m for _, m in got] == [b"short first", msg]
+    assert got[1][0] is ca

@@ -53,9 +53,9 @@ static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t
 	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
 	unsigned char *m;
 
-	if (nseg > (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_MAX) / TP_WSEG_BYTES)
+	if (nseg > (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES)
 		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer (at most %u)",
-				 nseg, (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_MAX) / TP_WSEG_BYTES);
+				 nseg, (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES);
 	if (nseg > (size_t)c->s->cfg.peer_max_segments)
 		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer: more than "
 				 "a peer may hold (peer_max_segments %d, which should match the "
@@ -114,7 +114,7 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 					 : tp__rma_own_room(c, "post", bytes);
 
 	if (!rc && notif_len)
-		rc = tp__rma_notif_room(c, "write");
+		rc = tp__rma_notif_room(c, "write", notif_len);
 	if (rc)
 		return rc;
 	switch (x->op) {
@@ -124,8 +124,8 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 	case TP_OP_WRITE:
 		x->id = ++c->next_id;
 		rc = announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
-		if (!rc && notif_len && c->rma->credits) /* else a test build ignoring them */
-			c->rma->credits--;
+		if (!rc && notif_len)
+			tp__rma_notif_spend(c, notif_len);
 		return rc;
 	case TP_OP_READ:
 		x->id = ++c->next_id;

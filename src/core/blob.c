@@ -26,7 +26,7 @@ int tp__blob_seal(const char *token, unsigned char *blob, size_t len)
 }
 
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin,
-		     uint32_t max_notifs)
+		     uint32_t max_notifs, uint32_t max_notif_bytes)
 {
 	struct tp_blob_hdr hdr;
 
@@ -38,6 +38,7 @@ void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *pl
 	hdr.handle_size = htonl(NCCL_NET_HANDLE_MAXSIZE);
 	strncpy(hdr.plugin, plugin, sizeof(hdr.plugin) - 1);
 	hdr.max_notifs = htonl(max_notifs);
+	hdr.max_notif_bytes = htonl(max_notif_bytes);
 	memcpy(blob, &hdr, sizeof(hdr));
 }
 
@@ -47,6 +48,14 @@ uint32_t tp__blob_max_notifs(const void *blob)
 
 	memcpy(&hdr, blob, sizeof(hdr));
 	return ntohl(hdr.max_notifs);
+}
+
+uint32_t tp__blob_max_notif_bytes(const void *blob)
+{
+	struct tp_blob_hdr hdr;
+
+	memcpy(&hdr, blob, sizeof(hdr));
+	return ntohl(hdr.max_notif_bytes);
 }
 
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len)

@@ -11,8 +11,10 @@
 
 #define TP_BLOB_MAGIC 0x54505842u /* "TPXB" */
 /* 5: the close handshake (CLOSE on the control channel); 6: notification
- * credits (max_notifs below, CREDIT on the control channel). */
-#define TP_BLOB_VERSION 6u
+ * credits (max_notifs below, CREDIT on the control channel); 7: HEARTBEAT
+ * on the control channel (an older peer would refuse it mid-stream) and
+ * max_notif_bytes (notifications longer than 1 KiB). */
+#define TP_BLOB_VERSION 7u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow
@@ -25,6 +27,7 @@ struct tp_blob_hdr {
 	uint32_t handle_size;
 	char plugin[TP_BLOB_NAME];
 	uint32_t max_notifs; /* its peer_max_notifs: the notifications we may send it */
+	uint32_t max_notif_bytes; /* its notif_max_bytes: the longest one it takes */
 };
 
 /* What a peer's blob must match.  With a token, blobs end in an
@@ -41,9 +44,11 @@ size_t tp__blob_size(int nchan, bool mac);
 /* Append the MAC to a blob of len bytes (the buffer has room for it). */
 int tp__blob_seal(const char *token, unsigned char *blob, size_t len);
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin,
-		     uint32_t max_notifs);
-/* The notifications a checked blob's owner holds for us (its max_notifs). */
+		     uint32_t max_notifs, uint32_t max_notif_bytes);
+/* The notifications a checked blob's owner holds for us (its max_notifs),
+ * and the longest it takes (its max_notif_bytes). */
 uint32_t tp__blob_max_notifs(const void *blob);
+uint32_t tp__blob_max_notif_bytes(const void *blob);
 /* 0, or EPROTO with a detail that says what differs; never reads past len,
  * and peer strings in the detail are sanitised. */
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len);

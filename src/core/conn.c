@@ -92,6 +92,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	rc = land_create(c);
 	if (rc)
 		goto free_ctl;
+	tp__live_init(c);
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
 	pthread_mutex_unlock(&s->lock);
@@ -123,7 +124,7 @@ static void fail_one(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 	c->completed++;
 	x->err = err;
 	x->conn_failed = true;
-	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+	tp__xfer_mark_done(c, x);
 }
 
 static void fail_pending(struct tcpx_p2p_conn *c, int err)
@@ -144,7 +145,7 @@ static void fail_pending(struct tcpx_p2p_conn *c, int err)
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
 		c->completed++;
-		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+		tp__xfer_mark_done(c, x);
 	}
 	tp__rma_fail(c);
 }

@@ -9,6 +9,7 @@
 #include "core/chunk.h"
 #include "core/window.h"
 #include "core/nics.h"
+#include "core/stats.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"
 #include "device/tp_device.h"
@@ -145,6 +146,13 @@ struct tcpx_p2p_xfer {
 	bool done;          /* complete or failed */
 	bool released;      /* failed and released: the conn frees it at destroy */
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
+	int64_t t_post;     /* when it was made (its latency in the stats) */
+	/* Stalls (live.c): chunks retired at the last look, and since when
+	 * that count stands; stalled is read unlocked (atomic). */
+	uint64_t stall_mark;
+	int64_t t_moved;
+	bool stalled;
+	int64_t deadline_ns; /* tcpx_p2p_xfer_deadline's; 0: none */
 	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
 	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
 					      * settling) */
@@ -200,6 +208,7 @@ struct tp_slot {
 	bool cp_pinned;     /* cp is pinned (a kernel may read it), else malloc'd */
 	struct tp_hcopies hjob; /* a host gather or scatter of this chunk */
 	bool hjob_wait;     /* a send waits for its gather on the copy threads */
+	int64_t t_issue;    /* a data send: when the plugin took it (stats) */
 };
 
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
@@ -273,6 +282,19 @@ struct tp_note;  /* notif.c: a notification waiting for its data */
 struct tp_notif_node; /* notif.c: a delivered notification */
 struct tp_rma;   /* rma.h: exports, inbound items, notifications */
 
+/* What a connection's passes know of the peer's liveness (live.c).  heard
+ * and said are set where a receive completes and a control frame is
+ * posted (a store, not a clock read); the pass turns them into times. */
+struct tp_live {
+	bool heard, said;
+	int64_t heard_ns;   /* the peer's last bytes seen, less the gaps nobody drove */
+	int64_t said_ns;    /* our last control frame */
+	int64_t pass_ns;    /* the previous liveness pass */
+	uint64_t missed;    /* whole heartbeat intervals of the current silence, counted */
+	int64_t scan_ns;    /* the last look for stalled transfers */
+	int64_t deadline_ns; /* the earliest deadline of a pending transfer (0: none) */
+};
+
 struct tcpx_p2p_conn {
 	struct tcpx_p2p_session *s;
 	pthread_mutex_t lock;
@@ -296,6 +318,8 @@ struct tcpx_p2p_conn {
 	 * and sends, writes and reads waiting for the peer's answer. */
 	struct tp_ctl *ctl;
 	struct tp_rma *rma;
+	struct tp_live alive;
+	struct tp_stats stats; /* stats.h: under lock */
 	/* Behind a device bounce (TCPX), where receives of host memory are
 	 * posted: device memory of one chunk that the plugin never writes
 	 * (progress.c, issue_stage).  NULL where the bounce is in host memory. */
@@ -456,6 +480,9 @@ int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
  * control bytes (tp__xfer_settle, at the end of every pass). */
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 void tp__xfer_settle(struct tcpx_p2p_conn *c);
+/* x has ended (complete or failed): the one place done is set, so that
+ * the stats count every end. */
+void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
 /* Post x on c: take its regions, queue it (and its announcement) and make a
@@ -521,8 +548,9 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
-/* The notifications the peer holds for c (its blob's max_notifs). */
-void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n);
+/* The notifications the peer holds for c and the longest it takes (its
+ * blob's max_notifs, max_notif_bytes). */
+void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes);
 /* Drop the session's delivered notifications that came on c. */
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c);
 /* The conn failed: drop what waits inbound. */
@@ -537,6 +565,8 @@ int tp__engine_create(struct tcpx_p2p_session *s);
 void tp__engine_destroy(struct tcpx_p2p_session *s);
 void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
 void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+/* Every conn's counters added up, those removed before included. */
+void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns);
 /* Progress every conn of the session once; own (may be NULL) is waited
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,

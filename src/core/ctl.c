@@ -173,6 +173,7 @@ static int post_frame(struct tcpx_p2p_conn *c, size_t n, bool *posted)
 	cm->issued = ++cm->win.posted;
 	cm->handover++;
 	t->out_off += n;
+	c->alive.said = true;
 	*posted = true;
 	return 0;
 }

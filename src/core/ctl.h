@@ -45,6 +45,7 @@ enum tp_ctl_type {
 	TP_CTL_CLOSE = 7,     /* {nchan, per channel: sends, receives}: the sender's last
 			       * message, with its count of data requests (the close) */
 	TP_CTL_CREDIT = 8,    /* {n}: n more notifications the sender has room for */
+	TP_CTL_HEARTBEAT = 9, /* {}: the sender is alive (sent after heartbeat_ms of silence) */
 };
 
 /* An export's secret: 128 random bits a peer must name with its index. */
@@ -175,6 +176,15 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
 /* Append received stream bytes and hand every complete message to
  * tp__rma_on_msg (0, or the error that fails the conn). */
 int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
+
+/* live.c: liveness.  init: at conn creation.  pass: after the control
+ * channel's receives were tested in a pass of a live, not closing conn:
+ * queue a heartbeat when this side has said nothing for heartbeat_ms, and
+ * fail (ECLOSED, the silence named) when the peer has said nothing for
+ * dead_after_ms of this side's passes.  on_heartbeat: the peer's. */
+void tp__live_init(struct tcpx_p2p_conn *c);
+int tp__live_pass(struct tcpx_p2p_conn *c);
+int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len);
 
 /* conn.c: the peer's CLOSE arrived (0, or the error that fails the conn). */
 int tp__conn_peer_closed(struct tcpx_p2p_conn *c);

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "core/stats.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -38,6 +39,9 @@ struct tp_engine {
 	TP_LIST(struct tcpx_p2p_conn) conns; /* through elink */
 	unsigned nconns;
 	unsigned rr; /* where the next pass starts (fairness) */
+	/* The counters of the conns removed so far (stats.c), and how many. */
+	struct tp_stats gone;
+	int ngone;
 
 	/* Completion notices for waiters while the thread progresses. */
 	pthread_mutex_t done_lock;
@@ -363,5 +367,25 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	pthread_rwlock_wrlock(&e->list_lock);
 	tp_list_remove(&e->conns, c, elink);
 	e->nconns--;
+	pthread_mutex_lock(&c->lock);
+	tp__stats_add(&e->gone, &c->stats);
+	pthread_mutex_unlock(&c->lock);
+	e->ngone++;
+	pthread_rwlock_unlock(&e->list_lock);
+}
+
+void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
+{
+	struct tp_engine *e = s->engine;
+	struct tcpx_p2p_conn *c;
+
+	pthread_rwlock_rdlock(&e->list_lock);
+	*sum = e->gone;
+	*nconns = e->ngone + (int)e->nconns;
+	for (c = e->conns.head; c; c = c->elink.next) {
+		pthread_mutex_lock(&c->lock);
+		tp__stats_add(sum, &c->stats);
+		pthread_mutex_unlock(&c->lock);
+	}
 	pthread_rwlock_unlock(&e->list_lock);
 }

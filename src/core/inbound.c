@@ -168,6 +168,8 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 		return len == 24 ? on_ack(c, b) : bad_msg(type, len);
 	case TP_CTL_CREDIT:
 		return len == 4 ? tp__rma_on_credit(c, tp_get32(b)) : bad_msg(type, len);
+	case TP_CTL_HEARTBEAT:
+		return tp__live_on_heartbeat(c, len);
 	case TP_CTL_SEND:
 	case TP_CTL_READ_RESP:
 		if (len != 16)
@@ -179,7 +181,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 			return bad_msg(type, len);
 		nseg = tp_get32(b + 16);
 		nlen = tp_get32(b + 20);
-		if (nlen > TCPX_P2P_NOTIF_MAX || (type == TP_CTL_READ_REQ && nlen) ||
+		if (nlen > (uint64_t)c->s->cfg.notif_max_bytes || (type == TP_CTL_READ_REQ && nlen) ||
 		    len != 24 + nseg * TP_WSEG_BYTES + nlen)
 			return bad_msg(type, len);
 		break;
@@ -187,7 +189,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 		if (len < 4)
 			return bad_msg(type, len);
 		nlen = tp_get32(b);
-		if (!nlen || nlen > TCPX_P2P_NOTIF_MAX || len != 4 + nlen)
+		if (!nlen || nlen > (uint64_t)c->s->cfg.notif_max_bytes || len != 4 + nlen)
 			return bad_msg(type, len);
 		break;
 	default:
@@ -205,7 +207,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 				 "hold %llu remote segments here (peer_max_segments %d)",
 				 (unsigned long long)(r->segs + nseg), c->s->cfg.peer_max_segments);
 	if (nlen) {
-		int rc = tp__rma_note_arrives(c);
+		int rc = tp__rma_note_arrives(c, (size_t)nlen);
 
 		if (rc)
 			return rc;
@@ -337,7 +339,7 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc;
 	if (why) {
 		if (in->notif_len) /* never delivered */
-			tp__rma_note_gone(c);
+			tp__rma_note_gone(c, in->notif_len);
 		rc = refused(c, in, why, bad_key);
 		if (!rc)
 			rc = discard(c, in->len);

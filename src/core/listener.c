@@ -38,7 +38,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		goto free_listener;
 	}
 	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name,
-			(uint32_t)s->cfg.peer_max_notifs);
+			(uint32_t)s->cfg.peer_max_notifs, (uint32_t)s->cfg.notif_max_bytes);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++) {
@@ -184,7 +184,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	ncclNetDeviceHandle_v7_t *devh = NULL;
 	unsigned char *handles = NULL;
 	void **send = NULL, **recv = NULL, *ctx = NULL;
-	uint32_t peer_notifs;
+	uint32_t peer_notifs, peer_notif_bytes;
 	size_t hlen;
 	int i, rc;
 
@@ -217,6 +217,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	/* Read now: the peer's blob need not outlive the wait below (in one
 	 * process it is the other listener's, freed when that side connects). */
 	peer_notifs = tp__blob_max_notifs(peer_blob);
+	peer_notif_bytes = tp__blob_max_notif_bytes(peer_blob);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
@@ -227,7 +228,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
-	tp__rma_set_credits(*out, peer_notifs);
+	tp__rma_set_credits(*out, peer_notifs, peer_notif_bytes);
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;

@@ -16,42 +16,48 @@
 #include "core/rma.h"
 #include "util/error.h"
 
-int tp__rma_note_arrives(struct tcpx_p2p_conn *c)
+int tp__rma_note_arrives(struct tcpx_p2p_conn *c, size_t len)
 {
 	struct tcpx_p2p_session *s = c->s;
 	struct tp_rma *r = c->rma;
-	uint32_t held;
+	uint32_t held, units = tp_notif_units(len), max = (uint32_t)s->cfg.peer_max_notifs;
+	bool room;
 
 	pthread_mutex_lock(&s->notif_lock);
 	held = r->held;
-	if (held < (uint32_t)s->cfg.peer_max_notifs)
-		r->held++;
+	room = held <= max && units <= max - held;
+	if (room)
+		r->held += units;
 	pthread_mutex_unlock(&s->notif_lock);
-	if (held >= (uint32_t)s->cfg.peer_max_notifs)
-		return tp__error(TCPX_P2P_EPROTO, "the peer sent more than %d notifications this "
-				 "side has not taken (peer_max_notifs), ignoring the credits it "
-				 "was given", s->cfg.peer_max_notifs);
+	if (!room)
+		return tp__error(TCPX_P2P_EPROTO, "the peer sent more than %d KiB of notifications "
+				 "this side has not taken (peer_max_notifs; %u held, %zu bytes "
+				 "more), ignoring the credits it was given", s->cfg.peer_max_notifs,
+				 held, len);
 	return 0;
 }
 
 /* notif_lock held; freed is atomic so that a pass reads it without the
  * lock (credit_out) */
-static void gone_locked(struct tp_rma *r)
+static void gone_locked(struct tp_rma *r, size_t len)
 {
-	r->held--;
-	__atomic_add_fetch(&r->freed, 1, __ATOMIC_RELAXED);
+	uint32_t units = tp_notif_units(len);
+
+	r->held -= units;
+	__atomic_add_fetch(&r->freed, units, __ATOMIC_RELAXED);
 }
 
-void tp__rma_note_gone(struct tcpx_p2p_conn *c)
+void tp__rma_note_gone(struct tcpx_p2p_conn *c, size_t len)
 {
 	pthread_mutex_lock(&c->s->notif_lock);
-	gone_locked(c->rma);
+	gone_locked(c->rma, len);
 	pthread_mutex_unlock(&c->s->notif_lock);
 }
 
-void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n)
+void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes)
 {
 	c->rma->credits = c->rma->credits_max = n;
+	c->rma->peer_notif_bytes = max_bytes;
 }
 
 int tp__rma_on_credit(struct tcpx_p2p_conn *c, uint32_t n)
@@ -127,8 +133,8 @@ void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark)
 		r->notes = n->next;
 	if (r->notes_tail == n)
 		r->notes_tail = prev;
+	tp__rma_note_gone(c, n->len);
 	free(n);
-	tp__rma_note_gone(c);
 }
 
 void tp__rma_drop_notifs(struct tcpx_p2p_conn *c)
@@ -199,6 +205,7 @@ int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 		rc = deliver(c, n->msg, n->len);
 		if (rc)
 			return rc;
+		c->stats.notifs_in++;
 		r->notes = n->next;
 		if (!r->notes)
 			r->notes_tail = NULL;
@@ -208,19 +215,38 @@ int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 	return 0;
 }
 
-int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what)
+int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len)
 {
 	struct tp_rma *r = c->rma;
+	uint32_t units = tp_notif_units(len);
 
+	if (len > r->peer_notif_bytes)
+		return tp__error(TCPX_P2P_EINVAL, "%s: a notification of %zu bytes; the peer takes "
+				 "at most %u (its notif_max_bytes)", what, len, r->peer_notif_bytes);
 #if TP_TEST_HOOKS
 	if (c->s->test_ignore_credits)
 		return 0;
 #endif
-	if (r->credits)
+	if (units > r->credits_max)
+		return tp__error(TCPX_P2P_EINVAL, "%s: a notification of %zu bytes counts %u KiB, "
+				 "more than the peer ever holds (its peer_max_notifs %u)", what,
+				 len, units, r->credits_max);
+	if (units <= r->credits)
 		return 0;
-	return tp__error(TCPX_P2P_EAGAIN, "%s: the peer holds %u notifications of this "
-			 "connection it has not taken (its peer_max_notifs): post again once "
-			 "it has polled them", what, r->credits_max);
+	return tp__error(TCPX_P2P_EAGAIN, "%s: the peer holds notifications of this connection "
+			 "it has not taken (%u of its peer_max_notifs %u KiB in use, this one "
+			 "needs %u): post again once it has polled them", what,
+			 r->credits_max - r->credits, r->credits_max, units);
+}
+
+/* Spend what a notification of len bytes counts (a test build that
+ * ignores credits may have fewer). */
+void tp__rma_notif_spend(struct tcpx_p2p_conn *c, size_t len)
+{
+	uint32_t units = tp_notif_units(len);
+
+	c->rma->credits -= units < c->rma->credits ? units : c->rma->credits;
+	c->stats.notifs_out++;
 }
 
 int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
@@ -228,26 +254,73 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	unsigned char *m;
 	int rc = 0;
 
-	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_MAX)
+	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_LIMIT)
 		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
-				 TCPX_P2P_NOTIF_MAX);
+				 TCPX_P2P_NOTIF_LIMIT);
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
 	} else if ((rc = tp__rma_own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
-		   (rc = tp__rma_notif_room(c, "notify"))) {
+		   (rc = tp__rma_notif_room(c, "notify", len))) {
 		/* EAGAIN: the peer has not taken what waits for it */
 	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
 		rc = TCPX_P2P_ENOMEM;
 	} else {
 		tp_put32(m, (uint32_t)len);
 		memcpy(m + 4, msg, len);
-		if (c->rma->credits) /* else a test build ignoring them */
-			c->rma->credits--;
+		tp__rma_notif_spend(c, len);
 		tp__post_pass_unlock(c);
 		return 0;
 	}
 	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+/* The head d of the session's queue is taken (notif_lock held). */
+static void take_locked(tcpx_p2p_session *s, struct tp_notif_node *d)
+{
+	s->notifs = d->next;
+	if (!s->notifs)
+		s->notifs_tail = NULL;
+	if (d->len)
+		gone_locked(d->c->rma, d->len);
+	free(d);
+}
+
+int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
+{
+	struct tp_notif_node *d;
+	struct tp_progress st;
+	size_t need = 0;
+	int rc = 0;
+
+	if (!s || !nb || !got || nb->struct_size < sizeof(*nb) || (nb->cap && !nb->buf))
+		return tp__error(TCPX_P2P_EINVAL, "notif_take: NULL argument, struct_size %zu "
+				 "(want %zu) or a NULL buf", nb ? nb->struct_size : 0, sizeof(*nb));
+	if (!tp__engine_threaded(s))
+		tp__engine_pass(s, NULL, &st);
+	*got = 0;
+	pthread_mutex_lock(&s->notif_lock);
+	d = s->notifs;
+	if (d && d->len > nb->cap) {
+		need = d->len;
+	} else if (d) {
+		nb->conn = d->c;
+		nb->len = d->len;
+		if (d->len)
+			memcpy(nb->buf, d->msg, d->len);
+		take_locked(s, d);
+		*got = 1;
+	}
+	pthread_mutex_unlock(&s->notif_lock);
+	if (need) {
+		nb->len = need;
+		rc = tp__error(TCPX_P2P_EINVAL, "notif_take: the oldest notification has %zu bytes, "
+			       "the buffer %zu (len says how many; nothing was taken)", need,
+			       nb->cap);
+	}
+	if (*got)
+		tp__engine_kick(s);
 	return rc;
 }
 
@@ -262,16 +335,12 @@ int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *
 	if (!tp__engine_threaded(s))
 		tp__engine_pass(s, NULL, &st);
 	pthread_mutex_lock(&s->notif_lock);
-	while (k < max && (d = s->notifs)) {
-		s->notifs = d->next;
-		if (!s->notifs)
-			s->notifs_tail = NULL;
+	/* One longer than the struct holds waits for tcpx_p2p_notif_take. */
+	while (k < max && (d = s->notifs) && d->len <= TCPX_P2P_NOTIF_MAX) {
 		out[k].conn = d->c;
 		out[k].len = d->len;
 		memcpy(out[k].msg, d->msg, d->len);
-		if (d->len)
-			gone_locked(d->c->rma);
-		free(d);
+		take_locked(s, d);
 		k++;
 	}
 	pthread_mutex_unlock(&s->notif_lock);

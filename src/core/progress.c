@@ -174,6 +174,8 @@ static int post_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		*moved = true;
 		advance_cursor(c, cm);
 	}
+	if (cm->cursor)
+		c->stats.windows_full++;
 	return 0;
 }
 
@@ -221,6 +223,8 @@ static int issue_stage(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		if (rc || !req)
 			return rc;
 		sl->request = req;
+		if (cm->dir == TP_SEND)
+			sl->t_issue = tp__now_ns();
 		sl->caller = !sl->stage && (cm->dir == TP_SEND || (!cm->meta && pbuf == sl->buf));
 		cm->issued++;
 		cm->handover++;
@@ -255,6 +259,11 @@ int tp__comm_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		*moved = true;
 		sl->got = size;
 		cm->sizes_seen |= size != TP_NET_SIZE_UNKNOWN && cm->dir == TP_RECV;
+		if (cm->dir == TP_RECV) {
+			c->alive.heard = true;
+		} else if (sl->x) {
+			tp__hist_add(&c->stats.req_lat, tp__now_ns() - sl->t_issue);
+		}
 		if (cm->dir == TP_SEND) {
 			cm->win.unpacked = cm->win.retired = cm->win.tested;
 			if (sl->stage)
@@ -617,6 +626,8 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	 * the transfers it failed. */
 	if (!rc && c->err)
 		return failed_pass(c, st);
+	if (!rc && !tp__ctl_closing(c))
+		rc = tp__live_pass(c);
 	if (!rc)
 		rc = tp__rma_progress(c, moved);
 	for (i = 0; i < c->nchan && !rc; i++) {

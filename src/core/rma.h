@@ -86,6 +86,7 @@ struct tp_rma {
 	uint64_t segs;
 	uint32_t held, freed;
 	uint32_t credits, credits_max; /* credits_max: the peer's peer_max_notifs */
+	uint32_t peer_notif_bytes;     /* the peer's notif_max_bytes (its blob) */
 	uint32_t bad_keys;
 	uint64_t stamp;   /* resolve() calls so far */
 	bool failed_told; /* the conn's failure is in the session's notification queue */
@@ -122,13 +123,23 @@ uint64_t tp__rma_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsign
 			 struct tcpx_p2p_xfer *x, bool *bad_key);
 
 /* notif.c */
-/* A peer's message brings a notification: counted against
+/* What a notification of len bytes counts against peer_max_notifs and the
+ * credits: one slot per started TCPX_P2P_NOTIF_MAX (1 KiB), so that the
+ * bound keeps meaning memory (peer_max_notifs KiB) whatever the lengths. */
+static inline uint32_t tp_notif_units(size_t len)
+{
+	return len <= TCPX_P2P_NOTIF_MAX ? 1u
+					 : (uint32_t)((len + TCPX_P2P_NOTIF_MAX - 1) / TCPX_P2P_NOTIF_MAX);
+}
+/* A peer's message brings a notification of len bytes: counted against
  * peer_max_notifs (EPROTO beyond: a peer that ignores its credits). */
-int tp__rma_note_arrives(struct tcpx_p2p_conn *c);
+int tp__rma_note_arrives(struct tcpx_p2p_conn *c, size_t len);
 /* One the peer sent is gone without being taken (refused write). */
-void tp__rma_note_gone(struct tcpx_p2p_conn *c);
-/* Room for one more notification at the peer: 0, or EAGAIN. */
-int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what);
+void tp__rma_note_gone(struct tcpx_p2p_conn *c, size_t len);
+/* Room for one more notification of len bytes at the peer: 0; EINVAL
+ * (longer than the peer takes, or than all its credits); EAGAIN. */
+int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len);
+void tp__rma_notif_spend(struct tcpx_p2p_conn *c, size_t len);
 /* The peer's CREDIT message. */
 int tp__rma_on_credit(struct tcpx_p2p_conn *c, uint32_t n);
 /* Give back the freed slots, once enough of them are (a pass). */

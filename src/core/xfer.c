@@ -1,6 +1,7 @@
 /* Transfers: posting, completion and waiting. */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "core/ctl.h"
@@ -13,6 +14,7 @@ struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 	if (x) {
 		x->op = op;
 		x->dir = dir;
+		x->t_post = x->t_moved = tp__now_ns();
 	}
 	return x;
 }
@@ -44,6 +46,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 		return;
 	tp__segs_put(c->s, x);
 	if (internal(x)) {
+		tp__stats_xfer_end(c, x, err);
 		c->inbound--;
 		tp__rma_item_end(c, x);
 		tp__xfer_free(x);
@@ -55,8 +58,14 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 		tp__xlist_push(&c->settling, x);
 		return;
 	}
-	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked below */
+	tp__xfer_mark_done(c, x);
 	c->completed++;
+}
+
+void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	tp__stats_xfer_end(c, x, x->err);
+	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked (xfer_done) */
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -67,7 +76,7 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 		return;
 	while ((x = c->settling.head)) {
 		tp__xlist_remove(&c->settling, x);
-		__atomic_store_n(&x->done, true, __ATOMIC_RELEASE);
+		tp__xfer_mark_done(c, x);
 		c->completed++;
 	}
 }
@@ -97,9 +106,9 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
 		return 0;
 	if (!notif_ok)
 		return tp__error(TCPX_P2P_EINVAL, "%s takes no notification", what);
-	if (!p->notif || !p->notif_len || p->notif_len > TCPX_P2P_NOTIF_MAX)
+	if (!p->notif || !p->notif_len || p->notif_len > TCPX_P2P_NOTIF_LIMIT)
 		return tp__error(TCPX_P2P_EINVAL, "%s: notification of %zu bytes (1..%d, "
-				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_MAX);
+				 "non-NULL)", what, p->notif_len, TCPX_P2P_NOTIF_LIMIT);
 	return 0;
 }
 
@@ -365,5 +374,51 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 	pthread_mutex_unlock(&c->lock);
 	if (!keep)
 		tp__xfer_free(x);
+	return 0;
+}
+
+TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)
+{
+	tcpx_p2p_xfer_info full = { .struct_size = sizeof(full) };
+	struct tcpx_p2p_conn *c;
+
+	if (!x || !info || info->struct_size < offsetof(tcpx_p2p_xfer_info, done))
+		return tp__error(TCPX_P2P_EINVAL, "xfer_query: NULL argument or struct_size %zu",
+				 info ? info->struct_size : 0);
+	c = x->c;
+	if (c)
+		pthread_mutex_lock(&c->lock);
+	full.done = xfer_done(x);
+	full.err = full.done ? x->err : 0;
+	full.stalled = !full.done && __atomic_load_n(&x->stalled, __ATOMIC_RELAXED);
+	full.chunks = x->nchunks;
+	full.chunks_done = x->retired;
+	if (c)
+		pthread_mutex_unlock(&c->lock);
+	if (info->struct_size < sizeof(full))
+		full.struct_size = info->struct_size;
+	memcpy(info, &full, full.struct_size);
+	return 0;
+}
+
+TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms)
+{
+	struct tcpx_p2p_conn *c;
+
+	if (!x || timeout_ms <= 0)
+		return tp__error(TCPX_P2P_EINVAL, "xfer_deadline: NULL xfer or timeout_ms %d",
+				 timeout_ms);
+	c = x->c;
+	if (!c) /* its connection was destroyed: it has ended */
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	if (!x->done) {
+		x->deadline_ns = tp__now_ns() + (int64_t)timeout_ms * TP_NS_PER_MS;
+		/* The earliest is what a pass compares with; a later one is found
+		 * when that one has passed or ended (live.c). */
+		if (!c->alive.deadline_ns || x->deadline_ns < c->alive.deadline_ns)
+			c->alive.deadline_ns = x->deadline_ns;
+	}
+	pthread_mutex_unlock(&c->lock);
 	return 0;
 }

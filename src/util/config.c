@@ -95,6 +95,26 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "10000", "0..86400000",
 	  "how long a destroyed connection waits for the peer to answer its close before "
 	  "closing with requests still posted; 0 = do not wait" },
+	{ "TCPX_P2P_HEARTBEAT_MS", NULL, "heartbeat_ms", TP_CFG_INT, TP_OFF(heartbeat_ms), 0,
+	  3600000, 0, NULL, 0,
+	  "1000", "0..3600000",
+	  "ms without a control message to the peer after which a connection's passes send it "
+	  "a heartbeat; 0 = none" },
+	{ "TCPX_P2P_DEAD_AFTER_MS", NULL, "dead_after_ms", TP_CFG_INT, TP_OFF(dead_after_ms), 0,
+	  86400000, 0, NULL, 0,
+	  "10000", "0..86400000",
+	  "a connection whose peer sent nothing (data, control message or heartbeat) for this "
+	  "many ms of this side's passes fails with ECLOSED; 0 = never" },
+	{ "TCPX_P2P_NOTIF_MAX_BYTES", NULL, "notif_max_bytes", TP_CFG_INT,
+	  TP_OFF(notif_max_bytes), 1, 16 << 20, 0, NULL, 0,
+	  "65536", "1..16777216",
+	  "longest notification this side accepts (the peer learns it and refuses longer "
+	  "ones); each started KiB counts as one of TCPX_P2P_PEER_MAX_NOTIFS" },
+	{ "TCPX_P2P_STALL_MS", NULL, "stall_ms", TP_CFG_INT, TP_OFF(stall_ms), 0, 86400000, 0,
+	  NULL, 0,
+	  "2000", "0..86400000",
+	  "a pending transfer that moved no chunk for this many ms of this side's passes is "
+	  "reported stalled (tcpx_p2p_xfer_query, stats), not failed; 0 = never" },
 	{ "TCPX_P2P_PROGRESS_THREAD", NULL, "progress_thread", TP_CFG_INT,
 	  TP_OFF(progress_thread), 0, 1, 0, NULL, 0,
 	  "0", "0|1",
@@ -340,6 +360,7 @@ static int config_init(tcpx_p2p_config *cfg)
 #define TP_CONFIG_V01_SIZE offsetof(tcpx_p2p_config, progress_thread)
 #define TP_CONFIG_V02_SIZE offsetof(tcpx_p2p_config, peer_max_items) /* the first 0.5 field */
 #define TP_CONFIG_V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms) /* the first 0.6 one */
+#define TP_CONFIG_V06_SIZE offsetof(tcpx_p2p_config, heartbeat_ms) /* the first 0.7 one */
 /* The 0.5 struct ended with require_plugin, padded to the struct's
  * alignment: the first 0.6 field must start where that padding ended, or a
  * 0.5 caller's struct_size (its sizeof) would cover it. */
@@ -348,8 +369,11 @@ _Static_assert(TP_CONFIG_V05_SIZE ==
 			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
 	       "close_timeout_ms must start after the 0.5 struct's padding");
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.6")))
-int tp__config_init_v06(tcpx_p2p_config *cfg)
+/* The 0.6 struct ended with close_timeout_ms; 0.7's first field follows
+ * it directly, so a 0.6 caller's sizeof (padded) would cover it: its
+ * entry point writes and says the size up to there. */
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.7")))
+int tp__config_init_v07(tcpx_p2p_config *cfg)
 {
 	return config_init(cfg);
 }
@@ -366,6 +390,12 @@ static int config_init_size(tcpx_p2p_config *cfg, size_t n)
 	memcpy(cfg, &full, n);
 	cfg->struct_size = n;
 	return rc;
+}
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.6")))
+int tp__config_init_v06(tcpx_p2p_config *cfg)
+{
+	return config_init_size(cfg, TP_CONFIG_V06_SIZE);
 }
 
 TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.5")))

@@ -23,6 +23,7 @@ static inline void tp_bare_conn_init(struct tcpx_p2p_session *s, struct tcpx_p2p
 	s->cfg.peer_max_items = 64;
 	s->cfg.peer_max_segments = 4096;
 	s->cfg.peer_max_notifs = 16;
+	s->cfg.notif_max_bytes = 4096; /* a notification may count up to 4 of the 16 */
 	s->cfg.peer_max_ctl_bytes = 1 << 20;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->notif_lock, NULL);

@@ -102,6 +102,9 @@ SEEDS = {
         "close_twice": b"\x00" + ctl(7, struct.pack("<5I", 2, 0, 0, 0, 0)) * 2,
         "close_channels": b"\x00" + ctl(7, struct.pack("<5I", 3, 0, 0, 0, 0)),
         "close_body": b"\x00" + ctl(7, b"x"),
+        # HEARTBEAT: no body; many of them hold nothing, one with a body fails.
+        "heartbeats": b"\x05" + ctl(9, b"") * 64 + ctl(1, struct.pack("<QQ", 7, 100)),
+        "heartbeat_body": b"\x00" + ctl(9, b"x"),
     },
     "meta": {
         "whole": meta(8192, 3, 1 << 32, [(4096, 4096, 0), (0, 4096, 4096)]),

@@ -182,7 +182,11 @@ void test_notif_order(void **state)
 
 	/* Arguments. */
 	assert_int_equal(tcpx_p2p_notify(f->p.c[0], msg, 0), TCPX_P2P_EINVAL);
-	assert_int_equal(tcpx_p2p_notify(f->p.c[0], msg, TCPX_P2P_NOTIF_MAX + 1), TCPX_P2P_EINVAL);
+	/* Longer than the peer takes (its notif_max_bytes, the default): refused
+	 * before a byte of msg is read. */
+	assert_int_equal(tcpx_p2p_notify(f->p.c[0], msg, (64u << 10) + 1), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_notify(f->p.c[0], msg, TCPX_P2P_NOTIF_LIMIT + 1),
+			 TCPX_P2P_EINVAL);
 	assert_int_equal(tcpx_p2p_notify(f->p.c[0], NULL, 1), TCPX_P2P_EINVAL);
 	assert_int_equal(tcpx_p2p_notify(NULL, msg, 1), TCPX_P2P_EINVAL);
 	assert_int_equal(tcpx_p2p_notif_poll(NULL, nt, 1, &n), TCPX_P2P_EINVAL);

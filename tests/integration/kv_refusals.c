@@ -67,7 +67,8 @@ void test_refusals(void **state)
 	assert_int_equal(post_write(f->p.c[0], l, 1, r, 1, NULL, 0, &x), TCPX_P2P_EINVAL);
 	r[0] = (tcpx_p2p_rseg){ k.rm, 0, BLK };
 	assert_int_equal(post_write(f->p.c[0], l, 1, r, 1, "", 0, &x), TCPX_P2P_EINVAL);
-	assert_int_equal(post_write(f->p.c[0], l, 1, r, 1, "x", TCPX_P2P_NOTIF_MAX + 1, &x),
+	/* longer than the peer's notif_max_bytes (the default): refused unread */
+	assert_int_equal(post_write(f->p.c[0], l, 1, r, 1, "x", (64u << 10) + 1, &x),
 			 TCPX_P2P_EINVAL);
 	assert_null(x);
 	good_write(f, &k);

@@ -25,7 +25,7 @@
 #include "pair.h"
 
 /* sizeof(struct tp_blob_hdr), src/core/listener.c: the handles follow it. */
-#define BLOB_HDR 52
+#define BLOB_HDR 56
 /* struct emu_handle, plugins/emu/emu.h: the listen address. */
 #define EMU_ADDR_OFF 16
 

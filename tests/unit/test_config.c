@@ -372,6 +372,10 @@ static void test_resolve_old_struct(void **state)
 	assert_int_equal(out.peer_max_items, 65536);
 	assert_int_equal(out.peer_max_notifs, 4096);
 	assert_int_equal(out.close_timeout_ms, 10000);
+	assert_int_equal(out.heartbeat_ms, 1000);
+	assert_int_equal(out.dead_after_ms, 10000);
+	assert_int_equal(out.notif_max_bytes, 65536);
+	assert_int_equal(out.stall_ms, 2000);
 
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
@@ -385,7 +389,13 @@ static void test_resolve_old_struct(void **state)
 	in.peer_max_ctl_bytes = 1 << 20;
 	in.require_plugin = 1;
 	in.close_timeout_ms = 500;
+	in.heartbeat_ms = 100;
+	in.dead_after_ms = 0;
+	in.notif_max_bytes = 4096;
+	in.stall_ms = 0;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.heartbeat_ms, 100);
+	assert_int_equal(out.dead_after_ms, 0);
 	assert_int_equal(out.require_plugin, 1);
 	assert_int_equal(out.close_timeout_ms, 500);
 	assert_int_equal(out.struct_size, sizeof(out));
@@ -459,6 +469,10 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_PLUGIN", "(search)" },
 		{ "TCPX_P2P_REQUIRE_PLUGIN", "0" },
 		{ "TCPX_P2P_CLOSE_TIMEOUT_MS", "10000" },
+		{ "TCPX_P2P_HEARTBEAT_MS", "1000" },
+		{ "TCPX_P2P_DEAD_AFTER_MS", "10000" },
+		{ "TCPX_P2P_NOTIF_MAX_BYTES", "65536" },
+		{ "TCPX_P2P_STALL_MS", "2000" },
 		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
 		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_NICS", "auto" },
