@@ -3,6 +3,7 @@
  * 77 --mem cuda, pinned or pin without a usable GPU. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,6 +167,9 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	/* A network program: a peer that goes away must not end this one
+	 * through a plugin's send without MSG_NOSIGNAL (TCPX's). */
+	signal(SIGPIPE, SIG_IGN);
 	if (o.dump_config) {
 		perf_dump_config(&o, stdout);
 		return 0;
