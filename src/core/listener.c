@@ -147,6 +147,7 @@ static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int ti
 	const struct tp_net_ops *ops = s->net->ops;
 	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	struct timespec pause = { 0, 200 * 1000 };
+	struct tp_progress st;
 	int i, pending, rc;
 
 	for (;;) {
@@ -173,6 +174,9 @@ static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int ti
 			return tp__error(TCPX_P2P_ETIMEDOUT,
 					 "connect: %d of %d comms still pending after %d ms",
 					 pending, 2 * l->nchan, timeout_ms);
+		/* The session's other connections go on meanwhile (their peers
+		 * would otherwise hear nothing for the whole set-up). */
+		tp__engine_pass(s, NULL, &st);
 		nanosleep(&pause, NULL);
 	}
 }

@@ -234,8 +234,15 @@ int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn *
 		return tp__error(TCPX_P2P_EINVAL, "server_accept: NULL argument");
 	timeout_ms = tp__session_timeout(srv->s, timeout_ms);
 	deadline = tp__deadline_ms(timeout_ms);
-	while ((rc = pick(srv, deadline, timeout_ms, &dropped, &p)) == 0)
+	while ((rc = pick(srv, deadline, timeout_ms, &dropped, &p)) == 0) {
+		/* Between slices the session's connections go on (and keep
+		 * telling their peers this side is alive) while this call waits
+		 * for a new one. */
+		struct tp_progress st;
+
+		tp__engine_pass(srv->s, NULL, &st);
 		sched_yield(); /* let another accepting thread have the lock */
+	}
 	if (rc < 0)
 		return rc;
 	/* The handshake runs outside the lock: other threads go on accepting.

@@ -361,6 +361,10 @@ static int config_init(tcpx_p2p_config *cfg)
 #define TP_CONFIG_V02_SIZE offsetof(tcpx_p2p_config, peer_max_items) /* the first 0.5 field */
 #define TP_CONFIG_V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms) /* the first 0.6 one */
 #define TP_CONFIG_V06_SIZE offsetof(tcpx_p2p_config, heartbeat_ms) /* the first 0.7 one */
+#define TP_CONFIG_V06_PADDED                                                                   \
+	((TP_CONFIG_V06_SIZE + _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1))
+_Static_assert(TP_CONFIG_V06_PADDED < sizeof(tcpx_p2p_config),
+	       "a 0.6 caller's padded size must not be a whole 0.7 struct");
 /* The 0.5 struct ended with require_plugin, padded to the struct's
  * alignment: the first 0.6 field must start where that padding ended, or a
  * 0.5 caller's struct_size (its sizeof) would cover it. */
@@ -441,6 +445,10 @@ static int tp_config_upgrade(const tcpx_p2p_config *in, tcpx_p2p_config *out)
 				 "(set it to sizeof(tcpx_p2p_config))",
 				 in->struct_size);
 	n = in->struct_size < sizeof(*out) ? in->struct_size : sizeof(*out);
+	/* A 0.6 caller that set struct_size to its own sizeof: that padded
+	 * size covers where 0.7 put heartbeat_ms, padding bytes to it. */
+	if (n == TP_CONFIG_V06_PADDED)
+		n = TP_CONFIG_V06_SIZE;
 	memcpy(out, in, n);
 	out->struct_size = sizeof(*out);
 	return 0;

@@ -29,7 +29,7 @@
 
 #define HB_MS 100
 #ifndef DEAD_MS
-#define DEAD_MS 1500
+#define DEAD_MS 5000
 #endif
 #define XFER 4096
 #define BEFORE 20 /* completions from each peer before the fault */
