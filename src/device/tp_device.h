@@ -44,7 +44,9 @@ int tp__dev_pci_bus_id(int gpu, char *buf, int len);
 /* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,
  * including when CUDA is unavailable. */
 int tp__dev_ptr_is_device(const void *p, int *is_dev);
-/* Synchronous copy in any direction (cudaMemcpyDefault). */
+/* Synchronous copy in any direction (cudaMemcpyDefault), on the legacy
+ * stream: for set-up reads into pageable host memory (a comm's unpack
+ * handle), complete when it returns.  Nothing on the data path uses it. */
 int tp__dev_memcpy(void *dst, const void *src, size_t n);
 
 typedef struct tp_dev_stream tp_dev_stream;
