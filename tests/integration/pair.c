@@ -38,6 +38,23 @@ size_t tp_check(const void *buf, size_t len, uint64_t seed)
 	return (size_t)-1;
 }
 
+int tp_send_counted(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t piece, int n, int *done)
+{
+	tcpx_p2p_xfer *x;
+	int rc = 0;
+
+	for (int i = 0; i < n && !rc; i++) {
+		rc = tcpx_p2p_send(c, mr, (size_t)i * piece, piece, &x);
+		if (rc)
+			break;
+		rc = tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS);
+		tcpx_p2p_xfer_release(x);
+		if (!rc)
+			__atomic_add_fetch(done, 1, __ATOMIC_RELEASE);
+	}
+	return rc;
+}
+
 int tp_complete_all(tcpx_p2p_xfer **x, int n)
 {
 	int left = n, done, i, rc;

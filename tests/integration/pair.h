@@ -29,6 +29,12 @@ int tp_link(tcpx_p2p_session *a, tcpx_p2p_session *b, tcpx_p2p_conn **ca, tcpx_p
  * completes.  0, or the first error (the rest are left as they are). */
 int tp_complete_all(tcpx_p2p_xfer **x, int n);
 
+/* n sends of `piece` bytes from mr (the k-th at k * piece), one after the
+ * other, each waited for (which drives c's session only); *done counts
+ * those completed, atomically, for another thread to watch.  0, or the
+ * first error. */
+int tp_send_counted(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t piece, int n, int *done);
+
 /* Deterministic pattern: byte i of stream `seed` (any offset). */
 void tp_fill(void *buf, size_t len, uint64_t seed);
 /* First mismatching offset, or (size_t)-1 when buf holds the pattern. */

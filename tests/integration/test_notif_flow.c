@@ -63,18 +63,8 @@ static void *sender_main(void *arg)
 static void *honest_main(void *arg)
 {
 	struct fx *f = arg;
-	tcpx_p2p_xfer *x;
-	int rc = 0;
+	int rc = tp_send_counted(f->other[0], f->smr, PIECE, HONEST, &f->honest_done);
 
-	for (int i = 0; i < HONEST && !rc; i++) {
-		rc = tcpx_p2p_send(f->other[0], f->smr, (size_t)i * PIECE, PIECE, &x);
-		if (rc)
-			break;
-		rc = tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS);
-		tcpx_p2p_xfer_release(x);
-		if (!rc)
-			__atomic_add_fetch(&f->honest_done, 1, __ATOMIC_RELEASE);
-	}
 	__atomic_store_n(&f->honest_rc, rc, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -207,16 +207,22 @@ static int gpu_batch(struct sim_lane *l, size_t first, size_t n);
  * sockets, failed on an H200 on 2026-11-27 (docs/perf/log.md). */
 static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A setting that is on unless NAME=0, read once into *cache (-1: unread). */
+static int env_on(const char *name, int *cache)
+{
+	int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+	if (v < 0) {
+		const char *e = getenv(name);
+		v = !(e && !strcmp(e, "0"));
+		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
+	}
+	return v;
+}
+
 static int copy_locked(void)
 {
 	static int locked = -1;
-	int v = __atomic_load_n(&locked, __ATOMIC_RELAXED);
-	if (v < 0) {
-		const char *e = getenv("TCPXSIM_COPY_LOCK");
-		v = !(e && !strcmp(e, "0"));
-		__atomic_store_n(&locked, v, __ATOMIC_RELAXED);
-	}
-	return v;
+	return env_on("TCPXSIM_COPY_LOCK", &locked);
 }
 
 static int gpu_stream_sync(struct sim_lane *l)
@@ -267,13 +273,7 @@ static pthread_mutex_t batch_lock = PTHREAD_MUTEX_INITIALIZER;
 static int batch_wanted(void)
 {
 	static int wanted = -1;
-	int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
-	if (w < 0) {
-		const char *v = getenv("TCPXSIM_BATCH");
-		w = !(v && !strcmp(v, "0"));
-		__atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
-	}
-	return w;
+	return env_on("TCPXSIM_BATCH", &wanted);
 }
 
 /* Copies from the lane's lists [first, first + n): one batched call where
