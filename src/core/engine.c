@@ -48,9 +48,12 @@ struct tp_engine {
 	pthread_cond_t done_cv;
 	uint64_t completions;
 
-	/* The progress thread (TCPX_P2P_PROGRESS_THREAD). */
+	/* The progress thread (TCPX_P2P_PROGRESS_THREAD), or else, with
+	 * heartbeats on, the keepalive thread; tid is the one that runs. */
 	bool threaded;
+	bool keepalive;
 	pthread_t tid;
+	int64_t last_pass_ns; /* when a pass last started (atomic) */
 	pthread_mutex_t work_lock;
 	pthread_cond_t work_cv;
 	bool stop;
@@ -114,6 +117,7 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 	unsigned i, skip;
 
 	*st = (struct tp_progress){ 0 };
+	__atomic_store_n(&e->last_pass_ns, tp__now_ns(), __ATOMIC_RELAXED);
 	pthread_rwlock_rdlock(&e->list_lock);
 	st->conns = e->nconns != 0;
 	/* Start each pass one conn further along, so that no conn always
@@ -241,6 +245,43 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* Without the progress thread, passes run only while the application
+ * drives its session, and so do heartbeats: an application busy elsewhere
+ * for the peer's dead_after_ms (setting up GPU memory on a loaded machine,
+ * a long computation) would be presumed dead and lose its connections.
+ * So this thread wakes every half heartbeat interval and, when no pass has
+ * started since its last look, runs one: heartbeats go out, the peer's are
+ * heard, and whatever else is ready moves.  While the application drives,
+ * it only looks at a clock. */
+static void *keepalive_main(void *arg)
+{
+	struct tcpx_p2p_session *s = arg;
+	struct tp_engine *e = s->engine;
+	int64_t period = (int64_t)s->cfg.heartbeat_ms * TP_NS_PER_MS / 2;
+	struct tp_progress st;
+	struct timespec until;
+	bool gpu_selected = false;
+
+	pthread_mutex_lock(&e->work_lock);
+	while (!e->stop) {
+		until = abs_time(tp__now_ns() + period);
+		if (pthread_cond_timedwait(&e->work_cv, &e->work_lock, &until) != ETIMEDOUT ||
+		    tp__now_ns() - __atomic_load_n(&e->last_pass_ns, __ATOMIC_RELAXED) < period)
+			continue;
+		pthread_mutex_unlock(&e->work_lock);
+		if (!gpu_selected) {
+			gpu_selected = true;
+			if (tp__session_use_gpu(s))
+				TP_WARN("progress", "keepalive thread: cannot select gpu %d: %s",
+					s->cfg.gpu, tcpx_p2p_last_error());
+		}
+		tp__engine_pass(s, NULL, &st);
+		pthread_mutex_lock(&e->work_lock);
+	}
+	pthread_mutex_unlock(&e->work_lock);
+	return NULL;
+}
+
 static void engine_free(struct tp_engine *e)
 {
 	pthread_cond_destroy(&e->work_cv);
@@ -307,6 +348,7 @@ no_done_lock:
 int tp__engine_create(struct tcpx_p2p_session *s)
 {
 	struct tp_engine *e = calloc(1, sizeof(*e));
+	const char *what;
 	int rc;
 
 	if (!e)
@@ -318,15 +360,20 @@ int tp__engine_create(struct tcpx_p2p_session *s)
 				 "engine's locks: %s", strerror(rc));
 	}
 	s->engine = e;
-	if (!s->cfg.progress_thread)
+	e->last_pass_ns = tp__now_ns();
+	if (s->cfg.progress_thread)
+		e->threaded = true;
+	else if (s->cfg.heartbeat_ms > 0)
+		e->keepalive = true;
+	else
 		return 0;
-	e->threaded = true;
-	rc = pthread_create(&e->tid, NULL, progress_main, s);
+	what = e->threaded ? "progress" : "keepalive";
+	rc = pthread_create(&e->tid, NULL, e->threaded ? progress_main : keepalive_main, s);
 	if (rc) {
 		s->engine = NULL;
 		engine_free(e);
-		return tp__error(TCPX_P2P_ENOMEM, "session_create: cannot start the progress "
-				 "thread: %s", strerror(rc));
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: cannot start the %s thread: %s",
+				 what, strerror(rc));
 	}
 	return 0;
 }
@@ -337,7 +384,7 @@ void tp__engine_destroy(struct tcpx_p2p_session *s)
 
 	if (!e)
 		return;
-	if (e->threaded) {
+	if (e->threaded || e->keepalive) {
 		pthread_mutex_lock(&e->work_lock);
 		e->stop = true;
 		pthread_cond_signal(&e->work_cv);

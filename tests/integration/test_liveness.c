@@ -1,14 +1,16 @@
 /* Liveness (docs/reliability.md, "Liveness"): a hub process with a
  * connection to each of two peer processes; one peer is stopped (SIGSTOP:
  * its sockets stay open and nothing moves) or killed (SIGKILL) while both
- * keep the hub busy.  The hub never waits on that peer with a deadline:
+ * keep the hub busy, or (idle) its application stops calling the library
+ * for twice the hub's dead_after_ms and then goes on: alive, it must not
+ * be presumed dead (its keepalive thread heartbeats).  The hub never waits on that peer with a deadline:
  *   notif   the hub only polls notifications (each peer sends them);
  *   poster  the hub posts sends with the progress thread and only looks
  *           at them (tcpx_p2p_test), as an application that polls later.
  * Either way the hub must learn of the failure (the failure notification,
  * the pending send's error), and the other peer's connection must go on:
  * things are counted, never timed; the deadline is only a hang limit.
- * Usage: test_liveness notif|poster stop|kill */
+ * Usage: test_liveness notif|poster stop|kill|idle */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -35,7 +37,16 @@
 #define BEFORE 20 /* completions from each peer before the fault */
 #define AFTER 20  /* from the healthy peer after the hub saw the fault */
 
-static int poster, use_kill;
+#define IDLE_MS (2 * DEAD_MS + 1000)
+
+static int poster, use_kill, use_idle;
+static volatile sig_atomic_t go_idle; /* a peer's SIGUSR1 */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	go_idle = 1;
+}
 
 static void cfg_init(tcpx_p2p_config *cfg, int thread)
 {
@@ -68,6 +79,7 @@ static int peer_main(int rfd)
 
 	if (read(rfd, &port, sizeof(port)) != sizeof(port))
 		return 2;
+	signal(SIGUSR1, on_usr1);
 	cfg_init(&cfg, 0);
 	if (tcpx_p2p_session_create(&cfg, &s) ||
 	    tcpx_p2p_dial(s, "127.0.0.1", port, TP_TEST_TIMEOUT_MS, &c) ||
@@ -90,6 +102,10 @@ static int peer_main(int rfd)
 		}
 		if (rc)
 			break;
+		if (go_idle) { /* busy elsewhere: no call into the library */
+			go_idle = 0;
+			usleep(IDLE_MS * 1000);
+		}
 	}
 	tcpx_p2p_conn_destroy(c);
 	tcpx_p2p_mr_deregister(mr);
@@ -179,6 +195,50 @@ static void hub_step(struct hub *h)
 	usleep(1000);
 }
 
+/* Peer 0 stops calling the library for IDLE_MS; the hub goes on driving
+ * its side all along.  Both connections must come through: afterwards
+ * peer 0 completes AFTER more, having been heard from (heartbeats) while
+ * idle.  Then everything is closed and both peers exit cleanly. */
+static void peer_idle(struct hub *h, const pid_t *pid, const int *wfd, int64_t limit)
+{
+	tcpx_p2p_stats before = { .struct_size = sizeof(before) };
+	tcpx_p2p_stats after = { .struct_size = sizeof(after) };
+	int64_t t0;
+	long a;
+	int status;
+
+	assert_int_equal(tcpx_p2p_conn_stats(h->c[0], &before), 0);
+	assert_int_equal(kill(pid[0], SIGUSR1), 0);
+	t0 = now_ms();
+	while (now_ms() - t0 < IDLE_MS && !h->err[0] && !h->err[1])
+		hub_step(h);
+	a = h->done[0];
+	while ((h->done[0] < a + AFTER || h->done[1] < BEFORE + AFTER) && !h->err[0] &&
+	       !h->err[1]) {
+		hub_step(h);
+		assert_true(now_ms() < limit);
+	}
+	print_message("  peer 0 idle %d ms (hub's dead_after_ms %d): errors %d/%d (%s)\n",
+		      IDLE_MS, DEAD_MS, h->err[0], h->err[1], h->why[0]);
+	assert_int_equal(h->err[0], 0);
+	assert_int_equal(h->err[1], 0);
+	assert_int_equal(tcpx_p2p_conn_stats(h->c[0], &after), 0);
+	assert_true(after.heartbeats_recv > before.heartbeats_recv);
+	for (int i = 0; i < 2; i++) {
+		if (h->x[i]) {
+			assert_int_equal(tcpx_p2p_wait(h->x[i], TP_TEST_TIMEOUT_MS), 0);
+			tcpx_p2p_xfer_release(h->x[i]);
+		}
+		tcpx_p2p_conn_destroy(h->c[i]);
+		assert_int_equal(waitpid(pid[i], &status, 0), pid[i]);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		close(wfd[i]);
+	}
+	assert_int_equal(tcpx_p2p_mr_deregister(h->mr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(h->s), 0);
+}
+
 static void test_peer_fault(void **state)
 {
 	static char buf[XFER];
@@ -216,6 +276,10 @@ static void test_peer_fault(void **state)
 		assert_true(now_ms() < limit);
 	}
 	assert_int_equal(h.err[0] + h.err[1], 0);
+	if (use_idle) {
+		peer_idle(&h, pid, wfd, limit);
+		return;
+	}
 	kill(pid[0], use_kill ? SIGKILL : SIGSTOP);
 	t0 = now_ms();
 	while (!h.err[0]) {
@@ -270,11 +334,12 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_peer_fault) };
 
 	if (argc != 3 || (strcmp(argv[1], "notif") && strcmp(argv[1], "poster")) ||
-	    (strcmp(argv[2], "stop") && strcmp(argv[2], "kill"))) {
-		fprintf(stderr, "usage: test_liveness notif|poster stop|kill\n");
+	    (strcmp(argv[2], "stop") && strcmp(argv[2], "kill") && strcmp(argv[2], "idle"))) {
+		fprintf(stderr, "usage: test_liveness notif|poster stop|kill|idle\n");
 		return 1;
 	}
 	poster = !strcmp(argv[1], "poster");
 	use_kill = !strcmp(argv[2], "kill");
+	use_idle = !strcmp(argv[2], "idle");
 	return cmocka_run_group_tests_name("liveness", tests, NULL, NULL) ? 1 : 0;
 }
