@@ -248,6 +248,12 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call);
 void tp_session_orphan_xfer(SessionObject *s, tcpx_p2p_xfer *x, const void *conn, PyObject *keep);
 void tp_session_orphan_mr(SessionObject *s, tcpx_p2p_mr *mr, struct tp_mem *mem);
 
+/* Method tables: a function of any signature, and keyword arguments. */
+#define TP_PY_FN(f) ((PyCFunction)(void (*)(void))(f))
+#define TP_PY_KW (METH_VARARGS | METH_KEYWORDS)
+/* __enter__ of the objects that close on __exit__: returns self. */
+PyObject *tp_py_enter_self(PyObject *self, PyObject *unused);
+
 /* Mark objects in use while the GIL is released for a library call. */
 #define TP_ENTER(o) ((o)->busy++)
 #define TP_LEAVE(o) ((o)->busy--)
