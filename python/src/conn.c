@@ -1,4 +1,5 @@
-/* tcpx_p2p.Conn, Server and Listener: connections and how they are made. */
+/* tcpx_p2p.Conn: a connection and what is posted on it (Server and
+ * Listener, in server.c and listener.c, make one). */
 #include "tp_py.h"
 
 int tp_conn_check(ConnObject *c)
@@ -63,12 +64,6 @@ static void conn_dealloc(ConnObject *self)
 	tp_conn_close_handle(self);
 	Py_DECREF(self->sess);
 	PyObject_Free(self);
-}
-
-static PyObject *enter_self(PyObject *self, PyObject *unused)
-{
-	Py_INCREF(self);
-	return self;
 }
 
 static PyObject *conn_exit(ConnObject *self, PyObject *args)
@@ -449,8 +444,6 @@ static PyObject *conn_get_session(ConnObject *self, void *unused)
 	return (PyObject *)self->sess;
 }
 
-#define KW (METH_VARARGS | METH_KEYWORDS)
-#define FN(f) ((PyCFunction)(void (*)(void))(f))
 
 static PyObject *conn_stats(ConnObject *self, PyObject *unused)
 {
@@ -460,43 +453,43 @@ static PyObject *conn_stats(ConnObject *self, PyObject *unused)
 }
 
 static PyMethodDef conn_methods[] = {
-	{ "send", FN(conn_send), KW,
+	{ "send", TP_PY_FN(conn_send), TP_PY_KW,
 	  "send(mr, offset=0, length=None) -> Xfer: send length bytes (None: to the end of mr)" },
-	{ "recv", FN(conn_recv), KW,
+	{ "recv", TP_PY_FN(conn_recv), TP_PY_KW,
 	  "recv(mr, offset=0, length=None) -> Xfer: receive into mr; the peer's send must be "
 	  "of the same length" },
-	{ "sendv", FN(conn_sendv), METH_O,
+	{ "sendv", TP_PY_FN(conn_sendv), METH_O,
 	  "sendv(segs) -> Xfer: send segments packed back to back; segs is a Segments, a "
 	  "(mr, offset, length) tuple, or a list of either" },
-	{ "recvv", FN(conn_recvv), METH_O, "recvv(segs) -> Xfer: receive into segments" },
-	{ "write", FN(conn_write), KW,
+	{ "recvv", TP_PY_FN(conn_recvv), METH_O, "recvv(segs) -> Xfer: receive into segments" },
+	{ "write", TP_PY_FN(conn_write), TP_PY_KW,
 	  "write(local, remote, notif=None) -> Xfer: one-sided WRITE of the local segments "
 	  "(MR) into the remote ones (RMR); notif (bytes) is delivered to the peer after the data" },
-	{ "read", FN(conn_read), KW,
+	{ "read", TP_PY_FN(conn_read), TP_PY_KW,
 	  "read(local, remote) -> Xfer: one-sided READ of the remote segments into the local ones" },
-	{ "stats", FN(conn_stats), METH_NOARGS,
+	{ "stats", TP_PY_FN(conn_stats), METH_NOARGS,
 	  "stats() -> dict: this connection's counters (tcpx_p2p_conn_stats; docs/api.md, "
 	  "\"Statistics\")" },
-	{ "notify", FN(conn_notify), METH_VARARGS,
+	{ "notify", TP_PY_FN(conn_notify), METH_VARARGS,
 	  "notify(msg): send a notification, delivered after the data of every transfer "
 	  "posted before it" },
-	{ "export", FN(conn_export), KW,
+	{ "export", TP_PY_FN(conn_export), TP_PY_KW,
 	  "export(mr, offset=0, length=None, access=None) -> bytes: a descriptor that lets this "
 	  "conn's peer write into and/or read from the range (access: ACCESS_READ | "
 	  "ACCESS_WRITE; None: both, or read only for read-only memory)" },
-	{ "unexport", FN(conn_unexport), METH_VARARGS,
+	{ "unexport", TP_PY_FN(conn_unexport), METH_VARARGS,
 	  "unexport(desc): revoke that export at once; the peer's transfers naming it that are "
 	  "not yet under way here are refused" },
-	{ "import_rmr", FN(conn_import_rmr), METH_VARARGS,
+	{ "import_rmr", TP_PY_FN(conn_import_rmr), METH_VARARGS,
 	  "import_rmr(desc) -> RMR: the peer's exported region" },
-	{ "progress", FN(conn_progress), METH_NOARGS,
+	{ "progress", TP_PY_FN(conn_progress), METH_NOARGS,
 	  "progress(): drive every connection of the session once; raises the conn's error" },
-	{ "barrier", FN(conn_barrier), KW,
+	{ "barrier", TP_PY_FN(conn_barrier), TP_PY_KW,
 	  "barrier(timeout=None): wait until the peer calls barrier too (dial/accept conns)" },
-	{ "close", FN(conn_close), METH_NOARGS,
+	{ "close", TP_PY_FN(conn_close), METH_NOARGS,
 	  "close(): destroy the connection; pending transfers fail with Closed" },
-	{ "__enter__", enter_self, METH_NOARGS, NULL },
-	{ "__exit__", FN(conn_exit), METH_VARARGS, NULL },
+	{ "__enter__", tp_py_enter_self, METH_NOARGS, NULL },
+	{ "__exit__", TP_PY_FN(conn_exit), METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -518,221 +511,4 @@ PyTypeObject tp_ConnType = {
 		  "Listener.connect).",
 	.tp_methods = conn_methods,
 	.tp_getset = conn_getset,
-};
-
-/* ---- Server ---------------------------------------------------------------- */
-
-static void server_close_handle(ServerObject *o)
-{
-	if (!o->srv)
-		return;
-	tp_api.server_destroy(o->srv);
-	o->srv = NULL;
-	tp_list_del(&o->link);
-}
-
-static PyObject *server_close(ServerObject *self, PyObject *unused)
-{
-	if (self->busy)
-		return tp_busy_error("Server.close", "the server");
-	server_close_handle(self);
-	Py_RETURN_NONE;
-}
-
-static void server_dealloc(ServerObject *self)
-{
-	server_close_handle(self);
-	Py_DECREF(self->sess);
-	PyObject_Free(self);
-}
-
-static int server_check(ServerObject *o)
-{
-	if (o->srv && !o->sess->closing)
-		return 0;
-	PyErr_SetString(PyExc_ValueError, "the server is closed");
-	return -1;
-}
-
-static PyObject *server_accept(ServerObject *self, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = { "timeout", NULL };
-	PyObject *timeout = Py_None, *conn;
-	tcpx_p2p_conn *c;
-	int ms, rc;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:accept", kwlist, &timeout))
-		return NULL;
-	if (server_check(self) || tp_py_timeout_ms(timeout, TCPX_P2P_TIMEOUT_DEFAULT, &ms))
-		return NULL;
-	TP_ENTER(self);
-	TP_ENTER(self->sess);
-	Py_BEGIN_ALLOW_THREADS
-	rc = tp_api.server_accept(self->srv, ms, &c);
-	Py_END_ALLOW_THREADS
-	TP_LEAVE(self->sess);
-	TP_LEAVE(self);
-	if (rc)
-		return tp_py_raise(rc, "Server.accept");
-	conn = tp_conn_new(self->sess, c);
-	if (!conn)
-		tp_api.conn_destroy(c);
-	return conn;
-}
-
-static PyObject *server_get_port(ServerObject *self, void *unused)
-{
-	uint16_t port;
-	int rc;
-
-	if (server_check(self))
-		return NULL;
-	rc = tp_api.server_port(self->srv, &port);
-	if (rc)
-		return tp_py_raise(rc, "Server.port");
-	return PyLong_FromLong(port);
-}
-
-static PyObject *server_exit(ServerObject *self, PyObject *args)
-{
-	return server_close(self, NULL);
-}
-
-static PyMethodDef server_methods[] = {
-	{ "accept", FN(server_accept), KW,
-	  "accept(timeout=None) -> Conn: accept one peer that dials (timeout in seconds; None: "
-	  "the session's timeout_ms)" },
-	{ "close", FN(server_close), METH_NOARGS, "close(): stop listening; accepted conns stay" },
-	{ "__enter__", enter_self, METH_NOARGS, NULL },
-	{ "__exit__", FN(server_exit), METH_VARARGS, NULL },
-	{ NULL, NULL, 0, NULL },
-};
-
-static PyGetSetDef server_getset[] = {
-	{ "port", (getter)server_get_port, NULL, "the TCP port the server listens on", NULL },
-	{ NULL, NULL, NULL, NULL, NULL },
-};
-
-PyTypeObject tp_ServerType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "tcpx_p2p.Server",
-	.tp_basicsize = sizeof(ServerObject),
-	.tp_dealloc = (destructor)server_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "A TCP rendezvous point (Session.server): accept() one Conn per peer.",
-	.tp_methods = server_methods,
-	.tp_getset = server_getset,
-};
-
-/* ---- Listener ----------------------------------------------------------------- */
-
-static void listener_close_handle(ListenerObject *o)
-{
-	if (!o->l)
-		return;
-	tp_api.listener_destroy(o->l);
-	o->l = NULL;
-	tp_list_del(&o->link);
-}
-
-static PyObject *listener_close(ListenerObject *self, PyObject *unused)
-{
-	if (self->busy)
-		return tp_busy_error("Listener.close", "the listener");
-	listener_close_handle(self);
-	Py_RETURN_NONE;
-}
-
-static void listener_dealloc(ListenerObject *self)
-{
-	listener_close_handle(self);
-	Py_DECREF(self->sess);
-	PyObject_Free(self);
-}
-
-static int listener_check(ListenerObject *o)
-{
-	if (o->l && !o->sess->closing)
-		return 0;
-	PyErr_SetString(PyExc_ValueError, "the listener is closed or was used by connect()");
-	return -1;
-}
-
-static PyObject *listener_get_blob(ListenerObject *self, void *unused)
-{
-	const void *blob;
-	size_t len;
-	int rc;
-
-	if (listener_check(self))
-		return NULL;
-	rc = tp_api.listener_blob(self->l, &blob, &len);
-	if (rc)
-		return tp_py_raise(rc, "Listener.blob");
-	return PyBytes_FromStringAndSize(blob, (Py_ssize_t)len);
-}
-
-static PyObject *listener_connect(ListenerObject *self, PyObject *args, PyObject *kw)
-{
-	static char *kwlist[] = { "peer_blob", "timeout", NULL };
-	PyObject *timeout = Py_None, *conn;
-	tcpx_p2p_conn *c;
-	Py_buffer blob;
-	int ms, rc;
-
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|O:connect", kwlist, &blob, &timeout))
-		return NULL;
-	if (listener_check(self) || tp_py_timeout_ms(timeout, TCPX_P2P_TIMEOUT_DEFAULT, &ms)) {
-		PyBuffer_Release(&blob);
-		return NULL;
-	}
-	TP_ENTER(self);
-	TP_ENTER(self->sess);
-	Py_BEGIN_ALLOW_THREADS
-	rc = tp_api.connect(self->l, blob.buf, (size_t)blob.len, ms, &c);
-	Py_END_ALLOW_THREADS
-	TP_LEAVE(self->sess);
-	TP_LEAVE(self);
-	PyBuffer_Release(&blob);
-	if (rc)
-		return tp_py_raise(rc, "Listener.connect");
-	/* connect consumed the listener */
-	self->l = NULL;
-	tp_list_del(&self->link);
-	conn = tp_conn_new(self->sess, c);
-	if (!conn)
-		tp_api.conn_destroy(c);
-	return conn;
-}
-
-static PyObject *listener_exit(ListenerObject *self, PyObject *args)
-{
-	return listener_close(self, NULL);
-}
-
-static PyMethodDef listener_methods[] = {
-	{ "connect", FN(listener_connect), KW,
-	  "connect(peer_blob, timeout=None) -> Conn: both peers call it concurrently with the "
-	  "other's blob; consumes the listener on success" },
-	{ "close", FN(listener_close), METH_NOARGS, "close(): destroy an unused listener" },
-	{ "__enter__", enter_self, METH_NOARGS, NULL },
-	{ "__exit__", FN(listener_exit), METH_VARARGS, NULL },
-	{ NULL, NULL, 0, NULL },
-};
-
-static PyGetSetDef listener_getset[] = {
-	{ "blob", (getter)listener_get_blob, NULL,
-	  "bytes to give the peer by your own means (at most 4 KiB)", NULL },
-	{ NULL, NULL, NULL, NULL, NULL },
-};
-
-PyTypeObject tp_ListenerType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "tcpx_p2p.Listener",
-	.tp_basicsize = sizeof(ListenerObject),
-	.tp_dealloc = (destructor)listener_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "The first half of a connection made by blob exchange (Session.listen).",
-	.tp_methods = listener_methods,
-	.tp_getset = listener_getset,
 };

@@ -76,6 +76,12 @@ PyObject *tp_py_raise_detail(int rc, const char *call, PyObject *detail)
 	return NULL;
 }
 
+PyObject *tp_py_enter_self(PyObject *self, PyObject *unused)
+{
+	Py_INCREF(self);
+	return self;
+}
+
 PyObject *tp_py_raise(int rc, const char *call)
 {
 	PyObject *detail = tp_py_last_detail();

@@ -35,7 +35,7 @@
 	X(progress) X(test) X(wait) X(wait_any) X(xfer_release) X(mr_export)    \
 	X(rmr_import) X(rmr_query) X(rmr_release) X(write) X(read) X(notify)    \
 	X(notif_poll) X(mr_unexport) X(conn_stats) X(session_stats)             \
-	X(notif_take)
+	X(notif_take) X(xfer_query) X(xfer_deadline)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;
@@ -161,6 +161,8 @@ typedef struct {
 	const char *op;
 	size_t length;
 	int busy;
+	uint64_t chunks, chunks_done; /* tcpx_p2p_xfer_query's, kept when the handle goes */
+	double deadline;     /* set_deadline's, tp_py_now() seconds; 0: none */
 	struct tp_list link;
 } XferObject;
 
@@ -247,6 +249,12 @@ PyObject *tp_busy_error(const char *call, const char *what);
 PyObject *tp_py_stats(void *obj, int conn, const char *call);
 void tp_session_orphan_xfer(SessionObject *s, tcpx_p2p_xfer *x, const void *conn, PyObject *keep);
 void tp_session_orphan_mr(SessionObject *s, tcpx_p2p_mr *mr, struct tp_mem *mem);
+
+/* Method tables: a function of any signature, and keyword arguments. */
+#define TP_PY_FN(f) ((PyCFunction)(void (*)(void))(f))
+#define TP_PY_KW (METH_VARARGS | METH_KEYWORDS)
+/* __enter__ of the objects that close on __exit__: returns self. */
+PyObject *tp_py_enter_self(PyObject *self, PyObject *unused);
 
 /* Mark objects in use while the GIL is released for a library call. */
 #define TP_ENTER(o) ((o)->busy++)

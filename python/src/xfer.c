@@ -32,19 +32,28 @@ XferObject *tp_xfer_new(ConnObject *conn, tcpx_p2p_xfer *x, PyObject *keep, cons
 	o->op = op;
 	o->length = length;
 	o->busy = 0;
+	o->chunks = o->chunks_done = 0;
+	o->deadline = 0;
 	tp_list_add(&conn->sess->xfers, &o->link);
 	return o;
 }
 
-/* x is final with rc: keep the result and release the handle. */
+/* x is final with rc: keep the result (and its chunk counts, for query())
+ * and release the handle. */
 int tp_xfer_take_result(XferObject *x, int rc)
 {
+	tcpx_p2p_xfer_info info = { .struct_size = sizeof(info) };
+
 	if (rc) {
 		x->detail = tp_py_last_detail();
 		if (!x->detail)
 			PyErr_Clear();
 	}
 	x->status = rc;
+	if (tp_api.xfer_query(x->x, &info) == 0) {
+		x->chunks = info.chunks;
+		x->chunks_done = info.chunks_done;
+	}
 	if (tp_api.xfer_release(x->x) == 0) {
 		x->x = NULL;
 		tp_list_del(&x->link);
@@ -74,12 +83,24 @@ void tp_xfer_finalize_all(SessionObject *s)
 	}
 }
 
+/* After a wait's ETIMEDOUT: whether x has in fact ended (its deadline,
+ * set_deadline, failed it with ETIMEDOUT), with *rc its result. */
+static int ended(tcpx_p2p_xfer *x, int *rc)
+{
+	tcpx_p2p_xfer_info info = { .struct_size = sizeof(info) };
+
+	if (tp_api.xfer_query(x, &info) || !info.done)
+		return 0;
+	*rc = info.err;
+	return 1;
+}
+
 static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "timeout", NULL };
 	PyObject *timeout = Py_None;
 	double deadline;
-	int ms, slice, rc;
+	int ms, slice, rc, over = 0;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", kwlist, &timeout) ||
 	    tp_py_timeout_ms(timeout, -1, &ms))
@@ -97,8 +118,12 @@ static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
 		Py_BEGIN_ALLOW_THREADS
 		rc = tp_api.wait(self->x, slice);
 		Py_END_ALLOW_THREADS
-		if (rc != TCPX_P2P_ETIMEDOUT || (ms >= 0 && tp_py_now() >= deadline))
+		if (rc != TCPX_P2P_ETIMEDOUT || ended(self->x, &rc))
 			break;
+		if (ms >= 0 && tp_py_now() >= deadline) {
+			over = 1;
+			break;
+		}
 		if (PyErr_CheckSignals()) {
 			TP_LEAVE(self->conn);
 			TP_LEAVE(self);
@@ -107,7 +132,7 @@ static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
 	}
 	TP_LEAVE(self->conn);
 	TP_LEAVE(self);
-	if (rc == TCPX_P2P_ETIMEDOUT)
+	if (over) /* still pending */
 		return tp_py_raise(rc, "Xfer.wait");
 	tp_xfer_take_result(self, rc);
 	return result(self, "Xfer.wait");
@@ -137,6 +162,53 @@ static PyObject *xfer_test(XferObject *self, PyObject *unused)
 	if (rc)
 		return result(self, "Xfer.test");
 	Py_RETURN_TRUE;
+}
+
+static PyObject *xfer_query(XferObject *self, PyObject *unused)
+{
+	tcpx_p2p_xfer_info info = { .struct_size = sizeof(info) };
+	int rc;
+
+	if (self->status != 1 || !self->x) {
+		/* Its result is taken: what the handle said last. */
+		info.done = 1;
+		info.err = self->status;
+		info.chunks = self->chunks;
+		info.chunks_done = self->chunks_done;
+	} else {
+		/* With the GIL: the call takes the conn's lock briefly, and the
+		 * handle is released only by a thread that holds the GIL. */
+		rc = tp_api.xfer_query(self->x, &info);
+		if (rc)
+			return tp_py_raise(rc, "Xfer.query");
+	}
+	return Py_BuildValue("{s:N,s:i,s:N,s:K,s:K}", "done", PyBool_FromLong(info.done),
+			     "err", info.err, "stalled", PyBool_FromLong(info.stalled),
+			     "chunks", (unsigned long long)info.chunks,
+			     "chunks_done", (unsigned long long)info.chunks_done);
+}
+
+static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
+{
+	double t = PyFloat_AsDouble(arg);
+	int ms, rc;
+
+	if (t == -1.0 && PyErr_Occurred())
+		return NULL;
+	if (!(t > 0)) {
+		PyErr_SetString(PyExc_ValueError, "set_deadline: timeout must be > 0 seconds");
+		return NULL;
+	}
+	ms = t * 1000.0 >= (double)INT32_MAX ? INT32_MAX : (int)(t * 1000.0 + 0.5);
+	if (ms < 1)
+		ms = 1;
+	if (self->status != 1 || !self->x) /* ended: nothing happens, as in C */
+		Py_RETURN_NONE;
+	rc = tp_api.xfer_deadline(self->x, ms);
+	if (rc)
+		return tp_py_raise(rc, "Xfer.set_deadline");
+	self->deadline = tp_py_now() + ms * 1e-3;
+	Py_RETURN_NONE;
 }
 
 static void xfer_dealloc(XferObject *self)
@@ -174,6 +246,13 @@ static PyObject *xfer_get_length(XferObject *self, void *unused)
 	return PyLong_FromSize_t(self->length);
 }
 
+static PyObject *xfer_get_deadline(XferObject *self, void *unused)
+{
+	if (self->deadline == 0)
+		Py_RETURN_NONE;
+	return PyFloat_FromDouble(self->deadline);
+}
+
 static PyObject *xfer_get_conn(XferObject *self, void *unused)
 {
 	Py_INCREF(self->conn);
@@ -206,9 +285,23 @@ static PyObject *xfer_await(XferObject *self)
 static PyMethodDef xfer_methods[] = {
 	{ "wait", (PyCFunction)(void (*)(void))xfer_wait, METH_VARARGS | METH_KEYWORDS,
 	  "wait(timeout=None): wait (GIL released, driving the session) until the transfer "
-	  "completes; raises its error, or TimedOut after timeout seconds (still pending)" },
+	  "completes; raises its error, or TimedOut after timeout seconds (still pending; "
+	  "a transfer failed by its own deadline, set_deadline, raises TimedOut with done "
+	  "True)" },
 	{ "test", (PyCFunction)xfer_test, METH_NOARGS,
 	  "test() -> bool: drive the session once; True once complete; raises its error" },
+	{ "query", (PyCFunction)xfer_query, METH_NOARGS,
+	  "query() -> dict: what the transfer is doing, without driving anything "
+	  "(tcpx_p2p_xfer_query): done (ended: completed or failed), err (0, or once done the "
+	  "negative TCPX_P2P_E* code it failed with), stalled (pending and no chunk moved for "
+	  "the session's stall_ms; not a failure), chunks (its plugin requests) and "
+	  "chunks_done (retired)" },
+	{ "set_deadline", (PyCFunction)xfer_set_deadline, METH_O,
+	  "set_deadline(timeout): fail the transfer with TimedOut if it is still pending "
+	  "timeout seconds (> 0) from now; a later call replaces it (tcpx_p2p_xfer_deadline). "
+	  "Its connection fails with it, closed with the peer; for a bound on one wait that "
+	  "leaves the connection alone, pass wait(timeout). An ended transfer: nothing "
+	  "happens" },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -219,6 +312,9 @@ static PyGetSetDef xfer_getset[] = {
 	{ "op", (getter)xfer_get_op, NULL, "send, recv, sendv, recvv, write or read", NULL },
 	{ "length", (getter)xfer_get_length, NULL, "bytes moved", NULL },
 	{ "conn", (getter)xfer_get_conn, NULL, "the connection", NULL },
+	{ "deadline", (getter)xfer_get_deadline, NULL,
+	  "when set_deadline's deadline falls, in time.monotonic() seconds; None if none was "
+	  "set", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

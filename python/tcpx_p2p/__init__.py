@@ -7,7 +7,8 @@ Python bindings of libtcpx_p2p (a C extension over the C API).  Objects:
     Session.dial()         Conn to a Server
     Session.listen()       Listener: blob exchange through your own control plane
     Session.register(obj)  MR over a buffer, NumPy array or CUDA tensor
-    Conn.send/recv/sendv/recvv/write/read  -> Xfer (wait(), test(), await)
+    Conn.send/recv/sendv/recvv/write/read  -> Xfer (wait(), test(), await,
+                           query(), set_deadline())
     Conn.export(mr) -> bytes; Conn.import_rmr(bytes) -> RMR (one-sided targets)
     Segments(region, offsets, lengths)      a KV batch's blocks, checked once
     Session.stats(), Conn.stats() -> dict; prometheus(stats) -> text exposition

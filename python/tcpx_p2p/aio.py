@@ -20,6 +20,8 @@ def _wait_until(xfer, stop, timeout):
             xfer.wait(step)
             return
         except TimedOut:
+            if xfer.done:  # failed by its own deadline (set_deadline): wait_async raises it
+                return
             if left is not None:
                 left -= step
                 if left <= 0:
