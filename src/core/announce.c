@@ -136,3 +136,31 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 		return 0;
 	}
 }
+
+/* A standalone notification: a NOTIF message, one credit spent. */
+int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
+{
+	unsigned char *m;
+	int rc = 0;
+
+	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_LIMIT)
+		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
+				 TCPX_P2P_NOTIF_LIMIT);
+	pthread_mutex_lock(&c->lock);
+	if (c->err) {
+		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
+	} else if ((rc = tp__rma_own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
+		   (rc = tp__rma_notif_room(c, "notify", len))) {
+		/* EAGAIN: the peer has not taken what waits for it */
+	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
+		rc = TCPX_P2P_ENOMEM;
+	} else {
+		tp_put32(m, (uint32_t)len);
+		memcpy(m + 4, msg, len);
+		tp__rma_notif_spend(c, len);
+		tp__post_pass_unlock(c);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}

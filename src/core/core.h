@@ -356,8 +356,7 @@ struct tcpx_p2p_listener {
 	bool spent;         /* a connect started on it: not reusable */
 };
 
-/* session.c */
-/* Make the session's GPU current on this thread before a plugin or CUDA
+/* gpu.c: make the session's GPU current on this thread before a plugin or CUDA
  * call that picks its device with cudaGetDevice (docs/tcpx.md, plugin
  * contract rule 3). */
 int tp__session_use_gpu(struct tcpx_p2p_session *s);
@@ -487,9 +486,6 @@ void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
 /* Post x on c: take its regions, queue it (and its announcement) and make a
  * first pass.  On failure x is freed. */
-/* After queuing something (c->lock held): a first pass, then, unlocked,
- * the engine told what completed in it and woken.  Returns with c unlocked. */
-void tp__post_pass_unlock(struct tcpx_p2p_conn *c);
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
 		  tcpx_p2p_xfer **out);
@@ -565,12 +561,13 @@ int tp__engine_create(struct tcpx_p2p_session *s);
 void tp__engine_destroy(struct tcpx_p2p_session *s);
 void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
 void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
-/* Every conn's counters added up, those removed before included. */
-void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns);
 /* Progress every conn of the session once; own (may be NULL) is waited
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 		     struct tp_progress *st);
+/* After queuing something (c->lock held): a first pass, then, unlocked,
+ * the engine told what completed in it and woken.  Returns with c unlocked. */
+void tp__post_pass_unlock(struct tcpx_p2p_conn *c);
 /* n xfers completed outside a pass: tell waiters (thread mode). */
 void tp__engine_notify(struct tcpx_p2p_session *s, uint64_t n);
 /* A transfer was posted: wake the progress thread. */

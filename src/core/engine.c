@@ -150,6 +150,19 @@ next:
 		st->conns = true;
 }
 
+void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
+{
+	struct tp_progress st;
+	uint64_t before = c->completed;
+
+	/* Post what fits now; errors land on the xfers and the conn. */
+	tp__progress(c, &st);
+	before = c->completed - before;
+	pthread_mutex_unlock(&c->lock);
+	tp__engine_notify(c->s, before);
+	tp__engine_kick(c->s);
+}
+
 bool tp__engine_threaded(const struct tcpx_p2p_session *s)
 {
 	return s->engine->threaded;
@@ -374,7 +387,7 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	pthread_rwlock_unlock(&e->list_lock);
 }
 
-void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
+static void engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
 {
 	struct tp_engine *e = s->engine;
 	struct tcpx_p2p_conn *c;
@@ -388,4 +401,16 @@ void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nco
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_rwlock_unlock(&e->list_lock);
+}
+
+TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out)
+{
+	struct tp_stats st;
+	int nconns, rc = tp__stats_check(s, out, "tcpx_p2p_session_stats");
+
+	if (rc)
+		return rc;
+	engine_stats(s, &st, &nconns);
+	tp__stats_export(&st, nconns, out);
+	return 0;
 }

@@ -13,13 +13,6 @@
 #include "util/error.h"
 #include "util/log.h"
 
-/* Asks CUDA every time rather than caching per thread: the application may
- * switch the thread's device between our calls. */
-int tp__session_use_gpu(struct tcpx_p2p_session *s)
-{
-	return s->cfg.gpu < 0 ? 0 : tp__dev_set(s->cfg.gpu);
-}
-
 /* The devices whose PCI paths are closest to the GPU's (the NICs behind
  * its PCIe switch) into closest; their number, 0 when the GPU's path or
  * every device's is unknown (the emulator reports none). */

@@ -109,7 +109,7 @@ void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out
 	memcpy(out, &full, n);
 }
 
-static int stats_check(const void *obj, const tcpx_p2p_stats *out, const char *what)
+int tp__stats_check(const void *obj, const tcpx_p2p_stats *out, const char *what)
 {
 	if (!obj || !out)
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
@@ -122,7 +122,7 @@ static int stats_check(const void *obj, const tcpx_p2p_stats *out, const char *w
 TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out)
 {
 	struct tp_stats st;
-	int rc = stats_check(c, out, "tcpx_p2p_conn_stats");
+	int rc = tp__stats_check(c, out, "tcpx_p2p_conn_stats");
 
 	if (rc)
 		return rc;
@@ -130,17 +130,5 @@ TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out)
 	st = c->stats;
 	pthread_mutex_unlock(&c->lock);
 	tp__stats_export(&st, 1, out);
-	return 0;
-}
-
-TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out)
-{
-	struct tp_stats st;
-	int nconns, rc = stats_check(s, out, "tcpx_p2p_session_stats");
-
-	if (rc)
-		return rc;
-	tp__engine_stats(s, &st, &nconns);
-	tp__stats_export(&st, nconns, out);
 	return 0;
 }

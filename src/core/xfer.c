@@ -153,19 +153,6 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	return 0;
 }
 
-void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
-{
-	struct tp_progress st;
-	uint64_t before = c->completed;
-
-	/* Post what fits now; errors land on the xfers and the conn. */
-	tp__progress(c, &st);
-	before = c->completed - before;
-	pthread_mutex_unlock(&c->lock);
-	tp__engine_notify(c->s, before);
-	tp__engine_kick(c->s);
-}
-
 static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 			  const tcpx_p2p_xfer_params *params, enum tp_dir dir,
 			  tcpx_p2p_xfer **out)
