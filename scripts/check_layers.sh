@@ -11,13 +11,6 @@ set -euo pipefail
 
 # "a b  reason": a pair allowed to stay, each side as the objects are named.
 allowlist=(
-	"core/close.c core/conn.c  issue #31: being removed"
-	"core/close.c core/engine.c  issue #31: being removed"
-	"core/conn.c core/ctl.c  issue #31: being removed"
-	"core/ctl.c core/progress.c  issue #31: being removed"
-	"core/inbound.c core/progress.c  issue #31: being removed"
-	"core/inbound.c core/xfer.c  issue #31: being removed"
-	"core/progress.c core/xfer.c  issue #31: being removed"
 )
 
 objs=()

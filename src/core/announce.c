@@ -3,7 +3,13 @@
  * peer's announcements get. */
 #include <string.h>
 
+#include "core/conn.h"
+#include "core/ctl.h"
+#include "core/engine.h"
+#include "core/items.h"
 #include "core/rma.h"
+#include "core/session.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 static void put_segs(unsigned char *p, const struct tp_wseg *g, size_t n)
@@ -33,7 +39,10 @@ static int answer_room(struct tcpx_p2p_conn *c)
 			 tp__ctl_out_bytes(c), max);
 }
 
-int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
+/* Room for this side's own message of `bytes` (header included): EAGAIN
+ * where it would take the stream past half of peer_max_ctl_bytes (the
+ * answers keep the other half), EINVAL where it alone is more than that. */
+static int own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
 {
 	size_t max = c->s->cfg.peer_max_ctl_bytes / 2, queued = tp__ctl_out_bytes(c);
 
@@ -111,7 +120,7 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 						 : 16);
 	int rc = x->op == TP_OP_IN_READ ? answer_room(c)
 		 : x->op == TP_OP_RECV	 ? 0
-					 : tp__rma_own_room(c, "post", bytes);
+					 : own_room(c, "post", bytes);
 
 	if (!rc && notif_len)
 		rc = tp__rma_notif_room(c, "write", notif_len);
@@ -149,7 +158,7 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
-	} else if ((rc = tp__rma_own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
+	} else if ((rc = own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
 		   (rc = tp__rma_notif_room(c, "notify", len))) {
 		/* EAGAIN: the peer has not taken what waits for it */
 	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {

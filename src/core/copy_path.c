@@ -1,9 +1,11 @@
 /* Which copies move a chunk's bytes between the plugin's buffer and the
  * transfer's memory: the one place that chooses among the unpack kernel,
  * copy lists (the copy-list kernel or batched cudaMemcpyAsync), per-record
- * copies and the host.  Its callers (progress.c) carry the choice out;
+ * copies and the host.  Its callers (stream.c) carry the choice out;
  * devq.c launches the device paths it names. */
-#include "core/core.h"
+#include "core/comm.h"
+#include "core/hostcopy.h"
+#include "core/session.h"
 
 /* A list of copies on the session's stream: the copy-list kernel where it
  * can reach both sides, else batched copies. */

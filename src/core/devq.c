@@ -8,7 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/comm.h"
+#include "core/conn.h"
+#include "core/devq.h"
+#include "core/session.h"
+#include "core/window.h"
 #include "util/error.h"
 #include "util/log.h"
 

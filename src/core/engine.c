@@ -16,7 +16,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/core.h"
+#include "core/close/close.h"
+#include "core/conn.h"
+#include "core/engine.h"
+#include "core/pass.h"
+#include "core/session.h"
 #include "core/stats.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -145,7 +149,7 @@ next:
 	}
 	pthread_rwlock_unlock(&e->list_lock);
 	tp__engine_notify(s, completed);
-	/* Destroyed conns finishing their close (close.c). */
+	/* Destroyed conns finishing their close (close/list.c). */
 	if (tp__close_pass(s, false, &st->moved))
 		st->conns = true;
 }

@@ -4,7 +4,14 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "core/conn.h"
+#include "core/ctl.h"
+#include "core/items.h"
+#include "core/mr.h"
 #include "core/rma.h"
+#include "core/session.h"
+#include "core/vec.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 #define TP_RDESC_MAGIC 0x52585054u /* "TPXR" */

@@ -1,7 +1,7 @@
 /* The session's GPU, made current on the calling thread before a plugin or
  * CUDA call that picks its device with cudaGetDevice.  Here, not in
  * session.c, because every layer below the session calls it. */
-#include "core/core.h"
+#include "core/session.h"
 
 /* Asks CUDA every time rather than caching per thread: the application may
  * switch the thread's device between our calls. */

@@ -20,8 +20,10 @@
 #include <string.h>
 
 #include "core/auth.h"
-#include "core/core.h"
+#include "core/conn.h"
 #include "core/handshake.h"
+#include "core/listener.h"
+#include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"

@@ -9,7 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "core/hostcopy.h"
+#include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -19,7 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm.h"
+#include "core/conn.h"
+#include "core/ctl.h"
+#include "core/items.h"
+#include "core/live.h"
 #include "core/rma.h"
+#include "core/session.h"
+#include "core/stream.h"
+#include "core/vec.h"
+#include "core/xfer.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -254,7 +263,7 @@ static int discard(struct tcpx_p2p_conn *c, uint64_t len)
 	c->inbound++;
 	x->c = c;
 	x->len = (size_t)len;
-	tp__xfer_enqueue(c, x);
+	tp__stream_enqueue(c, x);
 	return 0;
 }
 
@@ -266,7 +275,7 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
-		tp__xfer_enqueue(c, x);
+		tp__stream_enqueue(c, x);
 		return tp__rma_send_ack(c, in->id, TP_ACK_OK, mine);
 	}
 	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "
@@ -286,7 +295,7 @@ static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
 				 (unsigned long long)in->len);
 	tp__xlist_remove(&c->answers, x);
 	x->need_ack = false; /* the response was the answer */
-	tp__xfer_enqueue(c, x);
+	tp__stream_enqueue(c, x);
 	return 0;
 }
 
@@ -346,7 +355,7 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc ? rc : tp__rma_send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
 	c->inbound++;
-	tp__xfer_enqueue(c, x);
+	tp__stream_enqueue(c, x);
 	return in->notif_len ? tp__rma_add_note(c, x->first_seq + x->nchunks, true, in->notif,
 					in->notif_len)
 			     : 0;
@@ -356,7 +365,7 @@ int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	int rc;
 
-	if (x->err) { /* some chunk did not land whole (progress.c) */
+	if (x->err) { /* some chunk did not land whole (stream.c) */
 		TP_DEBUG("rma", "refused write %llu from %s: %s", (unsigned long long)x->id,
 			 c->peer, x->why);
 		tp__rma_drop_note(c, x->first_seq + x->nchunks);
@@ -389,7 +398,7 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc;
 	}
 	c->inbound++;
-	tp__xfer_enqueue(c, x);
+	tp__stream_enqueue(c, x);
 	return 0;
 }
 

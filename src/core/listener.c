@@ -11,7 +11,12 @@
 
 #include "core/auth.h"
 #include "core/blob.h"
-#include "core/core.h"
+#include "core/conn.h"
+#include "core/engine.h"
+#include "core/items.h"
+#include "core/listener.h"
+#include "core/pass.h"
+#include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/time.h"

@@ -1,6 +1,8 @@
 /* TCPX_P2P_NICS: the devices a session's channels are striped over.
  * Channel i of every connection of the session uses device i % n. */
 #include "core/nics.h"
+#include "tcpx_p2p.h"
+#include "util/error.h"
 
 #include <ctype.h>
 #include <stdbool.h>
@@ -9,8 +11,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "tcpx_p2p.h"
-#include "util/error.h"
 
 static bool add(int *out, int *n, int dev)
 {

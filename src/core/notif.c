@@ -13,7 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm.h"
+#include "core/conn.h"
+#include "core/ctl.h"
+#include "core/engine.h"
+#include "core/items.h"
+#include "core/pass.h"
 #include "core/rma.h"
+#include "core/session.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 int tp__rma_note_arrives(struct tcpx_p2p_conn *c, size_t len)

@@ -4,7 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm.h"
+#include "core/ctl.h"
 #include "core/rma.h"
+#include "core/vec.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 /* Local and remote segments of a write or read, checked on this side. */

@@ -14,8 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/engine.h"
 #include "core/handshake.h"
+#include "core/pass.h"
+#include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"

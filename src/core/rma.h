@@ -1,5 +1,5 @@
 /* What the files of a connection's one-sided layer share (private to
- * them; core.h declares what the rest of the core calls):
+ * them; items.h declares what the rest of the core calls):
  *   inbound.c   the peer's messages: decoding, the in-queue, matching
  *   announce.c  this side's announcements and answers
  *   export.c    exports to the peer, imports of its exports, resolving a
@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/ctl.h"
+#include "tcpx_p2p.h"
 
 /* An answer's status on the wire (its own numbers, not the API's). */
 enum tp_ack_status {
@@ -110,10 +111,6 @@ struct tp_notif_node {
 };
 
 /* announce.c */
-/* Room for this side's own message of `bytes` (header included): EAGAIN
- * where it would take the stream past half of peer_max_ctl_bytes (the
- * answers keep the other half), EINVAL where it alone is more than that. */
-int tp__rma_own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes);
 int tp__rma_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
 		     uint64_t value);
 

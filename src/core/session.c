@@ -6,8 +6,14 @@
 #include <openssl/crypto.h>
 
 #include "core/auth.h"
-#include "core/core.h"
+#include "core/chunk.h"
+#include "core/close/close.h"
+#include "core/devq.h"
+#include "core/engine.h"
+#include "core/hostcopy.h"
 #include "core/nics.h"
+#include "core/pass.h"
+#include "core/session.h"
 #include "core/topo.h"
 #include "util/config.h"
 #include "util/error.h"

@@ -6,8 +6,10 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/comm.h"
+#include "core/conn.h"
 #include "core/stats.h"
+#include "core/xfer.h"
 #include "util/error.h"
 #include "util/time.h"
 
@@ -60,7 +62,8 @@ static uint64_t bucket_top(unsigned i)
 	return lo + (((uint64_t)1 << (e - 1)) - 1);
 }
 
-uint64_t tp__hist_quantile(const struct tp_hist *h, double q)
+/* The upper bound of the bucket that holds quantile q (0..1); 0 when empty. */
+static uint64_t hist_quantile(const struct tp_hist *h, double q)
 {
 	uint64_t total = hist_total(h), seen = 0, want;
 
@@ -98,13 +101,13 @@ void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out
 	full.heartbeats_missed = st->hb_missed;
 	full.windows_full = st->windows_full;
 	full.req_samples = hist_total(&st->req_lat);
-	full.req_ns_p50 = tp__hist_quantile(&st->req_lat, 0.50);
-	full.req_ns_p90 = tp__hist_quantile(&st->req_lat, 0.90);
-	full.req_ns_p99 = tp__hist_quantile(&st->req_lat, 0.99);
+	full.req_ns_p50 = hist_quantile(&st->req_lat, 0.50);
+	full.req_ns_p90 = hist_quantile(&st->req_lat, 0.90);
+	full.req_ns_p99 = hist_quantile(&st->req_lat, 0.99);
 	full.xfer_samples = hist_total(&st->xfer_lat);
-	full.xfer_ns_p50 = tp__hist_quantile(&st->xfer_lat, 0.50);
-	full.xfer_ns_p90 = tp__hist_quantile(&st->xfer_lat, 0.90);
-	full.xfer_ns_p99 = tp__hist_quantile(&st->xfer_lat, 0.99);
+	full.xfer_ns_p50 = hist_quantile(&st->xfer_lat, 0.50);
+	full.xfer_ns_p90 = hist_quantile(&st->xfer_lat, 0.90);
+	full.xfer_ns_p99 = hist_quantile(&st->xfer_lat, 0.99);
 	full.struct_size = n;
 	memcpy(out, &full, n);
 }

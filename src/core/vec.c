@@ -7,7 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/comm.h"
+#include "core/conn.h"
+#include "core/mr.h"
+#include "core/session.h"
+#include "core/vec.h"
+#include "core/window.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 static int hold_runs(struct tcpx_p2p_xfer *x, const char *what);

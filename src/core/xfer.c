@@ -3,8 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/comm.h"
+#include "core/conn.h"
 #include "core/ctl.h"
+#include "core/engine.h"
+#include "core/items.h"
+#include "core/pass.h"
+#include "core/session.h"
+#include "core/stats.h"
+#include "core/stream.h"
+#include "core/vec.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
@@ -81,16 +90,13 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 	}
 }
 
-int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	if (x->op == TP_OP_IN_WRITE)
-		return tp__rma_in_write_done(c, x);
 	if (x->need_ack && !x->acked)
-		return 0; /* the ack completes it */
+		return; /* the ack completes it */
 	if (x->need_ack)
 		tp__xlist_remove(&c->answers, x);
 	tp__xfer_complete(c, x, 0);
-	return 0;
 }
 
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
@@ -147,7 +153,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	if (x->need_ack)
 		tp__xlist_push(&c->answers, x);
 	if (x->dir == TP_SEND)
-		tp__xfer_enqueue(c, x);
+		tp__stream_enqueue(c, x);
 	tp__post_pass_unlock(c);
 	*out = x;
 	return 0;
@@ -223,7 +229,7 @@ static int xfer_result(const struct tcpx_p2p_xfer *x)
 
 /* Is x complete?  Read without the conn lock, so that callers polling
  * in progress-thread mode never make the thread skip the conn; the
- * release store that sets done (progress.c, conn.c) orders x->err. */
+ * release store that sets done (xfer.c, conn.c) orders x->err. */
 static bool xfer_done(struct tcpx_p2p_xfer *x)
 {
 	if (!x->c) /* its connection was destroyed: failed, final */

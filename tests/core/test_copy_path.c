@@ -8,7 +8,9 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
+#include "core/comm.h"
+#include "core/hostcopy.h"
+#include "core/session.h"
 
 /* The send gather through staging: host memory on the host (in the pass
  * or, for a large chunk, on the copy threads), device memory by a list. */

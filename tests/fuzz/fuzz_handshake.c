@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-#include "core/core.h"
+#include "core/conn.h"
 #include "core/handshake.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

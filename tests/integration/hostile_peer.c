@@ -23,8 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "core/conn.h"
 #include "core/ctl.h"
+#include "core/session.h"
 #include "pair.h"
 
 struct good {
