@@ -7,7 +7,6 @@
 #include "core/ctl.h"
 #include "core/engine.h"
 #include "core/items.h"
-#include "core/rma.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
@@ -93,8 +92,8 @@ static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id
 	return 0;
 }
 
-int tp__rma_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
-		     uint64_t value)
+int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
+		       uint64_t value)
 {
 	unsigned char *m;
 	int rc = answer_room(c);
@@ -111,8 +110,8 @@ int tp__rma_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status st
 	return 0;
 }
 
-int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		     size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
+int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
 {
 	/* The message this side queues: an in-read's response is an answer. */
 	size_t bytes = TP_CTL_MSG_HDR + (x->op == TP_OP_WRITE || x->op == TP_OP_READ
@@ -123,7 +122,7 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 					 : own_room(c, "post", bytes);
 
 	if (!rc && notif_len)
-		rc = tp__rma_notif_room(c, "write", notif_len);
+		rc = tp__items_notif_room(c, "write", notif_len);
 	if (rc)
 		return rc;
 	switch (x->op) {
@@ -134,7 +133,7 @@ int tp__rma_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const voi
 		x->id = ++c->next_id;
 		rc = announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
 		if (!rc && notif_len)
-			tp__rma_notif_spend(c, notif_len);
+			tp__items_notif_spend(c, notif_len);
 		return rc;
 	case TP_OP_READ:
 		x->id = ++c->next_id;
@@ -159,14 +158,14 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	if (c->err) {
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
 	} else if ((rc = own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
-		   (rc = tp__rma_notif_room(c, "notify", len))) {
+		   (rc = tp__items_notif_room(c, "notify", len))) {
 		/* EAGAIN: the peer has not taken what waits for it */
 	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
 		rc = TCPX_P2P_ENOMEM;
 	} else {
 		tp_put32(m, (uint32_t)len);
 		memcpy(m + 4, msg, len);
-		tp__rma_notif_spend(c, len);
+		tp__items_notif_spend(c, len);
 		tp__post_pass_unlock(c);
 		return 0;
 	}

@@ -70,6 +70,18 @@ struct tp_slot {
 	int64_t t_issue;    /* a data send: when the plugin took it (stats) */
 };
 
+/* The buffers a chunk may pass through besides the transfer's own memory,
+ * one name each:
+ *   bounce   the plugin's receive buffer (TCPX: device pages), read through
+ *            its fragment records (comm: bounce, meta)
+ *   landing  device memory a receive is posted into where the bounce is in
+ *            device memory and the destination is not: the plugin never
+ *            writes it (conn: land; the control channel: ctl->land)
+ *   staging  slots a chunk is gathered into or scattered from when it spans
+ *            several segments, or goes nowhere (comm: stage, below)
+ *   drain    where a closing conn's throw-away receives land (close/drain.c)
+ *   zero     a cleared device chunk that clears device staging (stream.c) */
+
 /* Staging of chunks that span several segments (or go nowhere): a FIFO
  * ring of slots, taken at post and given back at retire, per memory type.
  * Host memory gets 4: with more, a sender gathers chunks so far ahead of

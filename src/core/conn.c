@@ -85,7 +85,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	c->s = s;
 	c->nchan = nchan - 1; /* the last channel is the control channel */
 	c->rdv_fd = -1;
-	rc = tp__rma_create(c);
+	rc = tp__items_create(c);
 	if (!rc)
 		rc = tp__ctl_create(c, send_comms[c->nchan], recv_comms[c->nchan], &devh[c->nchan]);
 	if (rc)
@@ -114,7 +114,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 free_ctl:
 	land_destroy(c);
 	tp__ctl_destroy(c);
-	tp__rma_destroy(c);
+	tp__items_destroy(c);
 	pthread_mutex_destroy(&c->rdv_lock);
 destroy_lock:
 	pthread_mutex_destroy(&c->lock);
@@ -158,7 +158,7 @@ void tp__conn_cancel(struct tcpx_p2p_conn *c, int err)
 		c->completed++;
 		tp__xfer_mark_done(c, x);
 	}
-	tp__rma_fail(c);
+	tp__items_fail(c);
 }
 
 int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
@@ -170,7 +170,7 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err)
 		tcpx_p2p_strerror(err), c->why);
 	tp__conn_cancel(c, err);
 	/* A target that only polls notifications hears of it there too. */
-	tp__rma_tell_failed(c);
+	tp__items_tell_failed(c);
 	return err;
 }
 
@@ -260,5 +260,5 @@ void tp__conn_peer_gone(struct tcpx_p2p_conn *c)
 	snprintf(c->why, sizeof(c->why), "the peer closed the connection");
 	TP_INFO("conn", "%s closed the connection", c->peer[0] ? c->peer : "the peer");
 	tp__conn_cancel(c, TCPX_P2P_ECLOSED);
-	tp__rma_tell_failed(c);
+	tp__items_tell_failed(c);
 }

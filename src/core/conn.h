@@ -26,7 +26,7 @@ struct tp_ctl;   /* ctl.c: the control channel */
 struct tp_wseg;  /* ctl.h: a remote segment on the wire */
 struct tp_note;  /* notif.c: a notification waiting for its data */
 struct tp_notif_node; /* notif.c: a delivered notification */
-struct tp_rma;   /* rma.h: exports, inbound items, notifications */
+struct tp_items;  /* items.h: exports, inbound items, notifications */
 
 /* What a connection's passes know of the peer's liveness (live.c).  heard
  * and said are set where a receive completes and a control frame is
@@ -72,7 +72,7 @@ struct tcpx_p2p_conn {
 	 * waits on it: receives not yet matched to the peer's announcement,
 	 * and sends, writes and reads waiting for the peer's answer. */
 	struct tp_ctl *ctl;
-	struct tp_rma *rma;
+	struct tp_items *items;
 	struct tp_live alive;
 	struct tp_stats stats; /* stats.h: under lock */
 	/* Behind a device bounce (TCPX), where receives of host memory are

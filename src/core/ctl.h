@@ -172,13 +172,13 @@ bool tp__ctl_close_sent(const struct tcpx_p2p_conn *c);
 uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c);
 
 /* One pass over the control channel: send what is queued, receive and
- * hand every complete message to tp__rma_on_msg (items.h).  Returns 0 or the error
+ * hand every complete message to tp__items_on_msg (items.h).  Returns 0 or the error
  * that fails the conn.  *pending: a test still owes a hand-over, or bytes
  * wait to go out. */
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
 
 /* Append received stream bytes and hand every complete message to
- * tp__rma_on_msg (0, or the error that fails the conn). */
+ * tp__items_on_msg (0, or the error that fails the conn). */
 int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
 
 #endif

@@ -131,7 +131,7 @@ static int parse(struct tcpx_p2p_conn *c)
 		else if (t->close_queued) /* closing: what the peer still says is moot */
 			rc = 0;
 		else
-			rc = tp__rma_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
+			rc = tp__items_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
 		if (rc)
 			return rc;
 		t->in_off += TP_CTL_MSG_HDR + body;

@@ -8,7 +8,6 @@
 #include "core/ctl.h"
 #include "core/items.h"
 #include "core/mr.h"
-#include "core/rma.h"
 #include "core/session.h"
 #include "core/vec.h"
 #include "core/xfer.h"
@@ -32,7 +31,7 @@ static bool key_equal(const unsigned char *a, const unsigned char *b)
 
 /* One remote segment against this conn's exports: its export, or NULL
  * with *why (and *bad_key when the peer named a key it was never given). */
-static struct tp_export *check_seg(struct tp_rma *r, const struct tp_wseg *g, unsigned access,
+static struct tp_export *check_seg(struct tp_items *r, const struct tp_wseg *g, unsigned access,
 				   uint64_t *why, bool *bad_key)
 {
 	struct tp_export *e = g->idx < r->nexp ? &r->exp[g->idx] : NULL;
@@ -54,11 +53,11 @@ static struct tp_export *check_seg(struct tp_rma *r, const struct tp_wseg *g, un
  * reason (*bad_key: a key the peer was never given).  Each export is looked
  * up once per message, whatever the segment count, and the session lock is
  * taken once per export named, never across the segment list. */
-uint64_t tp__rma_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
-			 struct tcpx_p2p_xfer *x, bool *bad_key)
+uint64_t tp__items_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
+			   struct tcpx_p2p_xfer *x, bool *bad_key)
 {
 	struct tcpx_p2p_session *s = c->s;
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	uint64_t why = 0, total = 0, stamp = ++r->stamp;
 	struct tp_export *e, **named = NULL;
 	size_t nnamed = 0, i;
@@ -125,21 +124,21 @@ uint64_t tp__rma_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsign
 	}
 	x->nseg = in->nseg;
 	x->len = (size_t)total;
-	r->segs += x->nseg; /* until the item ends (tp__rma_item_end) */
+	r->segs += x->nseg; /* until the item ends (tp__items_end) */
 	return 0;
 }
 
-void tp__rma_item_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x)
+void tp__items_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x)
 {
 	if (x->op == TP_OP_IN_WRITE || x->op == TP_OP_IN_READ)
-		c->rma->segs -= x->nseg;
+		c->items->segs -= x->nseg;
 }
 
 int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 		       unsigned access, tcpx_p2p_rdesc *out)
 {
 	unsigned char key[TP_KEY_BYTES];
-	struct tp_rma *r;
+	struct tp_items *r;
 	struct tp_export *e;
 	unsigned char *d;
 	int rc = 0;
@@ -156,7 +155,7 @@ int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t 
 	if (getrandom(key, sizeof(key), 0) != sizeof(key))
 		return tp__error(TCPX_P2P_ENET, "mr_export: no random bytes");
 	pthread_mutex_lock(&c->lock);
-	r = c->rma;
+	r = c->items;
 	if (c->err) {
 		rc = tp__error(c->err, "mr_export: the connection failed earlier: %s", c->why);
 	} else if (r->nexp == r->cap) {
@@ -202,8 +201,8 @@ int tcpx_p2p_mr_unexport(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc)
 	d = desc->bytes;
 	idx = tp_get32(d + 8);
 	pthread_mutex_lock(&c->lock);
-	e = tp_get32(d) == TP_RDESC_MAGIC && d[4] == TP_RDESC_VERSION && idx < c->rma->nexp
-		    ? &c->rma->exp[idx]
+	e = tp_get32(d) == TP_RDESC_MAGIC && d[4] == TP_RDESC_VERSION && idx < c->items->nexp
+		    ? &c->items->exp[idx]
 		    : NULL;
 	if (!e || !key_equal(e->key, d + TP_RDESC_KEY))
 		rc = tp__error(TCPX_P2P_EINVAL, "mr_unexport: not a descriptor exported on this "

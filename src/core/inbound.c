@@ -24,7 +24,6 @@
 #include "core/ctl.h"
 #include "core/items.h"
 #include "core/live.h"
-#include "core/rma.h"
 #include "core/session.h"
 #include "core/stream.h"
 #include "core/vec.h"
@@ -51,23 +50,23 @@ static const char *refusal_text(uint64_t why)
  * export stops long before 2^128 guesses mean anything. */
 #define TP_BAD_KEYS_MAX 8u
 
-int tp__rma_create(struct tcpx_p2p_conn *c)
+int tp__items_create(struct tcpx_p2p_conn *c)
 {
-	c->rma = calloc(1, sizeof(*c->rma));
-	return c->rma ? 0 : tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
+	c->items = calloc(1, sizeof(*c->items));
+	return c->items ? 0 : tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
 }
 
 static void in_free(struct tcpx_p2p_conn *c, struct tp_in *in)
 {
-	c->rma->segs -= in->nseg;
+	c->items->segs -= in->nseg;
 	free(in->seg);
 	free(in->notif);
 	free(in);
 }
 
-void tp__rma_fail(struct tcpx_p2p_conn *c)
+void tp__items_fail(struct tcpx_p2p_conn *c)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	struct tp_in *in;
 	struct tp_note *n;
 
@@ -86,21 +85,21 @@ void tp__rma_fail(struct tcpx_p2p_conn *c)
 	r->notes_tail = NULL;
 }
 
-void tp__rma_destroy(struct tcpx_p2p_conn *c)
+void tp__items_destroy(struct tcpx_p2p_conn *c)
 {
 	/* First: delivered notifications name this conn, and notif_poll (any
 	 * thread) reaches its counters through them. */
-	tp__rma_drop_notifs(c);
-	tp__rma_fail(c);
-	if (c->rma)
-		free(c->rma->exp);
-	free(c->rma);
-	c->rma = NULL;
+	tp__items_drop_notifs(c);
+	tp__items_fail(c);
+	if (c->items)
+		free(c->items->exp);
+	free(c->items);
+	c->items = NULL;
 }
 
-bool tp__rma_busy(const struct tcpx_p2p_conn *c)
+bool tp__items_busy(const struct tcpx_p2p_conn *c)
 {
-	return c->rma->inq || c->rma->notes;
+	return c->items->inq || c->items->notes;
 }
 
 static struct tp_wseg get_seg(const unsigned char *p)
@@ -166,9 +165,9 @@ static int bad_msg(unsigned type, size_t len)
 			 type, len);
 }
 
-int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *b, size_t len)
+int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *b, size_t len)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	struct tp_in *in;
 	uint64_t nseg = 0, nlen = 0;
 
@@ -176,7 +175,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 	case TP_CTL_ACK:
 		return len == 24 ? on_ack(c, b) : bad_msg(type, len);
 	case TP_CTL_CREDIT:
-		return len == 4 ? tp__rma_on_credit(c, tp_get32(b)) : bad_msg(type, len);
+		return len == 4 ? tp__items_on_credit(c, tp_get32(b)) : bad_msg(type, len);
 	case TP_CTL_HEARTBEAT:
 		return tp__live_on_heartbeat(c, len);
 	case TP_CTL_SEND:
@@ -216,7 +215,7 @@ int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *
 				 "hold %llu remote segments here (peer_max_segments %d)",
 				 (unsigned long long)(r->segs + nseg), c->s->cfg.peer_max_segments);
 	if (nlen) {
-		int rc = tp__rma_note_arrives(c, (size_t)nlen);
+		int rc = tp__items_note_arrives(c, (size_t)nlen);
 
 		if (rc)
 			return rc;
@@ -276,13 +275,13 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
 		tp__stream_enqueue(c, x);
-		return tp__rma_send_ack(c, in->id, TP_ACK_OK, mine);
+		return tp__items_send_ack(c, in->id, TP_ACK_OK, mine);
 	}
 	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "
 		 "(totals must match)", (unsigned long long)in->len, mine);
 	tp__xfer_complete(c, x, TCPX_P2P_EPROTO);
 	rc = discard(c, in->len);
-	return rc ? rc : tp__rma_send_ack(c, in->id, TP_ACK_MISMATCH, mine);
+	return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_MISMATCH, mine);
 }
 
 static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
@@ -312,7 +311,7 @@ static int inbound_item(struct tcpx_p2p_conn *c, const struct tp_in *in, enum tp
 		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
 	x->c = c;
 	x->id = in->id;
-	*why = tp__rma_resolve(c, in, write ? TCPX_P2P_ACCESS_WRITE : TCPX_P2P_ACCESS_READ, x, bad_key);
+	*why = tp__items_resolve(c, in, write ? TCPX_P2P_ACCESS_WRITE : TCPX_P2P_ACCESS_READ, x, bad_key);
 	if (*why) {
 		tp__xfer_free(x);
 		x = NULL;
@@ -325,9 +324,9 @@ static int inbound_item(struct tcpx_p2p_conn *c, const struct tp_in *in, enum tp
  * the conn, which fails past TP_BAD_KEYS_MAX of them. */
 static int refused(struct tcpx_p2p_conn *c, const struct tp_in *in, uint64_t why, bool bad_key)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 
-	TP_DEBUG("rma", "refused %s %llu from %s: %s%s",
+	TP_DEBUG("items", "refused %s %llu from %s: %s%s",
 		 in->type == TP_CTL_WRITE ? "write" : "read", (unsigned long long)in->id, c->peer,
 		 refusal_text(why), bad_key ? " (a key it was never given)" : "");
 	if (bad_key && ++r->bad_keys > TP_BAD_KEYS_MAX)
@@ -348,30 +347,30 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc;
 	if (why) {
 		if (in->notif_len) /* never delivered */
-			tp__rma_note_gone(c, in->notif_len);
+			tp__items_note_gone(c, in->notif_len);
 		rc = refused(c, in, why, bad_key);
 		if (!rc)
 			rc = discard(c, in->len);
-		return rc ? rc : tp__rma_send_ack(c, in->id, TP_ACK_REFUSED, why);
+		return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
 	c->inbound++;
 	tp__stream_enqueue(c, x);
-	return in->notif_len ? tp__rma_add_note(c, x->first_seq + x->nchunks, true, in->notif,
+	return in->notif_len ? tp__items_add_note(c, x->first_seq + x->nchunks, true, in->notif,
 					in->notif_len)
 			     : 0;
 }
 
-int tp__rma_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+int tp__items_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	int rc;
 
 	if (x->err) { /* some chunk did not land whole (stream.c) */
-		TP_DEBUG("rma", "refused write %llu from %s: %s", (unsigned long long)x->id,
+		TP_DEBUG("items", "refused write %llu from %s: %s", (unsigned long long)x->id,
 			 c->peer, x->why);
-		tp__rma_drop_note(c, x->first_seq + x->nchunks);
-		rc = tp__rma_send_ack(c, x->id, TP_ACK_REFUSED, TP_REFUSE_SHORT);
+		tp__items_drop_note(c, x->first_seq + x->nchunks);
+		rc = tp__items_send_ack(c, x->id, TP_ACK_REFUSED, TP_REFUSE_SHORT);
 	} else {
-		rc = tp__rma_send_ack(c, x->id, TP_ACK_OK, 0);
+		rc = tp__items_send_ack(c, x->id, TP_ACK_OK, 0);
 	}
 	tp__xfer_complete(c, x, 0);
 	return rc;
@@ -388,11 +387,11 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc;
 	if (why) {
 		rc = refused(c, in, why, bad_key);
-		return rc ? rc : tp__rma_send_ack(c, in->id, TP_ACK_REFUSED, why);
+		return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
-	rc = tp__rma_announce(c, x, NULL, 0, NULL, 0);
+	rc = tp__items_announce(c, x, NULL, 0, NULL, 0);
 	if (rc) {
-		tp__rma_item_end(c, x);
+		tp__items_end(c, x);
 		tp__segs_put(c->s, x);
 		tp__xfer_free(x);
 		return rc;
@@ -427,7 +426,7 @@ static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		rc = on_read_req(c, in);
 		break;
 	case TP_CTL_NOTIF:
-		rc = tp__rma_add_note(c, c->dir[TP_RECV].next_seq, false, in->notif, in->notif_len);
+		rc = tp__items_add_note(c, c->dir[TP_RECV].next_seq, false, in->notif, in->notif_len);
 		break;
 	default:
 		rc = tp__error(TCPX_P2P_EINTERNAL, "control channel: message type %u queued",
@@ -436,9 +435,9 @@ static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	return rc ? rc : 1;
 }
 
-int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved)
+int tp__items_progress(struct tcpx_p2p_conn *c, bool *moved)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	struct tp_in *in;
 	int rc;
 
@@ -453,6 +452,6 @@ int tp__rma_progress(struct tcpx_p2p_conn *c, bool *moved)
 		c->inbound--;
 		*moved = true;
 	}
-	rc = tp__rma_notes_release(c, moved);
-	return rc ? rc : tp__rma_credit_out(c);
+	rc = tp__items_notes_release(c, moved);
+	return rc ? rc : tp__items_credit_out(c);
 }

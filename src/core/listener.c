@@ -237,7 +237,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
-	tp__rma_set_credits(*out, peer_notifs, peer_notif_bytes);
+	tp__items_set_credits(*out, peer_notifs, peer_notif_bytes);
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;

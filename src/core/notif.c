@@ -19,15 +19,14 @@
 #include "core/engine.h"
 #include "core/items.h"
 #include "core/pass.h"
-#include "core/rma.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
 
-int tp__rma_note_arrives(struct tcpx_p2p_conn *c, size_t len)
+int tp__items_note_arrives(struct tcpx_p2p_conn *c, size_t len)
 {
 	struct tcpx_p2p_session *s = c->s;
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	uint32_t held, units = tp_notif_units(len), max = (uint32_t)s->cfg.peer_max_notifs;
 	bool room;
 
@@ -47,7 +46,7 @@ int tp__rma_note_arrives(struct tcpx_p2p_conn *c, size_t len)
 
 /* notif_lock held; freed is atomic so that a pass reads it without the
  * lock (credit_out) */
-static void gone_locked(struct tp_rma *r, size_t len)
+static void gone_locked(struct tp_items *r, size_t len)
 {
 	uint32_t units = tp_notif_units(len);
 
@@ -55,22 +54,22 @@ static void gone_locked(struct tp_rma *r, size_t len)
 	__atomic_add_fetch(&r->freed, units, __ATOMIC_RELAXED);
 }
 
-void tp__rma_note_gone(struct tcpx_p2p_conn *c, size_t len)
+void tp__items_note_gone(struct tcpx_p2p_conn *c, size_t len)
 {
 	pthread_mutex_lock(&c->s->notif_lock);
-	gone_locked(c->rma, len);
+	gone_locked(c->items, len);
 	pthread_mutex_unlock(&c->s->notif_lock);
 }
 
-void tp__rma_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes)
+void tp__items_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes)
 {
-	c->rma->credits = c->rma->credits_max = n;
-	c->rma->peer_notif_bytes = max_bytes;
+	c->items->credits = c->items->credits_max = n;
+	c->items->peer_notif_bytes = max_bytes;
 }
 
-int tp__rma_on_credit(struct tcpx_p2p_conn *c, uint32_t n)
+int tp__items_on_credit(struct tcpx_p2p_conn *c, uint32_t n)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 
 	if (!n || n > r->credits_max - r->credits)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer gave back %u "
@@ -83,10 +82,10 @@ int tp__rma_on_credit(struct tcpx_p2p_conn *c, uint32_t n)
 /* Batched: one message per eighth of the bound.  The sender waits only
  * while every slot is held, freed here or on its way back; fewer than an
  * eighth freed and unsent leaves it most of its credits. */
-int tp__rma_credit_out(struct tcpx_p2p_conn *c)
+int tp__items_credit_out(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s = c->s;
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	uint32_t batch = (uint32_t)s->cfg.peer_max_notifs / 8, n;
 	unsigned char *m;
 
@@ -101,10 +100,10 @@ int tp__rma_credit_out(struct tcpx_p2p_conn *c)
 	return 0;
 }
 
-int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
-		     const unsigned char *msg, size_t len)
+int tp__items_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
+		       const unsigned char *msg, size_t len)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	struct tp_note *n;
 
 	n = malloc(sizeof(*n) + len);
@@ -126,9 +125,9 @@ int tp__rma_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 /* The notification that came with a failed in-write is never delivered.
  * It is found by the write's end in the chunk stream, which no other item
  * shares (the id is the peer's to choose). */
-void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark)
+void tp__items_drop_note(struct tcpx_p2p_conn *c, uint64_t mark)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	struct tp_note *prev = NULL, *n;
 
 	for (n = r->notes; n && !(n->of_write && n->mark == mark); n = n->next)
@@ -141,11 +140,11 @@ void tp__rma_drop_note(struct tcpx_p2p_conn *c, uint64_t mark)
 		r->notes = n->next;
 	if (r->notes_tail == n)
 		r->notes_tail = prev;
-	tp__rma_note_gone(c, n->len);
+	tp__items_note_gone(c, n->len);
 	free(n);
 }
 
-void tp__rma_drop_notifs(struct tcpx_p2p_conn *c)
+void tp__items_drop_notifs(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s = c->s;
 	struct tp_notif_node **pp, *n;
@@ -189,17 +188,17 @@ static int deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len
 	return 0;
 }
 
-void tp__rma_tell_failed(struct tcpx_p2p_conn *c)
+void tp__items_tell_failed(struct tcpx_p2p_conn *c)
 {
-	if (!c->rma || c->rma->failed_told)
+	if (!c->items || c->items->failed_told)
 		return;
 	/* Without memory the failure still shows in every call on c. */
-	c->rma->failed_told = !deliver(c, NULL, 0);
+	c->items->failed_told = !deliver(c, NULL, 0);
 }
 
-int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
+int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	struct tcpx_p2p_xfer *h;
 	struct tp_note *n;
 	int rc;
@@ -223,9 +222,9 @@ int tp__rma_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 	return 0;
 }
 
-int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len)
+int tp__items_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len)
 {
-	struct tp_rma *r = c->rma;
+	struct tp_items *r = c->items;
 	uint32_t units = tp_notif_units(len);
 
 	if (len > r->peer_notif_bytes)
@@ -249,11 +248,11 @@ int tp__rma_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len)
 
 /* Spend what a notification of len bytes counts (a test build that
  * ignores credits may have fewer). */
-void tp__rma_notif_spend(struct tcpx_p2p_conn *c, size_t len)
+void tp__items_notif_spend(struct tcpx_p2p_conn *c, size_t len)
 {
 	uint32_t units = tp_notif_units(len);
 
-	c->rma->credits -= units < c->rma->credits ? units : c->rma->credits;
+	c->items->credits -= units < c->items->credits ? units : c->items->credits;
 	c->stats.notifs_out++;
 }
 
@@ -264,7 +263,7 @@ static void take_locked(tcpx_p2p_session *s, struct tp_notif_node *d)
 	if (!s->notifs)
 		s->notifs_tail = NULL;
 	if (d->len)
-		gone_locked(d->c->rma, d->len);
+		gone_locked(d->c->items, d->len);
 	free(d);
 }
 

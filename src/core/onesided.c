@@ -6,7 +6,7 @@
 
 #include "core/comm.h"
 #include "core/ctl.h"
-#include "core/rma.h"
+#include "core/items.h"
 #include "core/vec.h"
 #include "core/xfer.h"
 #include "util/error.h"

@@ -25,7 +25,7 @@ static int finish(struct tcpx_p2p_conn *c, struct tp_xlist *done, int rc)
 	while ((x = done->head)) {
 		tp_list_remove(done, x, dlink);
 		if (x->op == TP_OP_IN_WRITE) {
-			r = tp__rma_in_write_done(c, x);
+			r = tp__items_in_write_done(c, x);
 			rc = rc ? rc : r;
 		} else {
 			tp__xfer_chunks_done(c, x);
@@ -40,7 +40,7 @@ static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 	int i;
 
 	st->busy = st->busy || c->dir[TP_SEND].head || c->dir[TP_RECV].head ||
-		   c->unmatched.head || c->answers.head || c->settling.head || tp__rma_busy(c);
+		   c->unmatched.head || c->answers.head || c->settling.head || tp__items_busy(c);
 	for (i = 0; i < c->nchan && !st->pending; i++)
 		st->pending = c->send[i].handover || c->recv[i].handover ||
 			      c->send[i].issued != c->send[i].win.posted ||
@@ -94,12 +94,12 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	if (!tp__ctl_closing(c))
 		rc = tp__live_pass(c);
 	if (!rc)
-		rc = tp__rma_progress(c, moved);
+		rc = tp__items_progress(c, moved);
 	if (!rc)
 		rc = data_pass(c, moved);
 	/* Items that ended in this pass may release notifications. */
 	if (!rc && *moved)
-		rc = tp__rma_progress(c, moved);
+		rc = tp__items_progress(c, moved);
 	/* Announcements and acks queued by this pass go out now, not a pass later. */
 	if (!rc && tp__ctl_queued(c))
 		rc = tp__ctl_progress(c, moved, &st->pending);

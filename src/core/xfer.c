@@ -57,7 +57,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	if (internal(x)) {
 		tp__stats_xfer_end(c, x, err);
 		c->inbound--;
-		tp__rma_item_end(c, x);
+		tp__items_end(c, x);
 		tp__xfer_free(x);
 		return;
 	}
@@ -140,7 +140,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xfer_free(x);
 		return rc;
 	}
-	rc = tp__rma_announce(c, x, notif, notif_len, rseg, nrseg);
+	rc = tp__items_announce(c, x, notif, notif_len, rseg, nrseg);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);
 		tp__xfer_free(x);

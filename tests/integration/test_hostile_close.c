@@ -29,7 +29,7 @@
 #include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/rma.h"
+#include "core/items.h"
 #include "core/session.h"
 #include "core/stream.h"
 #include "pair.h"

@@ -100,7 +100,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	tp__session_use_gpu(s);
 	c->destroyed = true;
 	/* Notifications naming c go before the caller can no longer take them. */
-	tp__rma_destroy(c);
+	tp__items_destroy(c);
 	if (!unclean && tp__close_queue(c))
 		unclean = "out of memory for the close handshake";
 	/* Chunks in the plugin's hands that may still read or write the

@@ -115,7 +115,7 @@ void tp__close_finish(struct tcpx_p2p_conn *c, const char *reason)
 	free(c->closing.drain_buf);
 	tp__dev_free(c->zero_dev);
 	tp__ctl_destroy(c);
-	tp__rma_destroy(c);
+	tp__items_destroy(c);
 	if (c->rdv_fd >= 0)
 		tp__sock_close(c->rdv_fd);
 	pthread_mutex_destroy(&c->rdv_lock);
