@@ -9,15 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/devq.h"
 #include "core/engine.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/live.h"
 #include "core/mr.h"
 #include "core/pass.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "core/pipeline/comm.h"
 #include "core/stats.h"
 #include "core/xfer.h"
 #include "net/net.h"

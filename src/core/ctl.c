@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/devq.h"
 #include "core/mr.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
 #include "core/session.h"
 #include "util/error.h"
 

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "core/pipeline/comm.h"
 #include "net/net.h"
 
 struct tcpx_p2p_conn;

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/chunk.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/items.h"
+#include "core/items/items.h"
+#include "core/pipeline/chunk.h"
 #include "core/session.h"
 #include "util/error.h"
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/mr.h"
+#include "core/pipeline/comm.h"
 #include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"

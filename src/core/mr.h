@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "core/pipeline/comm.h"
 
 struct tcpx_p2p_session;
 

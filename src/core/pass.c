@@ -4,14 +4,14 @@
  * return the transfers whose last chunk retired, and the pass finishes
  * them (xfer.c; an in-write answers its initiator, inbound.c). */
 #include "core/close/close.h"
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/live.h"
 #include "core/pass.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/stream.h"
 #include "core/session.h"
-#include "core/stream.h"
 #include "core/xfer.h"
 
 /* Transfers whose chunks all retired in a stage: each completes, or waits

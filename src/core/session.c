@@ -5,16 +5,16 @@
 
 #include <openssl/crypto.h>
 
-#include "core/auth.h"
-#include "core/chunk.h"
 #include "core/close/close.h"
-#include "core/devq.h"
 #include "core/engine.h"
-#include "core/hostcopy.h"
-#include "core/nics.h"
 #include "core/pass.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/devq.h"
+#include "core/pipeline/hostcopy.h"
 #include "core/session.h"
-#include "core/topo.h"
+#include "core/setup/auth.h"
+#include "core/setup/nics.h"
+#include "core/setup/topo.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"

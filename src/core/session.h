@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/nics.h"
+#include "core/setup/nics.h"
 #include "device/tp_device.h"
 #include "net/net.h"
 #include "tcpx_p2p.h"

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
+#include "core/pipeline/comm.h"
 #include "core/stats.h"
 #include "core/xfer.h"
 #include "util/error.h"

@@ -3,16 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/engine.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/pass.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/stream.h"
+#include "core/pipeline/vec.h"
 #include "core/session.h"
 #include "core/stats.h"
-#include "core/stream.h"
-#include "core/vec.h"
 #include "core/xfer.h"
 #include "util/error.h"
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/comm.h"
+#include "core/pipeline/comm.h"
 #include "tcpx_p2p.h"
 #include "util/list.h"
 

@@ -1,4 +1,4 @@
-/* tp__copy_path (src/core/copy_path.c) against the rules it gathered from
+/* tp__copy_path (src/core/pipeline/copy_path.c) against the rules it gathered from
  * the send gather, the receive unpack and the device unpack's variants,
  * restated here one by one, for every combination of what it looks at. */
 #include <setjmp.h>
@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "core/comm.h"
-#include "core/hostcopy.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/hostcopy.h"
 #include "core/session.h"
 
 /* The send gather through staging: host memory on the host (in the pass

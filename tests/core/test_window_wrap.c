@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "core/conn.h"
-#include "core/window.h"
+#include "core/pipeline/window.h"
 #include "pair.h"
 
 /* A multiple of 16, so that window slot k % 16 still names the meta-ring

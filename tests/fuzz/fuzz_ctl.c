@@ -1,5 +1,5 @@
 /* libFuzzer target: the control channel's incoming stream (src/core/ctl.c
- * framing of messages, src/core/inbound.c decoding and the in-queue that acts
+ * framing of messages, src/core/items/inbound.c decoding and the in-queue that acts
  * on them) on a connection built without a plugin.  The connection has
  * three exports (exports() below: two live ones over two regions, one
  * revoked), two receives waiting for a sender (100 and 4096 bytes) and a

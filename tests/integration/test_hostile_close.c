@@ -25,13 +25,13 @@
 
 #include <cmocka.h>
 
-#include "core/chunk.h"
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/items.h"
+#include "core/items/items.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/stream.h"
 #include "core/session.h"
-#include "core/stream.h"
 #include "pair.h"
 
 #define LEN (1u << 20)     /* the hostile write */

@@ -2,17 +2,17 @@
 #include <stdio.h>
 
 #include "core/close/close.h"
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/devq.h"
 #include "core/engine.h"
-#include "core/hostcopy.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/pass.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
+#include "core/pipeline/hostcopy.h"
+#include "core/pipeline/stream.h"
+#include "core/pipeline/window.h"
 #include "core/session.h"
-#include "core/stream.h"
-#include "core/window.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -3,15 +3,15 @@
  * more chunks, but the requests the plugin already has still complete. */
 #include <stdlib.h>
 
-#include "core/chunk.h"
 #include "core/close/close.h"
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/mr.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/stream.h"
+#include "core/pipeline/window.h"
 #include "core/session.h"
-#include "core/stream.h"
-#include "core/window.h"
 #include "util/error.h"
 
 /* Requests of channel i among the first `chunks` of a stream (chunk seq

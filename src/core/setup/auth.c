@@ -9,7 +9,7 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
-#include "core/auth.h"
+#include "core/setup/auth.h"
 #include "tcpx_p2p.h"
 #include "util/error.h"
 

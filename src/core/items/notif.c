@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/engine.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/pass.h"
+#include "core/pipeline/comm.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"

@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "core/comm.h"
+#include "core/pipeline/comm.h"
 #include "core/xfer.h"
 
 struct tcpx_p2p_conn;

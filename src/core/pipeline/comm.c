@@ -10,12 +10,12 @@
  * These stages know nothing of what the requests carry: each returns to
  * its caller, which reads the slots that moved ([before, after) of the
  * window counter it advanced) and decides what they complete. */
-#include "core/comm.h"
-#include "core/devq.h"
-#include "core/hostcopy.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
+#include "core/pipeline/hostcopy.h"
+#include "core/pipeline/vec.h"
+#include "core/pipeline/window.h"
 #include "core/session.h"
-#include "core/vec.h"
-#include "core/window.h"
 
 int tp__comm_issue(struct tp_net *net, struct tp_comm *cm, void *buf, size_t len, int tag,
 		   void *mh, bool *taken)

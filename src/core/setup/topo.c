@@ -1,4 +1,4 @@
-#include "core/topo.h"
+#include "core/setup/topo.h"
 
 #include <ctype.h>
 #include <limits.h>

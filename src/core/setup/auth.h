@@ -1,6 +1,6 @@
 /* Optional peer authentication with a shared secret (TCPX_P2P_AUTH_TOKEN):
  * HMAC-SHA256 from OpenSSL's libcrypto, constant-time comparisons, no
- * secret on the wire.  Protocol: src/core/handshake.c; docs/reliability.md
+ * secret on the wire.  Protocol: src/core/setup/handshake.c; docs/reliability.md
  * says what it protects. */
 #ifndef TP_CORE_AUTH_H
 #define TP_CORE_AUTH_H

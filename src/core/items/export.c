@@ -6,10 +6,10 @@
 
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/mr.h"
+#include "core/pipeline/vec.h"
 #include "core/session.h"
-#include "core/vec.h"
 #include "core/xfer.h"
 #include "util/error.h"
 

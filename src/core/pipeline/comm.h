@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/hostcopy.h"
-#include "core/window.h"
+#include "core/pipeline/hostcopy.h"
+#include "core/pipeline/window.h"
 #include "device/tp_device.h"
 #include "net/net.h"
 

@@ -1,4 +1,4 @@
-/* The rendezvous handshake (src/core/handshake.c). */
+/* The rendezvous handshake (src/core/setup/handshake.c). */
 #ifndef TP_CORE_HANDSHAKE_H
 #define TP_CORE_HANDSHAKE_H
 

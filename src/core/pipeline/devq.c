@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
-#include "core/devq.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
+#include "core/pipeline/window.h"
 #include "core/session.h"
-#include "core/window.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/hostcopy.h"
+#include "core/pipeline/hostcopy.h"
 #include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"

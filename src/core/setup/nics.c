@@ -1,6 +1,6 @@
 /* TCPX_P2P_NICS: the devices a session's channels are striped over.
  * Channel i of every connection of the session uses device i % n. */
-#include "core/nics.h"
+#include "core/setup/nics.h"
 #include "tcpx_p2p.h"
 #include "util/error.h"
 

@@ -3,8 +3,8 @@
  * copy lists (the copy-list kernel or batched cudaMemcpyAsync), per-record
  * copies and the host.  Its callers (stream.c) carry the choice out;
  * devq.c launches the device paths it names. */
-#include "core/comm.h"
-#include "core/hostcopy.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/hostcopy.h"
 #include "core/session.h"
 
 /* A list of copies on the session's stream: the copy-list kernel where it

@@ -4,8 +4,8 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "core/auth.h"
-#include "core/blob.h"
+#include "core/setup/auth.h"
+#include "core/setup/blob.h"
 #include "tcpx_p2p.h"
 #include "util/error.h"
 #include "util/printable.h"

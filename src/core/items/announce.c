@@ -6,7 +6,7 @@
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/engine.h"
-#include "core/items.h"
+#include "core/items/items.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"

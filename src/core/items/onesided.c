@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/ctl.h"
-#include "core/items.h"
-#include "core/vec.h"
+#include "core/items/items.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/vec.h"
 #include "core/xfer.h"
 #include "util/error.h"
 

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/conn.h"
 #include "core/mr.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/vec.h"
+#include "core/pipeline/window.h"
 #include "core/session.h"
-#include "core/vec.h"
-#include "core/window.h"
 #include "core/xfer.h"
 #include "util/error.h"
 

@@ -14,16 +14,16 @@
  * transcript = nonce_d, nonce_s, id_d, id_s; ids are random per session and
  * tell a connection to oneself.  Each HELLO then ends in
  * HMAC(token, role, nonce_d, nonce_s, blob), binding the blob to this
- * handshake; the blob carries its own MAC too (src/core/blob.c). */
+ * handshake; the blob carries its own MAC too (src/core/setup/blob.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/auth.h"
 #include "core/conn.h"
-#include "core/handshake.h"
-#include "core/listener.h"
 #include "core/session.h"
+#include "core/setup/auth.h"
+#include "core/setup/handshake.h"
+#include "core/setup/listener.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"

@@ -9,14 +9,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/auth.h"
-#include "core/blob.h"
 #include "core/conn.h"
 #include "core/engine.h"
-#include "core/items.h"
-#include "core/listener.h"
+#include "core/items/items.h"
 #include "core/pass.h"
 #include "core/session.h"
+#include "core/setup/auth.h"
+#include "core/setup/blob.h"
+#include "core/setup/listener.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/time.h"

@@ -1,5 +1,5 @@
 /* The built-in TCP rendezvous: a socket carries the two connection blobs
- * (framed, versioned; src/core/handshake.c) and stays open for barriers.
+ * (framed, versioned; src/core/setup/handshake.c) and stays open for barriers.
  *
  * The server never waits on one peer while others are ready: it keeps the
  * connections it accepted but whose handshake has not started yet (their
@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "core/handshake.h"
 #include "core/pass.h"
 #include "core/session.h"
+#include "core/setup/handshake.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/sock.h"
