@@ -84,7 +84,7 @@ struct tp_xlist {
 /* xfer.c: the life of a transfer (conn lock held). */
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir);
 void tp__xfer_free(struct tcpx_p2p_xfer *x);
-/* Every chunk of x retired (an in-write's are answered by inbound.c):
+/* Every chunk of x retired (an in-write's are answered by inqueue.c):
  * complete it, or wait for the peer's answer. */
 void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Finish x with err (0: success); the library's own items are freed.  A

@@ -1,6 +1,7 @@
-/* libFuzzer target: the control channel's incoming stream (src/core/ctl.c
- * framing of messages, src/core/items/inbound.c decoding and the in-queue that acts
- * on them) on a connection built without a plugin.  The connection has
+/* libFuzzer target: the control channel's incoming stream
+ * (src/core/ctl_stream.c cutting it into messages, src/core/items/inbound.c
+ * decoding them and the in-queue, src/core/items/inqueue.c, that acts on
+ * them) on a connection built without a plugin.  The connection has
  * three exports (exports() below: two live ones over two regions, one
  * revoked), two receives waiting for a sender (100 and 4096 bytes) and a
  * write waiting for its answer (id 1), and small peer_max_* bounds, so that

@@ -1,7 +1,8 @@
 /* The item protocol: each side announces every item of its data stream
  * on the control channel before its bytes flow, and answers the peer's
  * (docs/architecture.md, "Control channel and announcements"):
- *   inbound.c   the peer's messages: decoding, the in-queue, matching
+ *   inbound.c   the peer's messages: decoding, the answers to this side's
+ *   inqueue.c   the in-queue of the peer's announcements: matching, numbering
  *   announce.c  this side's announcements and answers (and notify)
  *   export.c    exports to the peer, imports of its exports, resolving a
  *               peer's segments against the exports
@@ -48,6 +49,13 @@ int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char
 		     size_t len);
 
 /* ---- shared by the item protocol's files ---- */
+
+/* inbound.c, for inqueue.c: why a refusal was made (its log text); free a
+ * queued announcement; the transfer waiting for the answer to item id. */
+const char *tp__items_refusal(uint64_t why);
+struct tp_in;
+void tp__items_in_free(struct tcpx_p2p_conn *c, struct tp_in *in);
+struct tcpx_p2p_xfer *tp__items_find_answer(struct tcpx_p2p_conn *c, uint64_t id);
 
 /* An answer's status on the wire (its own numbers, not the API's). */
 enum tp_ack_status {
