@@ -1,65 +1,18 @@
-/* The control channel (ctl.h): frames out of a byte stream, frames into a
- * byte stream, messages out of it.  The comms follow the same plugin rules
- * as the data channels: FIFO test of the head only, once more per request
- * still owed a hand-over, FIFO irecvConsumed, at most TP_CTL_SLOTS each. */
+/* The control channel (ctl.h): its comms, frames out of the outgoing
+ * byte stream and frames into the incoming one (ctl_stream.c parses it).
+ * Its comms run the pipeline every comm runs (comm.c), at most
+ * TP_CTL_SLOTS requests each. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/conn.h"
 #include "core/ctl.h"
+#include "core/mr.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
+#include "core/session.h"
 #include "util/error.h"
-#include "util/log.h"
-
-static int grow(unsigned char **buf, size_t *cap, size_t need)
-{
-	size_t n = *cap ? *cap : 4096;
-	unsigned char *p;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	p = realloc(*buf, n);
-	if (!p)
-		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
-	*buf = p;
-	*cap = n;
-	return 0;
-}
-
-unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len)
-{
-	struct tp_ctl *t = c->ctl;
-	unsigned char *m;
-
-	if (t->close_queued) {
-		tp__error(TCPX_P2P_ECLOSED, "control message after the connection's close");
-		return NULL;
-	}
-	if (body_len > TP_CTL_MSG_MAX) {
-		tp__error(TCPX_P2P_EINVAL, "control message of %zu bytes (at most %u)", body_len,
-			  TP_CTL_MSG_MAX);
-		return NULL;
-	}
-	/* Sent bytes are dropped from the front once they are as many as the
-	 * unsent ones: a stream that never drains still stays within twice
-	 * what waits in it. */
-	if (t->out_off == t->out_len) {
-		t->out_off = t->out_len = 0;
-	} else if (t->out_off >= t->out_len - t->out_off) {
-		memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
-		t->out_len -= t->out_off;
-		t->out_off = 0;
-	}
-	if (grow(&t->out, &t->out_cap, t->out_len + TP_CTL_MSG_HDR + body_len))
-		return NULL;
-	m = t->out + t->out_len;
-	m[0] = (unsigned char)type;
-	m[1] = m[2] = m[3] = 0;
-	tp_put32(m + 4, (uint32_t)body_len);
-	t->out_len += TP_CTL_MSG_HDR + body_len;
-	return m + TP_CTL_MSG_HDR;
-}
 
 void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir)
 {
@@ -156,7 +109,8 @@ static int post_frame(struct tcpx_p2p_conn *c, size_t n, bool *posted)
 	struct tp_comm *cm = &t->tx;
 	struct tp_net *net = c->s->net;
 	unsigned char *f = (unsigned char *)t->txbuf + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME;
-	void *mh, *req;
+	bool taken;
+	void *mh;
 	int rc;
 
 	tp_put32(f, TP_CTL_FRAME_MAGIC);
@@ -165,13 +119,10 @@ static int post_frame(struct tcpx_p2p_conn *c, size_t n, bool *posted)
 	rc = tp__mr_handle(t->txmr, cm, &mh);
 	if (rc)
 		return rc;
-	req = NULL;
-	rc = net->ops->isend(net, cm->comm, f, TP_CTL_FRAME_HDR + n, 0, mh, &req);
-	if (rc || !req)
+	rc = tp__comm_issue(net, cm, f, TP_CTL_FRAME_HDR + n, 0, mh, &taken);
+	if (rc || !taken)
 		return rc;
-	cm->slot[tp_window_slot(cm->win.posted)].request = req;
-	cm->issued = ++cm->win.posted;
-	cm->handover++;
+	cm->win.posted = cm->issued;
 	t->out_off += n;
 	c->alive.said = true;
 	*posted = true;
@@ -219,22 +170,19 @@ static int rx_post(struct tcpx_p2p_conn *c, bool *moved)
 	struct tp_ctl *t = c->ctl;
 	struct tp_comm *cm = &t->rx;
 	struct tp_net *net = c->s->net;
-	void *mh, *req;
+	bool taken;
+	void *mh;
 	int rc;
 
 	while (tp_window_can_post(&cm->win) && (!t->peer_closed || cm->win.posted != t->rx_end)) {
 		rc = tp__mr_handle(t->landmr, cm, &mh);
 		if (rc)
 			return rc;
-		req = NULL;
-		rc = net->ops->irecv(net, cm->comm,
-				     t->land + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME,
-				     TP_CTL_FRAME, 0, mh, &req);
-		if (rc || !req)
+		rc = tp__comm_issue(net, cm, t->land + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME,
+				    TP_CTL_FRAME, 0, mh, &taken);
+		if (rc || !taken)
 			return rc;
-		cm->slot[tp_window_slot(cm->win.posted)].request = req;
-		cm->issued = ++cm->win.posted;
-		cm->handover++;
+		cm->win.posted = cm->issued;
 		*moved = true;
 	}
 	return 0;
@@ -251,6 +199,7 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 	int rc;
 
 	sl->launch = 0;
+	sl->unpack = TP_UNPACK_NONE;
 	rc = tp__meta_read(t->rx.meta, tp_window_slot(k), TP_CTL_FRAME, t->rx.bounce_len,
 			   "control channel", &v);
 	if (rc)
@@ -263,151 +212,10 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 		t->cp[n++] = (struct tp_copy){ t->rx.bounce + r[i].src_off, frame + r[i].dst_off,
 					       r[i].len };
 	}
-	return n ? tp__devq_copies(c->s, t->cp, n, false, &sl->launch) : 0;
-}
-
-/* Requests of channel i among the first `chunks` of a stream (chunk seq
- * travels on channel seq % nchan), as the 32-bit count a comm keeps. */
-static uint32_t chunks_on(uint64_t chunks, int nchan, int i)
-{
-	return (uint32_t)(chunks / (uint64_t)nchan + ((uint64_t)i < chunks % (uint64_t)nchan));
-}
-
-/* A count the peer's CLOSE may carry for comm cm: `most`, what it can
- * legitimately have there; beyond it the handshake fails at once. */
-static int close_count_ok(const struct tp_comm *cm, uint32_t count, uint32_t most, int i,
-			  const char *what)
-{
-	if ((int32_t)(count - most) <= 0)
+	if (!n)
 		return 0;
-	return tp__error(TCPX_P2P_EPROTO, "control channel: the peer's close counts %u %s on "
-			 "channel %d, where it can have at most %u (this side has %u posted)",
-			 count, what, i, most, cm->issued);
-}
-
-/* The peer's CLOSE, in the frame being parsed (number rx.win.retired):
- * it must end the stream, and the peer sends TP_CTL_SLOTS - 1 empty
- * frames after it (tx_post), which is never fewer than the receives this
- * side has posted past it (at most TP_CTL_SLOTS in flight).  Its body
- * gives the peer's count of requests per data comm (tp__ctl_close).
- *
- * Each count is bounded by what this side knows, so that a peer's number
- * never makes it post more than the peer can be owed: the peer's sends on
- * a channel by the chunks it announced there, its receives by the chunks
- * this side announced and by one window past this side's sends (a receive
- * completes only against a send).  A count beyond fails the handshake
- * (EPROTO).  Throw-away receives stop one window past this side's own
- * (data_drain): a peer further ahead is one whose plugin completed its
- * sends without a receive (the emulator, TCP plugins), so nothing of it
- * waits for them. */
-static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t len)
-{
-	struct tp_ctl *t = c->ctl;
-	uint64_t mine = c->dir[TP_SEND].next_seq;
-	uint32_t sends, recvs, most;
-	int rc;
-
-	if (len != 4 + 8 * (uint32_t)c->nchan || tp_get32(body) != (uint32_t)c->nchan)
-		return tp__error(TCPX_P2P_EPROTO, "control channel: peer's close of %u bytes "
-				 "(%d channels)", len, c->nchan);
-	if (t->in_len - t->in_off != TP_CTL_MSG_HDR + len)
-		return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent bytes after its "
-				 "close");
-	if (t->peer_closed)
-		return tp__error(TCPX_P2P_EPROTO, "control channel: peer closed twice");
-	for (int i = 0; i < c->nchan; i++) {
-		sends = tp_get32(body + 4 + 8 * i);
-		recvs = tp_get32(body + 8 + 8 * i);
-		rc = close_count_ok(&c->recv[i], sends, chunks_on(t->peer_chunks, c->nchan, i), i,
-				    "sends");
-		most = chunks_on(mine, c->nchan, i);
-		if ((int32_t)(most - (c->send[i].issued + TP_WINDOW_SLOTS)) > 0)
-			most = c->send[i].issued + TP_WINDOW_SLOTS;
-		if (!rc)
-			rc = close_count_ok(&c->send[i], recvs, most, i, "receives");
-		if (rc)
-			return rc;
-	}
-	t->peer_closed = true;
-	t->rx_end = t->rx.win.retired + TP_CTL_SLOTS;
-	for (int i = 0; i < c->nchan; i++) {
-		/* Its sends on channel i meet this side's receives, and back. */
-		sends = tp_get32(body + 4 + 8 * i);
-		most = c->recv[i].issued + TP_WINDOW_SLOTS;
-		c->recv[i].drain_to = (int32_t)(sends - most) > 0 ? most : sends;
-		c->send[i].drain_to = tp_get32(body + 8 + 8 * i);
-		c->recv[i].drain_set = c->send[i].drain_set = true;
-	}
-	return tp__conn_peer_closed(c);
-}
-
-/* Chunks of an item the peer announces, counted whether or not the
- * message is then parsed (after this side's CLOSE it is dropped): the
- * peer may have posted its sends all the same. */
-static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t body)
-{
-	uint64_t len;
-
-	if ((m[0] != TP_CTL_SEND && m[0] != TP_CTL_WRITE && m[0] != TP_CTL_READ_RESP) ||
-	    body < 16)
-		return;
-	len = tp_get64(m + TP_CTL_MSG_HDR + 8);
-	if (len <= TP_CTL_LEN_MAX) /* else refused as malformed, or dropped */
-		c->ctl->peer_chunks += tp_chunk_count(
-			(size_t)len, tp_chunk_size((size_t)len, (unsigned)c->nchan,
-						   c->s->cfg.chunk_bytes));
-}
-
-/* Parse every complete message of the incoming stream. */
-static int parse(struct tcpx_p2p_conn *c)
-{
-	struct tp_ctl *t = c->ctl;
-	uint32_t body;
-	int rc;
-
-	while (t->in_len - t->in_off >= TP_CTL_MSG_HDR) {
-		const unsigned char *m = t->in + t->in_off;
-
-		body = tp_get32(m + 4);
-		if (body > TP_CTL_MSG_MAX)
-			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent a %u-byte "
-					 "message (at most %u)", body, TP_CTL_MSG_MAX);
-		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
-			break;
-		count_item(c, m, body);
-		if (m[0] == TP_CTL_CLOSE)
-			rc = on_close(c, m + TP_CTL_MSG_HDR, body);
-		else if (t->close_queued) /* closing: what the peer still says is moot */
-			rc = 0;
-		else
-			rc = tp__rma_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
-		if (rc)
-			return rc;
-		t->in_off += TP_CTL_MSG_HDR + body;
-	}
-	if (t->in_off == t->in_len) {
-		t->in_off = t->in_len = 0;
-	} else if (t->in_off > t->in_cap / 2) {
-		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
-		t->in_len -= t->in_off;
-		t->in_off = 0;
-	}
-	return 0;
-}
-
-int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n)
-{
-	struct tp_ctl *t = c->ctl;
-	int rc;
-
-	if (!n) /* an empty frame (a peer may send one) */
-		return 0;
-	rc = grow(&t->in, &t->in_cap, t->in_len + n);
-	if (rc)
-		return rc;
-	memcpy(t->in + t->in_len, bytes, n);
-	t->in_len += n;
-	return parse(c);
+	sl->unpack = TP_UNPACK_DEVICE;
+	return tp__devq_copies(c->s, t->cp, n, false, &sl->launch);
 }
 
 /* Frames whose bytes are in host memory: append to the stream, hand the
@@ -419,16 +227,14 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 	struct tp_slot *sl;
 	unsigned char *f;
 	uint32_t n;
-	bool done;
+	bool ready;
 	int rc;
 
 	while (cm->win.retired != cm->win.unpacked) {
 		sl = &cm->slot[tp_window_slot(cm->win.retired)];
-		if (sl->launch) {
-			rc = tp__devq_done(c->s, sl->launch, &done);
-			if (rc || !done)
-				return rc;
-		}
+		rc = tp__comm_unpacked(c->s, sl, true, &ready);
+		if (rc || !ready)
+			return rc;
 		f = (unsigned char *)t->rxbuf + (cm->win.retired % TP_CTL_SLOTS) * TP_CTL_FRAME;
 		n = tp_get32(f + 4);
 		if (tp_get32(f) != TP_CTL_FRAME_MAGIC || n > TP_CTL_FRAME - TP_CTL_FRAME_HDR)
@@ -448,23 +254,12 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 		/* test() reports no size: a short frame from a peer must not
 		 * find this one's header again four frames later. */
 		memset(f, 0, TP_CTL_FRAME_HDR);
-		rc = c->s->net->ops->irecv_consumed(c->s->net, cm->comm, sl->request);
+		rc = tp__comm_consume(c->s->net, cm);
 		if (rc)
 			return rc;
-		cm->win.retired++;
 		*moved = true;
 	}
 	return 0;
-}
-
-size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c)
-{
-	return c->ctl->out_len - c->ctl->out_off;
-}
-
-bool tp__ctl_queued(const struct tcpx_p2p_conn *c)
-{
-	return c->ctl->out_off != c->ctl->out_len;
 }
 
 bool tp__ctl_owes(const struct tcpx_p2p_conn *c)
@@ -476,21 +271,27 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 {
 	struct tp_ctl *t = c->ctl;
 	struct tp_comm *rx = &t->rx;
+	struct tp_net *net = c->s->net;
+	uint32_t tested;
 	int rc;
 
-	rc = tp__comm_test(c, &t->tx, moved);
+	rc = tp__comm_test(net, &t->tx, moved);
 	if (!rc)
 		rc = tx_post(c, moved);
 	/* Hand what was just posted to the plugin now: the peer may be
 	 * waiting on it while nothing here drives this side again. */
 	if (!rc && t->tx.handover)
-		rc = tp__comm_test(c, &t->tx, moved);
+		rc = tp__comm_test(net, &t->tx, moved);
+	tested = rx->win.tested;
 	if (!rc)
-		rc = tp__comm_test(c, rx, moved);
+		rc = tp__comm_test(net, rx, moved);
+	if (rx->win.tested != tested)
+		c->alive.heard = true;
 	for (; !rc && rx->win.unpacked != rx->win.tested; rx->win.unpacked++) {
 		struct tp_slot *sl = &rx->slot[tp_window_slot(rx->win.unpacked)];
 
 		sl->launch = 0;
+		sl->unpack = TP_UNPACK_NONE;
 		if (rx->meta)
 			rc = rx_unpack(c, rx->win.unpacked, sl);
 		*moved = true;
@@ -502,49 +303,6 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	*pending = t->tx.handover || rx->handover || rx->win.retired != rx->win.unpacked ||
 		   (t->out_off != t->out_len && tp_window_can_post(&t->tx.win));
 	return rc;
-}
-
-int tp__ctl_close(struct tcpx_p2p_conn *c)
-{
-	struct tp_ctl *t = c->ctl;
-	unsigned char *b;
-
-	if (t->close_queued)
-		return 0;
-	b = tp__ctl_msg(c, TP_CTL_CLOSE, 4 + 8 * (size_t)c->nchan);
-	if (!b)
-		return TCPX_P2P_ENOMEM; /* recorded */
-	/* No chunk is posted after this: the counts below are final. */
-	tp__data_freeze(c);
-	tp_put32(b, (uint32_t)c->nchan);
-	for (int i = 0; i < c->nchan; i++) {
-		tp_put32(b + 4 + 8 * i, c->send[i].issued);
-		tp_put32(b + 8 + 8 * i, c->recv[i].issued);
-	}
-	t->close_queued = true;
-	return 0;
-}
-
-bool tp__ctl_closing(const struct tcpx_p2p_conn *c)
-{
-	return c->ctl->close_queued;
-}
-
-int tp__ctl_close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
-{
-	struct tp_ctl *t = c->ctl;
-
-	if (!t->close_rc) {
-		t->close_rc = tp__ctl_progress(c, moved, pending);
-		if (t->close_rc)
-			snprintf(t->close_why, sizeof(t->close_why), "%s", tcpx_p2p_last_error());
-	}
-	return t->close_rc;
-}
-
-const char *tp__ctl_close_why(const struct tcpx_p2p_conn *c)
-{
-	return c->ctl->close_why;
 }
 
 bool tp__ctl_close_done(const struct tcpx_p2p_conn *c)

@@ -21,7 +21,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/pipeline/comm.h"
+#include "net/net.h"
+
+struct tcpx_p2p_conn;
+struct tcpx_p2p_mr;
 
 #define TP_CTL_FRAME (64u << 10) /* bytes per control receive */
 #define TP_CTL_SLOTS 4u          /* control requests in flight per direction */
@@ -151,14 +155,14 @@ size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c);
  * queued, or posted and not yet handed over by a test(). */
 bool tp__ctl_owes(const struct tcpx_p2p_conn *c);
 
-/* Queue our CLOSE: no message follows it (0, or ENOMEM). */
-int tp__ctl_close(struct tcpx_p2p_conn *c);
+/* tp__ctl_msg for the last message of the outgoing stream (our CLOSE):
+ * none may follow it. */
+unsigned char *tp__ctl_last_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type,
+			       size_t body_len);
 /* Our CLOSE is queued: the conn is closing. */
 bool tp__ctl_closing(const struct tcpx_p2p_conn *c);
-/* One pass of a closing conn (tp__ctl_progress; its first error sticks,
- * its detail in ctl->close_why). */
-int tp__ctl_close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
-const char *tp__ctl_close_why(const struct tcpx_p2p_conn *c);
+/* The peer's CLOSE arrived (its counts on the comms: peer_count). */
+bool tp__ctl_peer_closed(const struct tcpx_p2p_conn *c);
 /* Both CLOSEs went through and every control request has completed: the
  * comms can be closed with nothing posted. */
 bool tp__ctl_close_done(const struct tcpx_p2p_conn *c);
@@ -168,29 +172,13 @@ bool tp__ctl_close_sent(const struct tcpx_p2p_conn *c);
 uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c);
 
 /* One pass over the control channel: send what is queued, receive and
- * hand every complete message to tp__rma_on_msg.  Returns 0 or the error
+ * hand every complete message to tp__items_on_msg (items.h).  Returns 0 or the error
  * that fails the conn.  *pending: a test still owes a hand-over, or bytes
  * wait to go out. */
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
 
 /* Append received stream bytes and hand every complete message to
- * tp__rma_on_msg (0, or the error that fails the conn). */
+ * tp__items_on_msg (0, or the error that fails the conn). */
 int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
-
-/* live.c: liveness.  init: at conn creation.  pass: after the control
- * channel's receives were tested in a pass of a live, not closing conn:
- * queue a heartbeat when this side has said nothing for heartbeat_ms, and
- * fail (ECLOSED, the silence named) when the peer has said nothing for
- * dead_after_ms of this side's passes.  on_heartbeat: the peer's. */
-void tp__live_init(struct tcpx_p2p_conn *c);
-int tp__live_pass(struct tcpx_p2p_conn *c);
-int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len);
-
-/* conn.c: the peer's CLOSE arrived (0, or the error that fails the conn). */
-int tp__conn_peer_closed(struct tcpx_p2p_conn *c);
-
-/* inbound.c: one message from the peer (type and body checked for size only). */
-int tp__rma_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *body,
-		   size_t len);
 
 #endif

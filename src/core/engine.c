@@ -16,7 +16,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/core.h"
+#include "core/close/close.h"
+#include "core/conn.h"
+#include "core/engine.h"
+#include "core/pass.h"
+#include "core/session.h"
 #include "core/stats.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -149,9 +153,22 @@ next:
 	}
 	pthread_rwlock_unlock(&e->list_lock);
 	tp__engine_notify(s, completed);
-	/* Destroyed conns finishing their close (close.c). */
+	/* Destroyed conns finishing their close (close/list.c). */
 	if (tp__close_pass(s, false, &st->moved))
 		st->conns = true;
+}
+
+void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
+{
+	struct tp_progress st;
+	uint64_t before = c->completed;
+
+	/* Post what fits now; errors land on the xfers and the conn. */
+	tp__progress(c, &st);
+	before = c->completed - before;
+	pthread_mutex_unlock(&c->lock);
+	tp__engine_notify(c->s, before);
+	tp__engine_kick(c->s);
 }
 
 bool tp__engine_threaded(const struct tcpx_p2p_session *s)
@@ -421,7 +438,7 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	pthread_rwlock_unlock(&e->list_lock);
 }
 
-void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
+static void engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
 {
 	struct tp_engine *e = s->engine;
 	struct tcpx_p2p_conn *c;
@@ -435,4 +452,16 @@ void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nco
 		pthread_mutex_unlock(&c->lock);
 	}
 	pthread_rwlock_unlock(&e->list_lock);
+}
+
+TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out)
+{
+	struct tp_stats st;
+	int nconns, rc = tp__stats_check(s, out, "tcpx_p2p_session_stats");
+
+	if (rc)
+		return rc;
+	engine_stats(s, &st, &nconns);
+	tp__stats_export(&st, nconns, out);
+	return 0;
 }

@@ -13,9 +13,12 @@
  * receive was being driven then, so the peer's heartbeats could not have
  * been seen).  A heartbeat is an empty message: it changes no state and
  * holds nothing, so a peer that sends only heartbeats costs a parse. */
-#include "core/core.h"
+#include "core/close/close.h"
+#include "core/conn.h"
 #include "core/ctl.h"
-#include "core/stats.h"
+#include "core/live.h"
+#include "core/session.h"
+#include "core/xfer.h"
 #include "util/error.h"
 #include "util/time.h"
 
@@ -108,7 +111,7 @@ static int deadline_pass(struct tcpx_p2p_conn *c, int64_t now)
 
 	if (!x)
 		return 0;
-	rc = tp__ctl_close(c);
+	rc = tp__close_queue(c);
 	if (rc)
 		return rc;
 	return tp__error(TCPX_P2P_ETIMEDOUT, "a transfer of %zu bytes (%llu of its %llu chunks "

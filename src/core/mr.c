@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/mr.h"
+#include "core/pipeline/comm.h"
+#include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -3,9 +3,10 @@
  * inside one the library locked shares that lock, so that deregistering
  * either cannot unlock pages the other still hands to the GPU's kernels.
  * Locks the application took itself are left alone. */
+#include <pthread.h>
 #include <stdlib.h>
 
-#include "core/core.h"
+#include "core/mr.h"
 #include "util/error.h"
 #include "util/log.h"
 

@@ -5,20 +5,19 @@
 
 #include <openssl/crypto.h>
 
-#include "core/auth.h"
-#include "core/core.h"
-#include "core/nics.h"
-#include "core/topo.h"
+#include "core/close/close.h"
+#include "core/engine.h"
+#include "core/pass.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/devq.h"
+#include "core/pipeline/hostcopy.h"
+#include "core/session.h"
+#include "core/setup/auth.h"
+#include "core/setup/nics.h"
+#include "core/setup/topo.h"
 #include "util/config.h"
 #include "util/error.h"
 #include "util/log.h"
-
-/* Asks CUDA every time rather than caching per thread: the application may
- * switch the thread's device between our calls. */
-int tp__session_use_gpu(struct tcpx_p2p_session *s)
-{
-	return s->cfg.gpu < 0 ? 0 : tp__dev_set(s->cfg.gpu);
-}
 
 /* The devices whose PCI paths are closest to the GPU's (the NICs behind
  * its PCIe switch) into closest; their number, 0 when the GPU's path or

@@ -6,8 +6,10 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/conn.h"
+#include "core/pipeline/comm.h"
 #include "core/stats.h"
+#include "core/xfer.h"
 #include "util/error.h"
 #include "util/time.h"
 
@@ -60,7 +62,8 @@ static uint64_t bucket_top(unsigned i)
 	return lo + (((uint64_t)1 << (e - 1)) - 1);
 }
 
-uint64_t tp__hist_quantile(const struct tp_hist *h, double q)
+/* The upper bound of the bucket that holds quantile q (0..1); 0 when empty. */
+static uint64_t hist_quantile(const struct tp_hist *h, double q)
 {
 	uint64_t total = hist_total(h), seen = 0, want;
 
@@ -98,18 +101,18 @@ void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out
 	full.heartbeats_missed = st->hb_missed;
 	full.windows_full = st->windows_full;
 	full.req_samples = hist_total(&st->req_lat);
-	full.req_ns_p50 = tp__hist_quantile(&st->req_lat, 0.50);
-	full.req_ns_p90 = tp__hist_quantile(&st->req_lat, 0.90);
-	full.req_ns_p99 = tp__hist_quantile(&st->req_lat, 0.99);
+	full.req_ns_p50 = hist_quantile(&st->req_lat, 0.50);
+	full.req_ns_p90 = hist_quantile(&st->req_lat, 0.90);
+	full.req_ns_p99 = hist_quantile(&st->req_lat, 0.99);
 	full.xfer_samples = hist_total(&st->xfer_lat);
-	full.xfer_ns_p50 = tp__hist_quantile(&st->xfer_lat, 0.50);
-	full.xfer_ns_p90 = tp__hist_quantile(&st->xfer_lat, 0.90);
-	full.xfer_ns_p99 = tp__hist_quantile(&st->xfer_lat, 0.99);
+	full.xfer_ns_p50 = hist_quantile(&st->xfer_lat, 0.50);
+	full.xfer_ns_p90 = hist_quantile(&st->xfer_lat, 0.90);
+	full.xfer_ns_p99 = hist_quantile(&st->xfer_lat, 0.99);
 	full.struct_size = n;
 	memcpy(out, &full, n);
 }
 
-static int stats_check(const void *obj, const tcpx_p2p_stats *out, const char *what)
+int tp__stats_check(const void *obj, const tcpx_p2p_stats *out, const char *what)
 {
 	if (!obj || !out)
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
@@ -122,7 +125,7 @@ static int stats_check(const void *obj, const tcpx_p2p_stats *out, const char *w
 TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out)
 {
 	struct tp_stats st;
-	int rc = stats_check(c, out, "tcpx_p2p_conn_stats");
+	int rc = tp__stats_check(c, out, "tcpx_p2p_conn_stats");
 
 	if (rc)
 		return rc;
@@ -130,17 +133,5 @@ TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out)
 	st = c->stats;
 	pthread_mutex_unlock(&c->lock);
 	tp__stats_export(&st, 1, out);
-	return 0;
-}
-
-TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out)
-{
-	struct tp_stats st;
-	int nconns, rc = stats_check(s, out, "tcpx_p2p_session_stats");
-
-	if (rc)
-		return rc;
-	tp__engine_stats(s, &st, &nconns);
-	tp__stats_export(&st, nconns, out);
 	return 0;
 }

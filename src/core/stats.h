@@ -58,7 +58,8 @@ void tp__stats_add(struct tp_stats *sum, const struct tp_stats *a);
 /* Write the public form into out: as many bytes as out->struct_size says
  * (checked by the caller), nconns connections counted. */
 void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out);
-/* The upper bound of the bucket that holds quantile q (0..1); 0 when empty. */
-uint64_t tp__hist_quantile(const struct tp_hist *h, double q);
+/* A stats call's arguments: obj and out non-NULL, out->struct_size large
+ * enough (EINVAL, said with what). */
+int tp__stats_check(const void *obj, const tcpx_p2p_stats *out, const char *what);
 
 #endif

@@ -3,8 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/conn.h"
 #include "core/ctl.h"
+#include "core/engine.h"
+#include "core/items/items.h"
+#include "core/pass.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/stream.h"
+#include "core/pipeline/vec.h"
+#include "core/session.h"
+#include "core/stats.h"
+#include "core/xfer.h"
 #include "util/error.h"
 
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
@@ -48,7 +57,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	if (internal(x)) {
 		tp__stats_xfer_end(c, x, err);
 		c->inbound--;
-		tp__rma_item_end(c, x);
+		tp__items_end(c, x);
 		tp__xfer_free(x);
 		return;
 	}
@@ -81,16 +90,13 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 	}
 }
 
-int tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	if (x->op == TP_OP_IN_WRITE)
-		return tp__rma_in_write_done(c, x);
 	if (x->need_ack && !x->acked)
-		return 0; /* the ack completes it */
+		return; /* the ack completes it */
 	if (x->need_ack)
 		tp__xlist_remove(&c->answers, x);
 	tp__xfer_complete(c, x, 0);
-	return 0;
 }
 
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
@@ -134,7 +140,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xfer_free(x);
 		return rc;
 	}
-	rc = tp__rma_announce(c, x, notif, notif_len, rseg, nrseg);
+	rc = tp__items_announce(c, x, notif, notif_len, rseg, nrseg);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);
 		tp__xfer_free(x);
@@ -147,23 +153,10 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	if (x->need_ack)
 		tp__xlist_push(&c->answers, x);
 	if (x->dir == TP_SEND)
-		tp__xfer_enqueue(c, x);
+		tp__stream_enqueue(c, x);
 	tp__post_pass_unlock(c);
 	*out = x;
 	return 0;
-}
-
-void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
-{
-	struct tp_progress st;
-	uint64_t before = c->completed;
-
-	/* Post what fits now; errors land on the xfers and the conn. */
-	tp__progress(c, &st);
-	before = c->completed - before;
-	pthread_mutex_unlock(&c->lock);
-	tp__engine_notify(c->s, before);
-	tp__engine_kick(c->s);
 }
 
 static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
@@ -236,7 +229,7 @@ static int xfer_result(const struct tcpx_p2p_xfer *x)
 
 /* Is x complete?  Read without the conn lock, so that callers polling
  * in progress-thread mode never make the thread skip the conn; the
- * release store that sets done (progress.c, conn.c) orders x->err. */
+ * release store that sets done (xfer.c, conn.c) orders x->err. */
 static bool xfer_done(struct tcpx_p2p_xfer *x)
 {
 	if (!x->c) /* its connection was destroyed: failed, final */

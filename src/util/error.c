@@ -40,11 +40,6 @@ const char *tcpx_p2p_last_error(void)
 	return tp_last_error;
 }
 
-const char *tcpx_p2p_version(void)
-{
-	return TCPX_P2P_VERSION_STRING;
-}
-
 int tp__error(int code, const char *fmt, ...)
 {
 	char buf[TP_ERROR_DETAIL];

@@ -34,7 +34,7 @@ enum tp_rdv_frame_type {
 	TP_RDV_FRAME_HELLO = 1,   /* payload: the sender's connection blob */
 	TP_RDV_FRAME_BARRIER = 2, /* empty */
 	TP_RDV_FRAME_BYE = 3,     /* empty */
-	TP_RDV_FRAME_AUTH = 4,    /* challenge-response (src/core/auth.c) */
+	TP_RDV_FRAME_AUTH = 4,    /* challenge-response (src/core/setup/auth.c) */
 };
 
 struct tp_rdv_frame_hdr {

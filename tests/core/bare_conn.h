@@ -9,8 +9,14 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "core/core.h"
+#include "core/conn.h"
 #include "core/ctl.h"
+#include "core/items/items.h"
+#include "core/mr.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/vec.h"
+#include "core/session.h"
+#include "core/xfer.h"
 
 /* s, c, comms[4] and ctl zeroed by the caller; mrs[i] (ptr, len and type
  * filled in) become the session's regions, with ids 1..n. */

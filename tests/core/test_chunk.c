@@ -1,5 +1,5 @@
 /* The transfer engine's arithmetic: chunking, channel mapping, tags and
- * window accounting (src/core/chunk.h, src/core/window.h). */
+ * window accounting (src/core/pipeline/chunk.h, src/core/pipeline/window.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "core/chunk.h"
-#include "core/window.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/window.h"
 
 static void test_chunk_count(void **state)
 {

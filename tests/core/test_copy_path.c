@@ -1,4 +1,4 @@
-/* tp__copy_path (src/core/copy_path.c) against the rules it gathered from
+/* tp__copy_path (src/core/pipeline/copy_path.c) against the rules it gathered from
  * the send gather, the receive unpack and the device unpack's variants,
  * restated here one by one, for every combination of what it looks at. */
 #include <setjmp.h>
@@ -8,7 +8,9 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/hostcopy.h"
+#include "core/session.h"
 
 /* The send gather through staging: host memory on the host (in the pass
  * or, for a large chunk, on the copy threads), device memory by a list. */

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "core/nics.h"
-#include "core/topo.h"
+#include "core/setup/nics.h"
+#include "core/setup/topo.h"
 
 static const char *const names[] = { "eth1", "eth2", "eth3", "eth4" };
 static const int closest[] = { 2 };

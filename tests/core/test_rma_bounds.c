@@ -41,7 +41,7 @@ static int setup(void **state)
 		f->mrs[i] = &f->mr[i];
 	}
 	tp_bare_conn_init(&f->s, &f->c, f->comms, &f->ctl, f->mrs, NREG);
-	assert_int_equal(tp__rma_create(&f->c), 0);
+	assert_int_equal(tp__items_create(&f->c), 0);
 	/* Export i: region i, all of it, read and write. */
 	for (int i = 0; i < NREG; i++)
 		assert_int_equal(tcpx_p2p_mr_export(&f->c, &f->mr[i], 0, POOL,
@@ -61,7 +61,7 @@ static int teardown(void **state)
 			next = x->dlink.next;
 			tp__xfer_free(x);
 		}
-	tp__rma_destroy(&f->c);
+	tp__items_destroy(&f->c);
 	free(f->ctl.in);
 	free(f->ctl.out);
 	free(f->msg);
@@ -150,7 +150,7 @@ static int feed(struct fx *f)
 
 	f->len = 0;
 	for (int i = 0; !rc && i < 2; i++)
-		rc = tp__rma_progress(&f->c, &moved);
+		rc = tp__items_progress(&f->c, &moved);
 	return rc;
 }
 
@@ -333,7 +333,7 @@ static void test_own_posts_eagain(void **state)
 	x->c = &f->c;
 	m = tp__ctl_msg(&f->c, TP_CTL_NOTIF, (1u << 19) + 8); /* half the bound, plus */
 	assert_non_null(m);
-	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, NULL, 0), TCPX_P2P_EAGAIN);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, NULL, 0), TCPX_P2P_EAGAIN);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "drive progress"));
 	tp__xfer_free(x);
 }
@@ -355,11 +355,11 @@ static void test_own_message_sizes(void **state)
 	assert_non_null(x);
 	x->c = &f->c;
 	f->s.cfg.peer_max_segments = BIG; /* the control bytes bound, not this one */
-	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, BIG), TCPX_P2P_EINVAL);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, BIG), TCPX_P2P_EINVAL);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "half"));
-	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, HALF), 0);
-	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, HALF), 0);
-	assert_int_equal(tp__rma_announce(&f->c, x, NULL, 0, w, HALF), TCPX_P2P_EAGAIN);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF), 0);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF), 0);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF), TCPX_P2P_EAGAIN);
 	assert_int_equal(f->c.err, 0);
 	/* a refused read (outside the export) is still answered */
 	f->ctl.out_off = f->ctl.out_len; /* as if the two writes went out */

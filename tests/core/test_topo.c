@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "core/topo.h"
+#include "core/setup/topo.h"
 
 #define ROOT0 "/sys/devices/pci0000:00/0000:00:04.0"
 #define ROOT1 "/sys/devices/pci0000:80/0000:80:04.0"

@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
+#include "core/conn.h"
+#include "core/pipeline/window.h"
 #include "pair.h"
 
 /* A multiple of 16, so that window slot k % 16 still names the meta-ring

@@ -44,8 +44,8 @@ PAYLOADS = {
 }
 
 
-BLOB_MAGIC = 0x54505842  # "TPXB", src/core/listener.c
-BLOB_VERSION = 7  # src/core/blob.h: TP_BLOB_VERSION
+BLOB_MAGIC = 0x54505842  # "TPXB", src/core/setup/listener.c
+BLOB_VERSION = 7  # src/core/setup/blob.h: TP_BLOB_VERSION
 EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
 
 

@@ -1,11 +1,11 @@
-/* libFuzzer target: the blob check (src/core/blob.c) and, for blobs that
+/* libFuzzer target: the blob check (src/core/setup/blob.c) and, for blobs that
  * pass it, the handle scrub (src/net/handle.c) every peer handle meets.
  * The first byte picks the expectation: channels, token, plugin. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "core/blob.h"
+#include "core/setup/blob.h"
 #include "net/net.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,6 +1,7 @@
-/* libFuzzer target: the control channel's incoming stream (src/core/ctl.c
- * framing of messages, src/core/inbound.c decoding and the in-queue that acts
- * on them) on a connection built without a plugin.  The connection has
+/* libFuzzer target: the control channel's incoming stream
+ * (src/core/ctl_stream.c cutting it into messages, src/core/items/inbound.c
+ * decoding them and the in-queue, src/core/items/inqueue.c, that acts on
+ * them) on a connection built without a plugin.  The connection has
  * three exports (exports() below: two live ones over two regions, one
  * revoked), two receives waiting for a sender (100 and 4096 bytes) and a
  * write waiting for its answer (id 1), and small peer_max_* bounds, so that
@@ -47,7 +48,7 @@ static void exports(void)
 {
 	tcpx_p2p_rdesc d[3];
 
-	if (tp__rma_create(&c) ||
+	if (tp__items_create(&c) ||
 	    tcpx_p2p_mr_export(&c, &mr, 0, sizeof(pool),
 			       TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, &d[0]) ||
 	    tcpx_p2p_mr_export(&c, &mr2, sizeof(pool2) / 2, sizeof(pool2) / 2,
@@ -131,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = tp__ctl_feed(&c, in + cut, size - cut);
 	free(in);
 	for (int i = 0; !rc && i < 2; i++)
-		rc = tp__rma_progress(&c, &moved);
+		rc = tp__items_progress(&c, &moved);
 
 	/* Tear down what this input built; the connection is reused. */
 	drop_list(mine);
@@ -143,7 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		tp__xlist_remove(&c.settling, c.settling.head);
 	for (int i = 0; i < 3; i++)
 		tp__xfer_free(mine[i]);
-	tp__rma_destroy(&c);
+	tp__items_destroy(&c);
 	mr.inflight = mr2.inflight = 0;
 	memset(comms, 0, sizeof(comms));
 	ctl.in_off = ctl.in_len = 0;

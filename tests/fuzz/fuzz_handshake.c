@@ -1,5 +1,5 @@
 /* libFuzzer target: the server side of the rendezvous handshake
- * (src/core/handshake.c) fed the peer's bytes through a socket pair, on the
+ * (src/core/setup/handshake.c) fed the peer's bytes through a socket pair, on the
  * emulator plugin, with a 20 ms deadline.  The first byte picks a session
  * with or without a token: with one, nothing should get past the MAC
  * checks; without, seeds with a well-formed blob reach the plugin and fail
@@ -9,8 +9,8 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-#include "core/core.h"
-#include "core/handshake.h"
+#include "core/conn.h"
+#include "core/setup/handshake.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

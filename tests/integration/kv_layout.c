@@ -30,7 +30,7 @@ void segl_free(struct segl *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* The chunk size a transfer of len bytes gets (src/core/chunk.h). */
+/* The chunk size a transfer of len bytes gets (src/core/pipeline/chunk.h). */
 size_t xfer_chunk(const struct fx *f, size_t len)
 {
 	size_t share = len / (size_t)f->nchan + (len % (size_t)f->nchan != 0);

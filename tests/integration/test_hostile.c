@@ -24,7 +24,7 @@
 #include "abi/nccl_net.h"
 #include "pair.h"
 
-/* sizeof(struct tp_blob_hdr), src/core/listener.c: the handles follow it. */
+/* sizeof(struct tp_blob_hdr), src/core/setup/listener.c: the handles follow it. */
 #define BLOB_HDR 56
 /* struct emu_handle, plugins/emu/emu.h: the listen address. */
 #define EMU_ADDR_OFF 16

@@ -25,9 +25,13 @@
 
 #include <cmocka.h>
 
-#include "core/core.h"
+#include "core/conn.h"
 #include "core/ctl.h"
-#include "core/rma.h"
+#include "core/items/items.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/stream.h"
+#include "core/session.h"
 #include "pair.h"
 
 #define LEN (1u << 20)     /* the hostile write */
@@ -243,11 +247,11 @@ static void test_silent_write(void **state)
 									h->s->cfg.chunk_bytes));
 	pthread_mutex_unlock(&h->lock);
 	/* The target posts the write's receives. */
-	for (int spin = 0; spin < 200000 && !tp__conn_data_inflight(t); spin++) {
+	for (int spin = 0; spin < 200000 && !tp__stream_inflight(t); spin++) {
 		assert_int_equal(tcpx_p2p_progress(h), 0);
 		assert_int_equal(tcpx_p2p_progress(t), 0);
 	}
-	assert_true(tp__conn_data_inflight(t) > 0);
+	assert_true(tp__stream_inflight(t) > 0);
 	in_place = !t->recv[0].meta; /* no bounce pages: the plugin writes the export */
 	honest_start(f, rx);
 	assert_int_equal(pthread_create(&r.thr, NULL, release_main, &r), 0);

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The library's object files, as a call graph: prints every pair of object
+# files that call each other (A uses a symbol B defines and B one of A's),
+# read from nm (defined against undefined symbols of each object).  A pair
+# fails the check unless the allowlist below names it with a reason.
+# Usage: scripts/check_layers.sh OBJ...   (an argument may be a ;-list, as
+# CMake's $<TARGET_OBJECTS:...> gives it; an object is named by its path
+# below CMake's "<target>.dir/" less ".o", e.g. core/close.c)
+# Exit: 0 no pair outside the allowlist, 1 some, 2 usage or nm failure.
+set -euo pipefail
+
+# "a b  reason": a pair allowed to stay, each side as the objects are named.
+allowlist=(
+)
+
+objs=()
+for a in "$@"; do
+	IFS=';' read -r -a parts <<<"$a"
+	for p in "${parts[@]}"; do
+		[ -n "$p" ] && objs+=("$p")
+	done
+done
+if [ ${#objs[@]} -eq 0 ]; then
+	echo "usage: $0 OBJ..." >&2
+	exit 2
+fi
+command -v nm >/dev/null || { echo "check_layers: nm not found" >&2; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for o in "${objs[@]}"; do
+	name=${o##*.dir/}
+	name=${name%.o}
+	# defined: every global symbol it defines (text, data, bss, weak)
+	nm -g --defined-only "$o" | awk -v n="$name" 'NF >= 3 { print $3 "\t" n }' >>"$tmp/def"
+	nm -u "$o" | awk -v n="$name" '{ print $NF "\t" n }' >>"$tmp/use"
+done
+sort -u "$tmp/def" -o "$tmp/def"
+sort -u "$tmp/use" -o "$tmp/use"
+# caller -> callee edges, each with one symbol that makes it
+join -t $'\t' "$tmp/use" "$tmp/def" | awk -F'\t' '$2 != $3 { print $2 "\t" $3 "\t" $1 }' |
+	sort -u -k1,1 -k2,2 >"$tmp/edges"
+awk -F'\t' '
+	{ key = $1 SUBSEP $2; sym[key] = sym[key] ? sym[key] : $3; edge[key] = 1 }
+	END {
+		for (k in edge) {
+			split(k, p, SUBSEP)
+			if (p[1] < p[2] && ((p[2] SUBSEP p[1]) in edge))
+				print p[1] " " p[2] "\t" sym[k] " / " sym[p[2] SUBSEP p[1]]
+		}
+	}' "$tmp/edges" | sort >"$tmp/pairs"
+
+bad=0
+while IFS=$'\t' read -r pair why; do
+	allowed=""
+	for entry in "${allowlist[@]}"; do
+		set -- $entry
+		if [ "$1 $2" = "$pair" ] || [ "$2 $1" = "$pair" ]; then
+			shift 2
+			allowed="$*"
+		fi
+	done
+	if [ -n "$allowed" ]; then
+		echo "allowed: $pair ($why): $allowed"
+	else
+		echo "mutual:  $pair ($why)"
+		bad=1
+	fi
+done <"$tmp/pairs"
+echo "check_layers: $(wc -l <"$tmp/pairs") mutual pair(s) among ${#objs[@]} objects"
+exit $bad

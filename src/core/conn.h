@@ -1,0 +1,114 @@
+/* A connection: nchan data channels (a send and a receive comm each), the
+ * control channel, the chunk stream of each direction and what waits on
+ * them (conn.c creates and fails one; close/ closes it). */
+#ifndef TP_CORE_CONN_H
+#define TP_CORE_CONN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/pipeline/comm.h"
+#include "core/stats.h"
+#include "core/xfer.h"
+#include "net/net.h"
+#include "util/list.h"
+#include "util/time.h"
+
+struct tcpx_p2p_session;
+
+struct tp_direction {
+	uint64_t next_seq;  /* seq of the next chunk to be created */
+	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight, through dlink */
+};
+
+struct tp_ctl;   /* ctl.c: the control channel */
+struct tp_wseg;  /* ctl.h: a remote segment on the wire */
+struct tp_note;  /* notif.c: a notification waiting for its data */
+struct tp_notif_node; /* notif.c: a delivered notification */
+struct tp_items;  /* items.h: exports, inbound items, notifications */
+
+/* What a connection's passes know of the peer's liveness (live.c).  heard
+ * and said are set where a receive completes and a control frame is
+ * posted (a store, not a clock read); the pass turns them into times. */
+struct tp_live {
+	bool heard, said;
+	int64_t heard_ns;   /* the peer's last bytes seen, less the gaps nobody drove */
+	int64_t said_ns;    /* our last control frame */
+	int64_t pass_ns;    /* the previous liveness pass */
+	uint64_t missed;    /* whole heartbeat intervals of the current silence, counted */
+	int64_t scan_ns;    /* the last look for stalled transfers */
+	int64_t deadline_ns; /* the earliest deadline of a pending transfer (0: none) */
+};
+
+/* What closing a connection keeps (close/). */
+struct tp_conn_close {
+	bool answered;      /* the peer's CLOSE was answered (handshake.c) */
+	tp_deadline deadline; /* a destroyed conn's handshake ends by then (list.c) */
+	bool drain_failed;  /* its data requests could not be drained (drain.c) */
+	char *drain_buf;    /* host memory throw-away receives land in (a chunk per channel) */
+	struct tcpx_p2p_mr *drain_mr;
+};
+
+struct tcpx_p2p_conn {
+	struct tcpx_p2p_session *s;
+	pthread_mutex_t lock;
+	int nchan;
+	struct tp_comm *send, *recv; /* nchan each */
+	struct tp_direction dir[2];
+	int err;            /* sticky failure; every later call reports it */
+	char why[256];      /* its detail, for every thread that asks later */
+	pthread_mutex_t rdv_lock; /* one barrier at a time on rdv_fd */
+	int rdv_fd;         /* rendezvous socket for barriers, -1 if none */
+	uint32_t barriers;  /* barriers completed, carried in each frame */
+	bool barrier_sent;  /* our frame of barrier `barriers` went out */
+	bool rdv_dead;      /* the rendezvous socket broke mid-frame */
+	char peer[64];
+	/* Session engine: its list of conns (engine lock) and what a pass
+	 * learns without taking this conn's lock again. */
+	TP_LINK(struct tcpx_p2p_conn) elink;
+	uint64_t completed; /* xfers completed or failed; guarded by lock */
+	/* The control channel (announcements, acks, notifications) and what
+	 * waits on it: receives not yet matched to the peer's announcement,
+	 * and sends, writes and reads waiting for the peer's answer. */
+	struct tp_ctl *ctl;
+	struct tp_items *items;
+	struct tp_live alive;
+	struct tp_stats stats; /* stats.h: under lock */
+	/* Behind a device bounce (TCPX), where receives of host memory are
+	 * posted: device memory of one chunk that the plugin never writes
+	 * (stream.c, tp__stream_issue).  NULL where the bounce is in host memory. */
+	char *land;
+	struct tcpx_p2p_mr *landmr;
+	struct tp_xlist unmatched, answers;
+	/* Receives and reads whose bytes are in place but whose completion
+	 * waits until the answers this side owes the peer were handed to the
+	 * plugin (else a caller who stops driving on seeing it done would
+	 * strand the peer's send or write). */
+	struct tp_xlist settling;
+	/* Every xfer the caller holds (posted, not released), through
+	 * llink: conn_destroy detaches them all (x->c = NULL). */
+	struct tp_xlist live;
+	uint64_t next_id;   /* ids of this side's announced items */
+	uint32_t inbound;   /* the peer's announcements queued and this side's own
+			     * items alive (inbound.c bounds them) */
+	/* The caller destroyed it: it only finishes its close handshake, on
+	 * the session's closing list, until closing.deadline. */
+	bool destroyed;
+	struct tp_conn_close closing;
+	char *zero_dev;     /* a cleared chunk of device memory (stream.c, stage_clear) */
+};
+
+/* conn.c */
+int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
+		    void **recv_comms, const ncclNetDeviceHandle_v7_t *devh,
+		    struct tcpx_p2p_conn **out);
+/* Record the first fatal error and fail every pending xfer with it. */
+int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
+/* Fail every pending xfer with err (c->err = err), as a close does: the
+ * conn's destroy (ECLOSED), or the peer's CLOSE. */
+void tp__conn_cancel(struct tcpx_p2p_conn *c, int err);
+/* The peer closed c: what is pending fails with ECLOSED (said at INFO). */
+void tp__conn_peer_gone(struct tcpx_p2p_conn *c);
+
+#endif

@@ -1,0 +1,192 @@
+/* The control channel's byte streams (ctl.h): messages appended to the
+ * outgoing stream, and the incoming one cut into messages, each checked
+ * for size and handed to the item protocol (inbound.c) or, the peer's
+ * CLOSE, kept for the close (close/).  Frames are ctl.c's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conn.h"
+#include "core/ctl.h"
+#include "core/items/items.h"
+#include "core/pipeline/chunk.h"
+#include "core/session.h"
+#include "util/error.h"
+
+static int grow(unsigned char **buf, size_t *cap, size_t need)
+{
+	size_t n = *cap ? *cap : 4096;
+	unsigned char *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*buf, n);
+	if (!p)
+		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
+	*buf = p;
+	*cap = n;
+	return 0;
+}
+
+unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len)
+{
+	struct tp_ctl *t = c->ctl;
+	unsigned char *m;
+
+	if (t->close_queued) {
+		tp__error(TCPX_P2P_ECLOSED, "control message after the connection's close");
+		return NULL;
+	}
+	if (body_len > TP_CTL_MSG_MAX) {
+		tp__error(TCPX_P2P_EINVAL, "control message of %zu bytes (at most %u)", body_len,
+			  TP_CTL_MSG_MAX);
+		return NULL;
+	}
+	/* Sent bytes are dropped from the front once they are as many as the
+	 * unsent ones: a stream that never drains still stays within twice
+	 * what waits in it. */
+	if (t->out_off == t->out_len) {
+		t->out_off = t->out_len = 0;
+	} else if (t->out_off >= t->out_len - t->out_off) {
+		memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
+		t->out_len -= t->out_off;
+		t->out_off = 0;
+	}
+	if (grow(&t->out, &t->out_cap, t->out_len + TP_CTL_MSG_HDR + body_len))
+		return NULL;
+	m = t->out + t->out_len;
+	m[0] = (unsigned char)type;
+	m[1] = m[2] = m[3] = 0;
+	tp_put32(m + 4, (uint32_t)body_len);
+	t->out_len += TP_CTL_MSG_HDR + body_len;
+	return m + TP_CTL_MSG_HDR;
+}
+
+/* The peer's CLOSE, in the frame being parsed (number rx.win.retired):
+ * it must end the stream, and the peer sends TP_CTL_SLOTS - 1 empty
+ * frames after it (tx_post), which is never fewer than the receives this
+ * side has posted past it (at most TP_CTL_SLOTS in flight).  Its body
+ * gives the peer's count of requests per data comm, kept on the comms
+ * (peer_count) for the close to check and answer (close/drain.c). */
+static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t len)
+{
+	struct tp_ctl *t = c->ctl;
+
+	if (len != 4 + 8 * (uint32_t)c->nchan || tp_get32(body) != (uint32_t)c->nchan)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer's close of %u bytes "
+				 "(%d channels)", len, c->nchan);
+	if (t->in_len - t->in_off != TP_CTL_MSG_HDR + len)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent bytes after its "
+				 "close");
+	if (t->peer_closed)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: peer closed twice");
+	for (int i = 0; i < c->nchan; i++) {
+		/* Its sends on channel i meet this side's receives, and back. */
+		c->recv[i].peer_count = tp_get32(body + 4 + 8 * i);
+		c->send[i].peer_count = tp_get32(body + 8 + 8 * i);
+	}
+	t->peer_closed = true;
+	t->rx_end = t->rx.win.retired + TP_CTL_SLOTS;
+	return 0;
+}
+
+/* Chunks of an item the peer announces, counted whether or not the
+ * message is then parsed (after this side's CLOSE it is dropped): the
+ * peer may have posted its sends all the same. */
+static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t body)
+{
+	uint64_t len;
+
+	if ((m[0] != TP_CTL_SEND && m[0] != TP_CTL_WRITE && m[0] != TP_CTL_READ_RESP) ||
+	    body < 16)
+		return;
+	len = tp_get64(m + TP_CTL_MSG_HDR + 8);
+	if (len <= TP_CTL_LEN_MAX) /* else refused as malformed, or dropped */
+		c->ctl->peer_chunks += tp_chunk_count(
+			(size_t)len, tp_chunk_size((size_t)len, (unsigned)c->nchan,
+						   c->s->cfg.chunk_bytes));
+}
+
+/* Parse every complete message of the incoming stream. */
+static int parse(struct tcpx_p2p_conn *c)
+{
+	struct tp_ctl *t = c->ctl;
+	uint32_t body;
+	int rc;
+
+	while (t->in_len - t->in_off >= TP_CTL_MSG_HDR) {
+		const unsigned char *m = t->in + t->in_off;
+
+		body = tp_get32(m + 4);
+		if (body > TP_CTL_MSG_MAX)
+			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent a %u-byte "
+					 "message (at most %u)", body, TP_CTL_MSG_MAX);
+		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
+			break;
+		count_item(c, m, body);
+		if (m[0] == TP_CTL_CLOSE)
+			rc = on_close(c, m + TP_CTL_MSG_HDR, body);
+		else if (t->close_queued) /* closing: what the peer still says is moot */
+			rc = 0;
+		else
+			rc = tp__items_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
+		if (rc)
+			return rc;
+		t->in_off += TP_CTL_MSG_HDR + body;
+	}
+	if (t->in_off == t->in_len) {
+		t->in_off = t->in_len = 0;
+	} else if (t->in_off > t->in_cap / 2) {
+		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
+		t->in_len -= t->in_off;
+		t->in_off = 0;
+	}
+	return 0;
+}
+
+int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n)
+{
+	struct tp_ctl *t = c->ctl;
+	int rc;
+
+	if (!n) /* an empty frame (a peer may send one) */
+		return 0;
+	rc = grow(&t->in, &t->in_cap, t->in_len + n);
+	if (rc)
+		return rc;
+	memcpy(t->in + t->in_len, bytes, n);
+	t->in_len += n;
+	return parse(c);
+}
+
+size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->out_len - c->ctl->out_off;
+}
+
+bool tp__ctl_queued(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->out_off != c->ctl->out_len;
+}
+
+unsigned char *tp__ctl_last_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type,
+			       size_t body_len)
+{
+	unsigned char *b = tp__ctl_msg(c, type, body_len);
+
+	if (b)
+		c->ctl->close_queued = true;
+	return b;
+}
+
+bool tp__ctl_closing(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->close_queued;
+}
+
+bool tp__ctl_peer_closed(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->peer_closed;
+}

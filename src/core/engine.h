@@ -1,0 +1,42 @@
+/* The session-wide progress engine and its optional thread (engine.c), and
+ * the back-off between passes that found nothing to do. */
+#ifndef TP_CORE_ENGINE_H
+#define TP_CORE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/time.h"
+
+struct tcpx_p2p_conn;
+struct tcpx_p2p_session;
+struct tp_progress;
+
+/* engine.c: the session-wide progress engine and the optional thread. */
+int tp__engine_create(struct tcpx_p2p_session *s);
+void tp__engine_destroy(struct tcpx_p2p_session *s);
+void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+/* Progress every conn of the session once; own (may be NULL) is waited
+ * for, the others are skipped while another thread holds them. */
+void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
+		     struct tp_progress *st);
+/* After queuing something (c->lock held): a first pass, then, unlocked,
+ * the engine told what completed in it and woken.  Returns with c unlocked. */
+void tp__post_pass_unlock(struct tcpx_p2p_conn *c);
+/* n xfers completed outside a pass: tell waiters (thread mode). */
+void tp__engine_notify(struct tcpx_p2p_session *s, uint64_t n);
+/* A transfer was posted: wake the progress thread. */
+void tp__engine_kick(struct tcpx_p2p_session *s);
+/* Completions so far, and waiting for the next (thread mode). */
+bool tp__engine_threaded(const struct tcpx_p2p_session *s);
+uint64_t tp__engine_completions(struct tcpx_p2p_session *s);
+void tp__engine_wait_completion(struct tcpx_p2p_session *s, uint64_t seen, tp_deadline deadline);
+/* Between passes that found nothing to do: spin, yield, then sleep. */
+struct tp_backoff {
+	unsigned idle;     /* passes in a row that found nothing to do */
+	int64_t idle_since;
+};
+void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
+
+#endif

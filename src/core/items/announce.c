@@ -1,0 +1,174 @@
+/* What this side puts on the control stream for its data stream: an
+ * announcement of every item before its bytes flow, and the answers the
+ * peer's announcements get. */
+#include <string.h>
+
+#include "core/conn.h"
+#include "core/ctl.h"
+#include "core/engine.h"
+#include "core/items/items.h"
+#include "core/session.h"
+#include "core/xfer.h"
+#include "util/error.h"
+
+static void put_segs(unsigned char *p, const struct tp_wseg *g, size_t n)
+{
+	for (size_t i = 0; i < n; i++, p += TP_WSEG_BYTES) {
+		tp_put32(p, g[i].idx);
+		tp_put32(p + 4, 0);
+		memcpy(p + 8, g[i].key, TP_KEY_BYTES);
+		tp_put64(p + 8 + TP_KEY_BYTES, g[i].off);
+		tp_put64(p + 16 + TP_KEY_BYTES, g[i].len);
+	}
+}
+
+/* Room in the outgoing control stream.  An answer the peer's messages
+ * caused (an ack, a read's response) may take it up to peer_max_ctl_bytes;
+ * beyond that the peer is not reading what it asked for, and the conn
+ * fails.  This side's own announcements stop at half of it (EAGAIN), which
+ * leaves the answers their room whatever the application posts. */
+static int answer_room(struct tcpx_p2p_conn *c)
+{
+	size_t max = c->s->cfg.peer_max_ctl_bytes;
+
+	if (tp__ctl_out_bytes(c) <= max)
+		return 0;
+	return tp__error(TCPX_P2P_EPROTO, "control channel: %zu bytes of answers wait for the "
+			 "peer, which does not read them (peer_max_ctl_bytes %zu)",
+			 tp__ctl_out_bytes(c), max);
+}
+
+/* Room for this side's own message of `bytes` (header included): EAGAIN
+ * where it would take the stream past half of peer_max_ctl_bytes (the
+ * answers keep the other half), EINVAL where it alone is more than that. */
+static int own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
+{
+	size_t max = c->s->cfg.peer_max_ctl_bytes / 2, queued = tp__ctl_out_bytes(c);
+
+	if (bytes > max)
+		return tp__error(TCPX_P2P_EINVAL, "%s: a control message of %zu bytes; at most half "
+				 "of peer_max_ctl_bytes (%zu; 40 bytes per remote segment)", what,
+				 bytes, max);
+	if (queued + bytes <= max)
+		return 0;
+	return tp__error(TCPX_P2P_EAGAIN, "%s: %zu control bytes wait for the peer (half of "
+			 "peer_max_ctl_bytes): drive progress and post again", what, queued);
+}
+
+static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len,
+			size_t nseg, const struct tp_wseg *seg, const void *notif, size_t notif_len)
+{
+	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
+	unsigned char *m;
+
+	if (nseg > (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES)
+		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer (at most %u)",
+				 nseg, (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES);
+	if (nseg > (size_t)c->s->cfg.peer_max_segments)
+		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer: more than "
+				 "a peer may hold (peer_max_segments %d, which should match the "
+				 "peer's)", nseg, c->s->cfg.peer_max_segments);
+	m = tp__ctl_msg(c, type, body);
+	if (!m)
+		return tcpx_p2p_last_error()[0] ? TCPX_P2P_ENOMEM : TCPX_P2P_EINTERNAL;
+	tp_put64(m, id);
+	tp_put64(m + 8, len);
+	tp_put32(m + 16, (uint32_t)nseg);
+	tp_put32(m + 20, (uint32_t)notif_len);
+	put_segs(m + 24, seg, nseg);
+	if (notif_len)
+		memcpy(m + 24 + nseg * TP_WSEG_BYTES, notif, notif_len);
+	return 0;
+}
+
+static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len)
+{
+	unsigned char *m = tp__ctl_msg(c, type, 16);
+
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put64(m, id);
+	tp_put64(m + 8, len);
+	return 0;
+}
+
+int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
+		       uint64_t value)
+{
+	unsigned char *m;
+	int rc = answer_room(c);
+
+	if (rc)
+		return rc;
+	m = tp__ctl_msg(c, TP_CTL_ACK, 24);
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put64(m, id);
+	tp_put32(m + 8, status);
+	tp_put32(m + 12, 0);
+	tp_put64(m + 16, value);
+	return 0;
+}
+
+int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
+{
+	/* The message this side queues: an in-read's response is an answer. */
+	size_t bytes = TP_CTL_MSG_HDR + (x->op == TP_OP_WRITE || x->op == TP_OP_READ
+						 ? 24 + nrseg * TP_WSEG_BYTES + notif_len
+						 : 16);
+	int rc = x->op == TP_OP_IN_READ ? answer_room(c)
+		 : x->op == TP_OP_RECV	 ? 0
+					 : own_room(c, "post", bytes);
+
+	if (!rc && notif_len)
+		rc = tp__items_notif_room(c, "write", notif_len);
+	if (rc)
+		return rc;
+	switch (x->op) {
+	case TP_OP_SEND:
+		x->id = ++c->next_id;
+		return short_msg(c, TP_CTL_SEND, x->id, x->len);
+	case TP_OP_WRITE:
+		x->id = ++c->next_id;
+		rc = announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
+		if (!rc && notif_len)
+			tp__items_notif_spend(c, notif_len);
+		return rc;
+	case TP_OP_READ:
+		x->id = ++c->next_id;
+		return announce_hdr(c, TP_CTL_READ_REQ, x->id, x->len, nrseg, rseg, NULL, 0);
+	case TP_OP_IN_READ:
+		return short_msg(c, TP_CTL_READ_RESP, x->id, x->len);
+	default:
+		return 0;
+	}
+}
+
+/* A standalone notification: a NOTIF message, one credit spent. */
+int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
+{
+	unsigned char *m;
+	int rc = 0;
+
+	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_LIMIT)
+		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
+				 TCPX_P2P_NOTIF_LIMIT);
+	pthread_mutex_lock(&c->lock);
+	if (c->err) {
+		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
+	} else if ((rc = own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
+		   (rc = tp__items_notif_room(c, "notify", len))) {
+		/* EAGAIN: the peer has not taken what waits for it */
+	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
+		rc = TCPX_P2P_ENOMEM;
+	} else {
+		tp_put32(m, (uint32_t)len);
+		memcpy(m + 4, msg, len);
+		tp__items_notif_spend(c, len);
+		tp__post_pass_unlock(c);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}

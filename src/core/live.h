@@ -1,0 +1,19 @@
+/* What a connection's passes know of the peer's liveness (live.c). */
+#ifndef TP_CORE_LIVE_H
+#define TP_CORE_LIVE_H
+
+#include <stddef.h>
+
+struct tcpx_p2p_conn;
+
+/* init: at conn creation.  pass: after the control channel's receives
+ * were tested in a pass of a live, not closing conn: queue a heartbeat
+ * when this side has said nothing for heartbeat_ms, and fail (ECLOSED,
+ * the silence named) when the peer has said nothing for dead_after_ms of
+ * this side's passes; a transfer past its deadline closes the conn.
+ * on_heartbeat: the peer's. */
+void tp__live_init(struct tcpx_p2p_conn *c);
+int tp__live_pass(struct tcpx_p2p_conn *c);
+int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len);
+
+#endif

@@ -1,0 +1,445 @@
+/* The chunk stream of each direction over a connection's data channels
+ * (stream.h).  One pass drives every stage on every channel and never
+ * blocks: a stage that cannot move is left for the next pass while the
+ * others go on.  Chunks of a transfer retire in order; the one that ends
+ * it moves the transfer onto the caller's list of finished ones. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conn.h"
+#include "core/mr.h"
+#include "core/pipeline/chunk.h"
+#include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
+#include "core/pipeline/hostcopy.h"
+#include "core/pipeline/stream.h"
+#include "core/pipeline/vec.h"
+#include "core/pipeline/window.h"
+#include "core/session.h"
+#include "core/stats.h"
+#include "core/xfer.h"
+#include "util/config.h"
+#include "util/error.h"
+
+void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	struct tp_direction *d = &c->dir[x->dir];
+	struct tp_comm *cms = x->dir == TP_SEND ? c->send : c->recv;
+	uint64_t end;
+	int i;
+
+	/* Both peers derive the cut from the same length (chunk.h). */
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->nchunks = tp_chunk_count(x->len, x->chunk);
+	x->queued = true;
+	x->first_seq = d->next_seq;
+	d->next_seq += x->nchunks;
+	end = x->first_seq + x->nchunks;
+	tp_list_append(d, x, dlink);
+	/* An idle comm has posted every chunk of its channel below
+	 * x->first_seq, so its next_seq lies at or after it. */
+	for (i = 0; i < c->nchan; i++)
+		if (!cms[i].cursor && cms[i].next_seq < end)
+			cms[i].cursor = x;
+}
+
+/* A chunk of x is done; the last one takes x out of its direction's
+ * stream onto done, for the caller to finish. */
+static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, struct tp_xlist *done)
+{
+	if (++x->retired < x->nchunks)
+		return;
+	x->chunks_done = true;
+	tp_list_remove(&c->dir[x->dir], x, dlink);
+	tp_list_append(done, x, dlink);
+}
+
+static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
+{
+	cm->next_seq += (uint64_t)c->nchan;
+	while (cm->cursor && cm->next_seq >= cm->cursor->first_seq + cm->cursor->nchunks)
+		cm->cursor = cm->cursor->dlink.next;
+}
+
+/* A plugin that reports neither received sizes nor fragment records
+ * (none known: TCP plugins report sizes, TCPX bounces) gives no way to
+ * see a short chunk.  Until one of its receives on cm reported a size,
+ * each staging slot is cleared before a receive is posted into it, so a
+ * chunk that lands short leaves zeros, never bytes of an earlier chunk of
+ * the comm, in the segments it is scattered into.  Device slots are
+ * cleared on the stream from a cleared chunk of the conn, the receive
+ * issued once that copy completed (tp__stream_issue). */
+static int stage_clear(struct tcpx_p2p_conn *c, const struct tp_comm *cm, struct tp_slot *sl,
+		       char *slot, size_t n, int type)
+{
+	struct tp_copy cp[TP_MAX_CHUNK / TP_COPY_MAX_ENTRY];
+	uint32_t k = 0;
+	int rc;
+
+	if (cm->meta || cm->sizes_seen)
+		return 0;
+	if (type != TCPX_P2P_MEM_CUDA) {
+		memset(slot, 0, n);
+		return 0;
+	}
+	if (!c->zero_dev) {
+		/* tp__dev_malloc clears what it allocates */
+		rc = tp__dev_malloc((void **)&c->zero_dev, c->s->cfg.chunk_bytes);
+		if (rc)
+			return rc;
+	}
+	for (size_t off = 0; off < n && k < sizeof(cp) / sizeof(cp[0]); off += TP_COPY_MAX_ENTRY)
+		cp[k++] = (struct tp_copy){ c->zero_dev, slot + off,
+					    n - off < TP_COPY_MAX_ENTRY ? n - off : TP_COPY_MAX_ENTRY };
+	return tp__devq_copies(c->s, cp, k, false, &sl->launch);
+}
+
+/* Fill slot sl with the next chunk of x (seq): straight from or into its
+ * segment, or through a staging slot, gathering a send there first.
+ * Returns 1 when no staging slot is free (try again next pass). */
+static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_xfer *x,
+		   struct tp_slot *sl)
+{
+	struct tcpx_p2p_session *s = c->s;
+	struct tcpx_p2p_mr *mr = NULL;
+	size_t off, n;
+	uint32_t ncp;
+	char *ptr = NULL;
+	int rc;
+
+	tp_chunk_range(x->len, x->chunk, cm->next_seq - x->first_seq, &off, &n);
+	sl->x = x;
+	sl->soff = off;
+	sl->len = (uint32_t)n;
+	sl->launch = 0;
+	sl->hjob_wait = false;
+	sl->stage = NULL;
+	sl->request = NULL;
+	sl->dst_dev = x->mtype == TCPX_P2P_MEM_CUDA;
+	sl->dst_mapped = x->mapped;
+	if (x->op != TP_OP_DISCARD)
+		ptr = tp__seg_single(x, off, n, &mr);
+	sl->multi = !ptr;
+	if (!ptr) {
+		/* Bytes that go nowhere (or an empty transfer) still need a
+		 * buffer the plugin accepts: device memory where it bounces
+		 * through device pages (TCPX receives only devmem there). */
+		int type = x->mtype ? x->mtype
+			   : cm->bounce_on_device && s->cfg.gpu >= 0 ? TCPX_P2P_MEM_CUDA
+								     : TCPX_P2P_MEM_HOST;
+
+		rc = tp__stage_take(s, cm, type, &sl->stage, &mr);
+		if (rc)
+			return rc;
+		ptr = sl->stage;
+		if (cm->dir == TP_SEND) {
+			enum tp_copy_path path = tp__copy_path(s, cm, sl);
+
+			rc = tp__vec_copies(s, x, sl, true, ptr, path == TP_PATH_HOST_NOW, &ncp);
+			if (!rc && ncp && path == TP_PATH_HOST_THREADS) {
+				rc = tp__hcopy_submit(s, &sl->hjob, sl->cp, ncp);
+				sl->hjob_wait = !rc;
+			} else if (!rc && ncp) {
+				rc = tp__devq_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
+			}
+			if (rc) {
+				tp__stage_give(cm, sl->stage);
+				return rc;
+			}
+		} else if (x->op != TP_OP_DISCARD) {
+			rc = stage_clear(c, cm, sl, ptr, n, type);
+			if (rc) {
+				tp__stage_give(cm, sl->stage);
+				return rc;
+			}
+		}
+	}
+	sl->buf = ptr;
+	sl->mr = mr;
+	sl->seq = cm->next_seq;
+	return 0;
+}
+
+/* Prepare chunks into free window slots, in stream order. */
+int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	int rc;
+
+	while (cm->cursor && tp_window_can_post(&cm->win)) {
+		rc = prepare(c, cm, cm->cursor, &cm->slot[tp_window_slot(cm->win.posted)]);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		cm->win.posted++;
+		*moved = true;
+		advance_cursor(c, cm);
+	}
+	if (cm->cursor)
+		c->stats.windows_full++;
+	return 0;
+}
+
+/* Hand prepared chunks to the plugin in order, each once its gather is
+ * done; a NULL request means "not now". */
+int tp__stream_issue(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	struct tp_net *net = c->s->net;
+	struct tp_slot *sl;
+	void *mh;
+	bool done, taken;
+	int rc;
+
+	while (cm->issued != cm->win.posted) {
+		sl = &cm->slot[tp_window_slot(cm->issued)];
+		if (sl->hjob_wait) {
+			if (!tp__hcopy_done(&sl->hjob))
+				return 0;
+			sl->hjob_wait = false;
+		}
+		if (sl->launch) {
+			rc = tp__devq_done(c->s, sl->launch, &done);
+			if (rc || !done)
+				return rc;
+			sl->launch = 0;
+		}
+		/* Host memory behind a device bounce is posted as the landing
+		 * buffer (conn.c says why); the unpack still writes sl->buf. */
+		struct tcpx_p2p_mr *pmr = sl->mr;
+		char *pbuf = sl->buf;
+		if (cm->dir == TP_RECV && c->landmr && sl->mr->type != TCPX_P2P_MEM_CUDA) {
+			pmr = c->landmr;
+			pbuf = c->land;
+		}
+		rc = tp__mr_handle(pmr, cm, &mh);
+		if (rc)
+			return rc;
+		rc = tp__comm_issue(net, cm, pbuf, sl->len, tp_chunk_tag(sl->seq), mh, &taken);
+		if (rc || !taken)
+			return rc;
+		if (cm->dir == TP_SEND)
+			sl->t_issue = tp__now_ns();
+		sl->caller = !sl->stage && (cm->dir == TP_SEND || (!cm->meta && pbuf == sl->buf));
+		*moved = true;
+	}
+	return 0;
+}
+
+int tp__stream_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
+		    struct tp_xlist *done)
+{
+	uint32_t k = cm->win.tested;
+	int rc = tp__comm_test(c->s->net, cm, moved);
+
+	/* What completed before an error counts all the same. */
+	for (; k != cm->win.tested; k++) {
+		struct tp_slot *sl = &cm->slot[tp_window_slot(k)];
+
+		if (cm->dir == TP_RECV) {
+			c->alive.heard = true;
+			continue;
+		}
+		if (!sl->x || !done)
+			continue;
+		tp__hist_add(&c->stats.req_lat, tp__now_ns() - sl->t_issue);
+		retire_chunk(c, sl->x, done);
+	}
+	return rc;
+}
+
+/* A receive chunk must land whole: as many bytes as the plugin says
+ * arrived, where it says (TCP plugins), and as its fragment records add up
+ * to, where it has them (TCPX).  A peer that sent fewer (or a plugin that
+ * lost some) fails the chunk's transfer with EPROTO: nothing of the chunk
+ * is unpacked or copied out of staging, so bytes that never arrived are
+ * never taken from a bounce page or a staging slot.  The chunks still
+ * retire in order; a write's target then refuses it (inbound.c). */
+static int landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned mslot)
+{
+	bool whole = sl->got == TP_NET_SIZE_UNKNOWN || sl->got == (int)sl->len;
+	int rc;
+
+	if (whole && cm->meta) {
+		/* records the plugin cannot have written fail the conn (EPLUGIN) */
+		rc = tp__meta_read(cm->meta, mslot, sl->len, cm->bounce_len, "unpack", &sl->meta);
+		if (rc)
+			return rc;
+		whole = sl->meta.bytes == sl->len;
+	}
+	if (whole)
+		return 1;
+	if (!sl->x->err) {
+		sl->x->err = TCPX_P2P_EPROTO;
+		snprintf(sl->x->why, sizeof(sl->x->why), "chunk %llu arrived with %lld of its %u "
+			 "bytes", (unsigned long long)(sl->seq - sl->x->first_seq),
+			 cm->meta && sl->got < 0 ? (long long)sl->meta.bytes : (long long)sl->got,
+			 sl->len);
+	}
+	return 0;
+}
+
+/* Host bounce buffer to host memory: copy each (checked) record. */
+static void unpack_memcpy(const struct tp_comm *cm, const struct tp_slot *sl)
+{
+	const tp_unpack_rec *r = sl->meta.rec;
+
+	for (uint32_t i = 0; i < sl->meta.cnt; i++)
+		memcpy(sl->buf + r[i].dst_off, cm->bounce + r[i].src_off, r[i].len);
+}
+
+struct tp_batch {
+	struct tp_comm *cm[TP_UNPACK_MAX_JOBS];
+	struct tp_slot *sl[TP_UNPACK_MAX_JOBS];
+	int n;
+};
+
+static int flush_batch(struct tcpx_p2p_conn *c, struct tp_batch *b)
+{
+	int rc = 0;
+
+	if (b->n)
+		rc = tp__unpack_start(c, b->cm, b->sl, b->n);
+	b->n = 0;
+	return rc;
+}
+
+/* A received chunk scattered by a list of copies (path: HOST_*, LIST_*):
+ * from the bounce records or the staging slot into its segments. */
+static int unpack_list(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl,
+		       enum tp_copy_path path)
+{
+	struct tcpx_p2p_session *s = c->s;
+	bool now = path == TP_PATH_HOST_NOW;
+	uint32_t n;
+	int rc;
+
+	if (cm->meta)
+		rc = tp__vec_copies_recs(s, sl->x, sl, &sl->meta, cm->bounce, now, &n);
+	else
+		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage, now, &n);
+	sl->unpack = TP_UNPACK_NONE;
+	if (rc || !n)
+		return rc;
+	if (path == TP_PATH_HOST_THREADS) {
+		sl->unpack = TP_UNPACK_HCOPY;
+		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
+	}
+	sl->unpack = TP_UNPACK_DEVICE;
+	return tp__devq_copies(s, sl->cp, n, path == TP_PATH_LIST_KERNEL && sl->cp_pinned,
+				 &sl->launch);
+}
+
+/* Start the unpack of every tested receive; device unpacks of all channels
+ * are batched into as few launches as possible. */
+int tp__stream_unpack(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_batch b; /* only n is read before being set: no 520-byte clear per pass */
+	struct tp_comm *cm;
+	struct tp_slot *sl;
+	int i, rc;
+
+	b.n = 0;
+	for (i = 0; i < c->nchan; i++) {
+		cm = &c->recv[i];
+		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
+			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
+			*moved = true;
+			/* the k-th receive of a comm uses meta slot k % 16 */
+			rc = sl->x->op == TP_OP_DISCARD
+				     ? 0
+				     : landed_whole(cm, sl, tp_window_slot(cm->win.unpacked));
+			if (rc < 0)
+				return rc;
+			sl->path = rc ? tp__copy_path(c->s, cm, sl) : TP_PATH_NONE;
+			switch (sl->path) {
+			case TP_PATH_NONE:
+				sl->unpack = TP_UNPACK_NONE;
+				break;
+			case TP_PATH_RECORDS:
+				sl->unpack = TP_UNPACK_MEMCPY;
+				unpack_memcpy(cm, sl);
+				break;
+			case TP_PATH_HOST_NOW:
+			case TP_PATH_HOST_THREADS:
+			case TP_PATH_LIST_KERNEL:
+			case TP_PATH_LIST_COPIES:
+				rc = unpack_list(c, cm, sl, sl->path);
+				if (rc)
+					return rc;
+				break;
+			case TP_PATH_KERNEL:
+			case TP_PATH_D2D:
+			case TP_PATH_STAGED:
+				sl->unpack = TP_UNPACK_DEVICE;
+				b.cm[b.n] = cm;
+				b.sl[b.n++] = sl;
+				if (b.n == TP_UNPACK_MAX_JOBS && (rc = flush_batch(c, &b)))
+					return rc;
+				break;
+			}
+		}
+	}
+	return flush_batch(c, &b);
+}
+
+/* Test builds only (TCPX_P2P_TEST_EARLY_CONSUME): consume a device unpack
+ * without waiting for it, so that the GPU poison tests can prove they
+ * catch that.  A release build has no such switch to read. */
+static bool early_consume(const struct tcpx_p2p_session *s)
+{
+#if TP_TEST_HOOKS
+	return s->test_early_consume;
+#else
+	(void)s;
+	return false;
+#endif
+}
+
+int tp__stream_consume(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
+		       struct tp_xlist *done)
+{
+	struct tp_slot *sl;
+	bool ready;
+	int rc;
+
+	while (cm->win.retired != cm->win.unpacked) {
+		sl = &cm->slot[tp_window_slot(cm->win.retired)];
+		rc = tp__comm_unpacked(c->s, sl, !early_consume(c->s), &ready);
+		if (rc || !ready)
+			return rc;
+		rc = tp__comm_consume(c->s->net, cm);
+		if (rc)
+			return rc;
+		*moved = true;
+		if (sl->x && done) /* none: a closing conn's (close/drain.c) */
+			retire_chunk(c, sl->x, done);
+	}
+	return 0;
+}
+
+/* Requests the plugin has on the data channels (chunks in its hands). */
+uint32_t tp__stream_inflight(const struct tcpx_p2p_conn *c)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < c->nchan; i++)
+		n += (c->send[i].issued - c->send[i].win.retired) +
+		     (c->recv[i].issued - c->recv[i].win.retired);
+	return n;
+}
+
+/* Of those, the ones whose plugin may still read or write the caller's
+ * memory: sends posted from it (not from staging) and receives the plugin
+ * writes in place (no bounce buffer, not into staging or the landing
+ * buffer). */
+uint32_t tp__stream_caller_inflight(const struct tcpx_p2p_conn *c)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < 2 * c->nchan; i++) {
+		const struct tp_comm *cm = i < c->nchan ? &c->send[i] : &c->recv[i - c->nchan];
+
+		for (uint32_t k = cm->win.retired; k != cm->issued; k++)
+			n += cm->slot[tp_window_slot(k)].caller;
+	}
+	return n;
+}

@@ -1,0 +1,25 @@
+/* The rendezvous handshake (src/core/setup/handshake.c). */
+#ifndef TP_CORE_HANDSHAKE_H
+#define TP_CORE_HANDSHAKE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/time.h"
+
+struct tcpx_p2p_session;
+struct tcpx_p2p_conn;
+
+/* Build a connection over the connected socket fd to peer ("ip:port").
+ * peer_deadline bounds what the peer must send before any plugin call
+ * (the server's per-handshake limit); deadline bounds the whole set-up
+ * (TP_NO_DEADLINE: none).  On success *out owns fd; on failure the caller closes it.
+ * Every error detail names the peer. */
+int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool server,
+		  tp_deadline peer_deadline, tp_deadline deadline, struct tcpx_p2p_conn **out);
+
+/* An AUTH frame payload of len bytes for step (1..3): 0 or EPROTO.  Pure,
+ * for the fuzzer. */
+int tp__auth_msg_check(const void *buf, uint32_t len, int step);
+
+#endif
