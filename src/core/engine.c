@@ -11,7 +11,6 @@
  * conn take the list for writing; nothing holds a conn lock while taking
  * the list, so the order list -> conn never inverts. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,17 +24,7 @@
 #include "util/error.h"
 #include "util/log.h"
 
-/* Back-off when every transfer waits on the network: passes spin this
- * many times, then yield this many, then sleep for 1/TP_SLEEP_SHARE of the
- * time nothing has moved so far, within [TP_SLEEP_MIN_NS, TP_SLEEP_MAX_NS].
- * The cost: a completion is seen at most that much late, so the added
- * latency stays near 1/16 of the stall it follows (and at most 1 ms), while
- * a stalled peer costs about one pass per millisecond. */
-#define TP_SPIN_PASSES 64u
-#define TP_YIELD_PASSES 256u
-#define TP_SLEEP_SHARE 16
-#define TP_SLEEP_MIN_NS 4000
-#define TP_SLEEP_MAX_NS 1000000
+/* Waiters in thread mode re-check at least this often. */
 #define TP_WAIT_SLICE_NS 10000000
 
 struct tp_engine {
@@ -69,34 +58,6 @@ static struct timespec abs_time(int64_t ns)
 	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
 
 	return ts;
-}
-
-/* The back-off's sleep now: 1/TP_SLEEP_SHARE of the idle time so far. */
-static int64_t idle_sleep_ns(const struct tp_backoff *b)
-{
-	int64_t ns = (tp__now_ns() - b->idle_since) / TP_SLEEP_SHARE;
-
-	return ns < TP_SLEEP_MIN_NS ? TP_SLEEP_MIN_NS : ns > TP_SLEEP_MAX_NS ? TP_SLEEP_MAX_NS : ns;
-}
-
-void tp__backoff(struct tp_backoff *b, const struct tp_progress *st)
-{
-	struct timespec ts;
-
-	if (st->moved || st->pending) {
-		b->idle = 0;
-		return;
-	}
-	if (b->idle++ == 0)
-		b->idle_since = tp__now_ns();
-	if (b->idle <= TP_SPIN_PASSES)
-		return;
-	if (b->idle <= TP_SPIN_PASSES + TP_YIELD_PASSES) {
-		sched_yield();
-		return;
-	}
-	ts = abs_time(idle_sleep_ns(b));
-	nanosleep(&ts, NULL);
 }
 
 void tp__engine_notify(struct tcpx_p2p_session *s, uint64_t n)
@@ -249,7 +210,7 @@ static void *progress_main(void *arg)
 			b.idle = 1;
 			b.idle_since = tp__now_ns();
 		}
-		until = abs_time(tp__now_ns() + idle_sleep_ns(&b));
+		until = abs_time(tp__now_ns() + tp__backoff_sleep_ns(&b));
 		pthread_mutex_lock(&e->work_lock);
 		while (!e->stop && e->kicks == kicks) {
 			if (!st.conns)

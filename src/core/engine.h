@@ -1,5 +1,5 @@
 /* The session-wide progress engine and its optional thread (engine.c), and
- * the back-off between passes that found nothing to do. */
+ * the back-off between passes that found nothing to do (backoff.c). */
 #ifndef TP_CORE_ENGINE_H
 #define TP_CORE_ENGINE_H
 
@@ -38,5 +38,8 @@ struct tp_backoff {
 	int64_t idle_since;
 };
 void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
+/* backoff.c: how long the back-off sleeps now (1/16 of the idle time so far,
+ * within [4 us, 1 ms]). */
+int64_t tp__backoff_sleep_ns(const struct tp_backoff *b);
 
 #endif

@@ -69,6 +69,11 @@ void sim_settings_read(void)
 		sim_say("tcpxsim: TCPXSIM_STEERING=%s: expected rules, all or none; using rules", v);
 	find_gpus(c);
 	v = getenv("TCPXSIM_BOUNCE");
+	if (v && *v && strcmp(v, "host") && strcmp(v, "gpu") && strcmp(v, "hostmap")) {
+		sim_say("tcpxsim: TCPXSIM_BOUNCE=%s: expected gpu, hostmap or host; using the "
+			"default", v);
+		v = NULL;
+	}
 	if (v && !strcmp(v, "host"))
 		c->on_gpu = 0;
 	else if (v && (!strcmp(v, "gpu") || !strcmp(v, "hostmap")))
