@@ -51,7 +51,7 @@ using steady = std::chrono::steady_clock;
 } // namespace
 
 tcpxNet::tcpxNet(const std::string &local_agent, tcpxParams &params)
-    : local_agent_(local_agent), params_(params), poll_buf_(16)
+    : local_agent_(local_agent), params_(params), poll_buf_(4096)
 {
 }
 
@@ -172,13 +172,8 @@ void tcpxNet::enter(const tcpxLinkPtr &link)
 	auto e = early_.find(c);
 	if (e == early_.end())
 		return;
-	for (auto &m : e->second) {
-		tcpx_p2p_notif n;
-		n.conn = c;
-		n.len = m.size();
-		memcpy(n.msg, m.data(), m.size());
-		handle(n);
-	}
+	for (auto &m : e->second)
+		handle(c, reinterpret_cast<const unsigned char *>(m.data()), m.size());
 	early_.erase(e);
 }
 
@@ -407,49 +402,57 @@ void tcpxNet::dispatch()
 {
 	std::lock_guard<std::mutex> pg(poll_mu_);
 	for (;;) {
-		int n = 0;
-		int rc = tcpx_p2p_notif_poll(session_, poll_buf_.data(),
-					     static_cast<int>(poll_buf_.size()), &n);
+		/* One at a time, of any length the session takes
+		 * (config.notif_max_bytes): the buffer grows to a longer one. */
+		tcpx_p2p_notif_buf nb = {};
+		int got = 0;
+		nb.struct_size = sizeof(nb);
+		nb.buf = poll_buf_.data();
+		nb.cap = poll_buf_.size();
+		int rc = tcpx_p2p_notif_take(session_, &nb, &got);
+		if (rc == TCPX_P2P_EINVAL && nb.len > nb.cap) {
+			poll_buf_.resize(nb.len);
+			continue;
+		}
 		if (rc) {
-			tcpxStatus(rc, "notif_poll");
+			tcpxStatus(rc, "notif_take");
 			return;
 		}
-		std::lock_guard<std::mutex> g(mu_);
-		for (int i = 0; i < n; i++)
-			handle(poll_buf_[i]);
-		if (n < static_cast<int>(poll_buf_.size()))
+		if (!got)
 			return;
+		std::lock_guard<std::mutex> g(mu_);
+		handle(nb.conn, poll_buf_.data(), nb.len);
 	}
 }
 
 /* mu_ held. */
-void tcpxNet::handle(const tcpx_p2p_notif &n)
+void tcpxNet::handle(tcpx_p2p_conn *c, const unsigned char *msg, size_t msg_len)
 {
-	auto it = links_.find(n.conn);
+	auto it = links_.find(c);
 	if (it == links_.end()) {
 		/* accepted, not adopted yet: keep for adopt() */
-		early_[n.conn].emplace_back(reinterpret_cast<const char *>(n.msg), n.len);
+		early_[c].emplace_back(reinterpret_cast<const char *>(msg), msg_len);
 		return;
 	}
 	tcpxLink &l = *it->second;
-	if (n.len == 0) { /* the library's own: the connection failed */
-		int rc = tcpx_p2p_progress(n.conn);
+	if (msg_len == 0) { /* the library's own: the connection failed */
+		int rc = tcpx_p2p_progress(c);
 		l.error = rc ? rc : TCPX_P2P_ECLOSED;
 		NIXL_INFO << "TCPX: connection with agent " << l.agent
 			  << " ended: " << tcpx_p2p_strerror(l.error);
 		imported_.notify_all();
 		return;
 	}
-	const auto type = static_cast<tcpxMsg>(n.msg[0]);
-	const unsigned char *body = n.msg + 1;
-	const size_t len = n.len - 1;
+	const auto type = static_cast<tcpxMsg>(msg[0]);
+	const unsigned char *body = msg + 1;
+	const size_t len = msg_len - 1;
 	uint64_t id;
 	tcpx_p2p_rdesc desc;
 	tcpx_p2p_rmr *rmr;
 	switch (type) {
 	case tcpxMsg::exported:
 		if (l.outgoing && tcpxDecodeExported(body, len, id, desc)) {
-			int rc = tcpx_p2p_rmr_import(n.conn, &desc, &rmr);
+			int rc = tcpx_p2p_rmr_import(c, &desc, &rmr);
 			if (rc) {
 				l.error = rc;
 				tcpxStatus(rc, "importing a peer's region");
@@ -478,8 +481,8 @@ void tcpxNet::handle(const tcpx_p2p_notif &n)
 		notifs_.emplace_back(l.agent, std::string(reinterpret_cast<const char *>(body), len));
 		return;
 	}
-	NIXL_WARN << "TCPX: dropped a control message of type " << static_cast<int>(n.msg[0])
-		  << " (" << n.len << " bytes) from agent " << l.agent;
+	NIXL_WARN << "TCPX: dropped a control message of type " << static_cast<int>(msg[0])
+		  << " (" << msg_len << " bytes) from agent " << l.agent;
 }
 
 nixl_status_t tcpxNet::import(const tcpxLinkPtr &link, uint64_t region_id, tcpx_p2p_rmr *&out)

@@ -106,7 +106,7 @@ private:
 	void enter(const tcpxLinkPtr &link);
 	void exportTo(const tcpxLinkPtr &link, const tcpxRegion &r);
 	void dispatch();
-	void handle(const tcpx_p2p_notif &n);
+	void handle(tcpx_p2p_conn *c, const unsigned char *msg, size_t len);
 	void closeLink(const tcpxLinkPtr &link);
 	void closeDeadIncoming();
 
@@ -130,7 +130,7 @@ private:
 	std::vector<std::pair<std::string, std::string>> notifs_;
 
 	std::mutex poll_mu_; /* one reader of the session's notifications at a time */
-	std::vector<tcpx_p2p_notif> poll_buf_;
+	std::vector<unsigned char> poll_buf_; /* grows to the longest notification */
 };
 
 #endif

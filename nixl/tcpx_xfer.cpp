@@ -39,9 +39,11 @@ template <typename Post> int postRetrying(int timeout_ms, Post post)
 
 nixl_status_t userMsg(const std::string &msg, std::string &out)
 {
-	if (msg.size() + 1 > TCPX_P2P_NOTIF_MAX) {
+	/* The peer's config.notif_max_bytes (64 KiB by default) is the real
+	 * bound: the library refuses a longer one when it is sent. */
+	if (msg.size() + 1 > TCPX_P2P_NOTIF_LIMIT) {
 		NIXL_ERROR << "TCPX: a notification of " << msg.size() << " bytes; at most "
-			   << TCPX_P2P_NOTIF_MAX - 1 << " are carried";
+			   << TCPX_P2P_NOTIF_LIMIT - 1 << " are carried";
 		return NIXL_ERR_INVALID_PARAM;
 	}
 	out = tcpxEncodeMsg(tcpxMsg::user, msg.data(), msg.size());

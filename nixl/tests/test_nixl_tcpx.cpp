@@ -268,8 +268,17 @@ void writeAndRead(Agent &i, Agent &t, nixl_mem_t mem, int dev, const char *what)
 	EXPECT(exchange(i, t));
 	EXPECT(t.agent->genNotif(i.name, "pong") == NIXL_SUCCESS);
 	EXPECT(waitNotif(i, t.name, "pong", [] {}));
-	/* more than the library carries in one notification */
-	EXPECT(i.agent->genNotif(t.name, std::string(2000, 'x')) != NIXL_SUCCESS);
+	/* notifications of any length up to the peer's notif_max_bytes (64 KiB):
+	 * past the 1 KiB of tcpx_p2p_notif, and just under the bound */
+	for (size_t n : {(size_t)2000, (size_t)(60 << 10)}) {
+		std::string big(n, 'x');
+		for (size_t k = 0; k < n; k++)
+			big[k] = static_cast<char>('a' + (k * 7 + n) % 26);
+		EXPECT(i.agent->genNotif(t.name, big) == NIXL_SUCCESS);
+		EXPECT(waitNotif(t, i.name, big, [] {}));
+	}
+	/* more than the peer takes */
+	EXPECT(i.agent->genNotif(t.name, std::string(70000, 'x')) != NIXL_SUCCESS);
 
 	EXPECT(t.agent->invalidateRemoteMD(i.name) == NIXL_SUCCESS);
 	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);

@@ -31,6 +31,10 @@ struct tp_engine {
 	pthread_rwlock_t list_lock;
 	TP_LIST(struct tcpx_p2p_conn) conns; /* through elink */
 	unsigned nconns;
+	/* Destroyed conns no pass reaches any more whose counters are not
+	 * folded into gone yet (conn_destroy between the two). */
+	TP_LIST(struct tcpx_p2p_conn) leaving; /* through elink */
+	unsigned nleaving;
 	unsigned rr; /* where the next pass starts (fairness) */
 	/* The counters of the conns removed so far (stats.c), and how many. */
 	struct tp_stats gone;
@@ -392,6 +396,18 @@ void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	pthread_rwlock_wrlock(&e->list_lock);
 	tp_list_remove(&e->conns, c, elink);
 	e->nconns--;
+	tp_list_prepend(&e->leaving, c, elink);
+	e->nleaving++;
+	pthread_rwlock_unlock(&e->list_lock);
+}
+
+void tp__engine_retire(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
+{
+	struct tp_engine *e = s->engine;
+
+	pthread_rwlock_wrlock(&e->list_lock);
+	tp_list_remove(&e->leaving, c, elink);
+	e->nleaving--;
 	pthread_mutex_lock(&c->lock);
 	tp__stats_add(&e->gone, &c->stats);
 	pthread_mutex_unlock(&c->lock);
@@ -406,8 +422,13 @@ static void engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *
 
 	pthread_rwlock_rdlock(&e->list_lock);
 	*sum = e->gone;
-	*nconns = e->ngone + (int)e->nconns;
+	*nconns = e->ngone + (int)e->nconns + (int)e->nleaving;
 	for (c = e->conns.head; c; c = c->elink.next) {
+		pthread_mutex_lock(&c->lock);
+		tp__stats_add(sum, &c->stats);
+		pthread_mutex_unlock(&c->lock);
+	}
+	for (c = e->leaving.head; c; c = c->elink.next) {
 		pthread_mutex_lock(&c->lock);
 		tp__stats_add(sum, &c->stats);
 		pthread_mutex_unlock(&c->lock);

@@ -16,7 +16,11 @@ struct tp_progress;
 int tp__engine_create(struct tcpx_p2p_session *s);
 void tp__engine_destroy(struct tcpx_p2p_session *s);
 void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+/* conn_destroy: out of the passes (remove), then, once its last transfers
+ * were failed and counted, its counters folded into the session's (retire);
+ * the session's statistics count it all along. */
 void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+void tp__engine_retire(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
 /* Progress every conn of the session once; own (may be NULL) is waited
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,

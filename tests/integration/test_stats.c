@@ -1,7 +1,7 @@
 /* Statistics (tcpx_p2p_conn_stats, tcpx_p2p_session_stats): the counters
  * equal what the test moved, on both sides, and a session keeps counting
- * a destroyed connection; a caller's older, smaller struct gets no byte
- * past its struct_size. */
+ * a destroyed connection (the failures of its last transfers included); a
+ * caller's older, smaller struct gets no byte past its struct_size. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -214,11 +214,41 @@ static void test_deadline(void **state)
 	tp_pair_close(&p);
 }
 
+/* Transfers still pending when their connection is destroyed fail
+ * (ECLOSED), and the session counts those failures with the rest. */
+static void test_destroy_pending(void **state)
+{
+	struct tp_pair p;
+	static unsigned char dst[BIG];
+	tcpx_p2p_mr *dmr;
+	tcpx_p2p_xfer *x[2];
+	tcpx_p2p_stats st = { .struct_size = sizeof(st) };
+
+	(void)state;
+	assert_int_equal(tp_pair_open(&p, NULL, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], dst, BIG, TCPX_P2P_MEM_HOST, &dmr), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, 0, BIG, &x[i]), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), 0);
+	p.c[1] = NULL;
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_wait(x[i], 0), TCPX_P2P_ECLOSED);
+		assert_int_equal(tcpx_p2p_xfer_release(x[i]), 0);
+	}
+	assert_int_equal(tcpx_p2p_session_stats(p.s[1], &st), 0);
+	assert_int_equal(st.conns, 1);
+	assert_int_equal(st.failed, 2);
+	assert_int_equal(st.failed_by[-TCPX_P2P_ECLOSED], 2);
+	assert_int_equal(tcpx_p2p_mr_deregister(dmr), 0);
+	tp_pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_counts),
 					    cmocka_unit_test(test_stall),
-					    cmocka_unit_test(test_deadline) };
+					    cmocka_unit_test(test_deadline),
+					    cmocka_unit_test(test_destroy_pending) };
 
 	return cmocka_run_group_tests_name("stats", tests, NULL, NULL) ? 1 : 0;
 }

@@ -70,7 +70,8 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_destroy: NULL conn");
 	s = c->s;
 	ctx = tp__gpu_save(s);
-	/* No pass of the session reaches this conn after this. */
+	/* No pass of the session reaches this conn after this (the session's
+	 * statistics still count it). */
 	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
 	if (c->err && !tp__ctl_closing(c)) {
@@ -114,6 +115,10 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 		unclean = c->closing.drain_failed ? "transfers were under way and their chunks failed"
 					  : "transfers were under way in the caller's memory and "
 					    "their chunks did not complete within close_timeout_ms";
+	/* Its transfers are failed and counted: the session's statistics keep
+	 * them (and the conn leaves the engine's lists before the closing list
+	 * takes its link). */
+	tp__engine_retire(s, c);
 	if (unclean) {
 		/* With chunks still posted the plugin may write into the buffers
 		 * of the failed xfers: the comms close before the caller gets

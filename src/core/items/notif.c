@@ -61,10 +61,14 @@ void tp__items_note_gone(struct tcpx_p2p_conn *c, size_t len)
 	pthread_mutex_unlock(&c->s->notif_lock);
 }
 
+/* The conn is in the engine's list already: a pass of another thread (the
+ * progress or keepalive thread) may be looking at it. */
 void tp__items_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes)
 {
+	pthread_mutex_lock(&c->lock);
 	c->items->credits = c->items->credits_max = n;
 	c->items->peer_notif_bytes = max_bytes;
+	pthread_mutex_unlock(&c->lock);
 }
 
 int tp__items_on_credit(struct tcpx_p2p_conn *c, uint32_t n)
