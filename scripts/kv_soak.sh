@@ -17,9 +17,10 @@
 # and, with --mem cuda, on GPU (run mod the machine's GPU count) through
 # CUDA_VISIBLE_DEVICES: most of a run is process and CUDA set-up, which
 # several GPUs do side by side.
-# Prints one line per kind ("kv_soak: perf write: 200/200 passed") and the
-# output of the first failures (under BUILD/kv_soak/); exits 1 if any run
-# failed.
+# Prints one line per kind ("kv_soak: perf write: 200/200 passed"), the
+# failures counted by their first error line, and the output of the first
+# failures (each invocation's logs under BUILD/kv_soak/<time>-<pid>/; the
+# logs of passed runs are removed); exits 1 if any run failed.
 set -uo pipefail
 
 runs=200 jobs=8 delay=0 mem=cuda only=""
@@ -37,8 +38,7 @@ while (($#)); do
 done
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$repo/build-gpu}" && pwd) || exit 2
-logs=$build/kv_soak
-rm -rf "$logs"
+logs=$build/kv_soak/$(date +%Y%m%d-%H%M%S)-$$
 mkdir -p "$logs"
 export TCPX_P2P_PLUGIN=${TCPX_P2P_PLUGIN:-$build/lib/libnccl-net-tcpxemu.so}
 if ((delay)); then
@@ -90,6 +90,13 @@ for kind in perf example; do
 		((failed)) && status=1
 	done
 done
+if ls "$logs"/*.log >/dev/null 2>&1; then
+	echo "kv_soak: failures by their first error line (logs in $logs):"
+	for f in "$logs"/*.log; do
+		{ grep -m1 -E "wrong|rror|FAILED|presumed dead|timed out" "$f" ||
+			echo "(no error line: killed?)"; } | sed -E 's/[0-9]+/N/g' | cut -c1-160
+	done | sort | uniq -c | sort -rn | head -8
+fi
 for f in $(ls "$logs"/*.log 2>/dev/null | head -3); do
 	echo "---- $(basename "$f")"
 	grep -E "FAILED|wrong|written|rror|tcpx_perf: kv:" "$f" | head -6

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/close/close.h"
 #include "core/conn.h"
@@ -50,6 +51,7 @@ struct tp_engine {
 	bool threaded;
 	bool keepalive;
 	pthread_t tid;
+	pid_t pid; /* the process that started it */
 	int64_t last_pass_ns; /* when a pass last started (atomic) */
 	pthread_mutex_t work_lock;
 	pthread_cond_t work_cv;
@@ -350,6 +352,7 @@ int tp__engine_create(struct tcpx_p2p_session *s)
 	else
 		return 0;
 	what = e->threaded ? "progress" : "keepalive";
+	e->pid = getpid();
 	rc = pthread_create(&e->tid, NULL, e->threaded ? progress_main : keepalive_main, s);
 	if (rc) {
 		s->engine = NULL;
@@ -366,7 +369,9 @@ void tp__engine_destroy(struct tcpx_p2p_session *s)
 
 	if (!e)
 		return;
-	if (e->threaded || e->keepalive) {
+	/* A forked child has none of its parent's threads (and may hold
+	 * copies of locks they held): nothing to stop there. */
+	if ((e->threaded || e->keepalive) && e->pid == getpid()) {
 		pthread_mutex_lock(&e->work_lock);
 		e->stop = true;
 		pthread_cond_signal(&e->work_cv);
