@@ -49,9 +49,13 @@
  * waiting on anything keeps all of them moving.  An application that posts
  * and returns must either call one of them regularly or set
  * progress_thread (TCPX_P2P_PROGRESS_THREAD=1): then a thread per session
- * drives the transfers and test/wait only look and sleep.  See docs/api.md.
+ * drives the transfers and test/wait only look and sleep.  Without it (and
+ * with heartbeats on, config.heartbeat_ms) a keepalive thread per session
+ * drives it only when nobody has for half a heartbeat interval, so that an
+ * application busy elsewhere still heartbeats.  See docs/api.md.
  *
- * Threads: every function may be called from any thread.  Calls on one conn
+ * Threads: every function may be called from any thread.  A session does not
+ * survive fork(): a child must not use its parent's sessions.  Calls on one conn
  * (and its xfers) are serialised by a lock inside the conn; progress passes
  * skip a conn another thread is working on.  A session with a GPU makes that
  * GPU current (cudaSetDevice) on the calling thread for its plugin and CUDA

@@ -20,6 +20,7 @@ PyObject *tp_conn_new(SessionObject *s, tcpx_p2p_conn *c)
 	Py_INCREF(s);
 	o->c = c;
 	o->busy = 0;
+	o->closing = 0;
 	tp_list_add(&s->conns, &o->link);
 	return (PyObject *)o;
 }
@@ -43,9 +44,11 @@ void tp_conn_close_handle(ConnObject *o)
 		if (r->conn == o)
 			tp_rmr_close_handle(r);
 	}
+	o->closing = 1; /* its Xfers' handles stay, but wait for the close */
 	Py_BEGIN_ALLOW_THREADS
 	tp_api.conn_destroy(c);
 	Py_END_ALLOW_THREADS
+	o->closing = 0;
 	tp_session_reap(s, o);
 }
 

@@ -119,6 +119,7 @@ typedef struct {
 	SessionObject *sess;
 	tcpx_p2p_conn *c;    /* NULL once closed */
 	int busy;
+	int closing;         /* its conn_destroy runs (the GIL let go) */
 	struct tp_list link;
 } ConnObject;
 

@@ -109,6 +109,8 @@ static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
 		return result(self, "Xfer.wait");
 	if (self->busy) /* another thread waits on it: its handle may go any time */
 		return tp_busy_error("Xfer.wait", "this Xfer");
+	if (self->conn->closing)
+		return tp_busy_error("Xfer.wait", "its connection, being closed,");
 	deadline = tp_py_now() + ms * 1e-3;
 	TP_ENTER(self);
 	TP_ENTER(self->conn);
@@ -149,6 +151,8 @@ static PyObject *xfer_test(XferObject *self, PyObject *unused)
 	}
 	if (self->busy)
 		return tp_busy_error("Xfer.test", "this Xfer");
+	if (self->conn->closing)
+		return tp_busy_error("Xfer.test", "its connection, being closed,");
 	TP_ENTER(self);
 	TP_ENTER(self->conn);
 	Py_BEGIN_ALLOW_THREADS
@@ -177,7 +181,10 @@ static PyObject *xfer_query(XferObject *self, PyObject *unused)
 		info.chunks_done = self->chunks_done;
 	} else {
 		/* With the GIL: the call takes the conn's lock briefly, and the
-		 * handle is released only by a thread that holds the GIL. */
+		 * handle is released only by a thread that holds the GIL; not
+		 * while another thread destroys the conn (its lock goes). */
+		if (self->conn->closing)
+			return tp_busy_error("Xfer.query", "its connection, being closed,");
 		rc = tp_api.xfer_query(self->x, &info);
 		if (rc)
 			return tp_py_raise(rc, "Xfer.query");
@@ -204,6 +211,8 @@ static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
 		ms = 1;
 	if (self->status != 1 || !self->x) /* ended: nothing happens, as in C */
 		Py_RETURN_NONE;
+	if (self->conn->closing)
+		return tp_busy_error("Xfer.set_deadline", "its connection, being closed,");
 	rc = tp_api.xfer_deadline(self->x, ms);
 	if (rc)
 		return tp_py_raise(rc, "Xfer.set_deadline");
@@ -367,6 +376,11 @@ PyObject *tp_py_wait_any(PyObject *mod, PyObject *args, PyObject *kw)
 		}
 		if (((XferObject *)o)->busy) {
 			tp_busy_error("wait_any", "an Xfer of the list");
+			goto out;
+		}
+		if (((XferObject *)o)->conn->closing) {
+			tp_busy_error("wait_any", "the connection of an Xfer of the list, being "
+				      "closed,");
 			goto out;
 		}
 	}

@@ -25,6 +25,12 @@ static int finish(struct tcpx_p2p_conn *c, struct tp_xlist *done, int rc)
 	while ((x = done->head)) {
 		tp_list_remove(done, x, dlink);
 		if (x->op == TP_OP_IN_WRITE) {
+			/* After a failure the conn fails: later writes are not
+			 * answered (the peer fails them with the conn). */
+			if (rc) {
+				tp__xfer_complete(c, x, rc);
+				continue;
+			}
 			r = tp__items_in_write_done(c, x);
 			rc = rc ? rc : r;
 		} else {
@@ -83,8 +89,14 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	*st = (struct tp_progress){ 0 };
 	if (!c->err) {
 		rc = tp__ctl_progress(c, moved, &st->pending);
-		if (rc)
+		if (rc) {
+			/* A CLOSE read before the error is answered first, as it
+			 * would have been: the conn fails as closed by the peer
+			 * and goes on with the handshake. */
+			if (tp__ctl_peer_closed(c) && !c->closing.answered)
+				(void)tp__close_in_pass(c, st);
 			return tp__conn_fail(c, rc);
+		}
 	}
 	/* A failed or closing conn's pass is its close; the peer's CLOSE,
 	 * just read, fails the conn there. */

@@ -1,7 +1,8 @@
 /* libFuzzer target: the control channel's incoming stream
  * (src/core/ctl_stream.c cutting it into messages, src/core/items/inbound.c
  * decoding them and the in-queue, src/core/items/inqueue.c, that acts on
- * them) on a connection built without a plugin.  The connection has
+ * them; a CLOSE's counts, src/core/close/drain.c) on a connection built
+ * without a plugin.  The connection has
  * three exports (exports() below: two live ones over two regions, one
  * revoked), two receives waiting for a sender (100 and 4096 bytes) and a
  * write waiting for its answer (id 1), and small peer_max_* bounds, so that
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "../core/bare_conn.h"
+#include "core/close/close.h"
 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -130,6 +132,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = tp__ctl_feed(&c, in, cut);
 	if (!rc)
 		rc = tp__ctl_feed(&c, in + cut, size - cut);
+	/* The peer's CLOSE counts are checked where a pass answers it. */
+	if (!rc && ctl.peer_closed)
+		rc = tp__close_counts(&c);
 	free(in);
 	for (int i = 0; !rc && i < 2; i++)
 		rc = tp__items_progress(&c, &moved);
@@ -152,6 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctl.close_queued = ctl.close_framed = ctl.peer_closed = false; /* a CLOSE */
 	ctl.tx_end = ctl.rx_end = 0;
 	ctl.close_rc = 0;
+	memset(&c.closing, 0, sizeof(c.closing));
 	c.completed = 0;
 	c.inbound = 0;
 	c.err = 0;

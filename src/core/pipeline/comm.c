@@ -16,6 +16,7 @@
 #include "core/pipeline/vec.h"
 #include "core/pipeline/window.h"
 #include "core/session.h"
+#include "util/time.h"
 
 int tp__comm_issue(struct tp_net *net, struct tp_comm *cm, void *buf, size_t len, int tag,
 		   void *mh, bool *taken)
@@ -63,6 +64,7 @@ int tp__comm_test(struct tp_net *net, struct tp_comm *cm, bool *moved)
 			continue;
 		}
 		/* A send ends at its test: nothing to unpack or consume. */
+		sl->t_done = tp__now_ns();
 		cm->win.unpacked = cm->win.retired = cm->win.tested;
 		if (sl->stage)
 			tp__stage_give(cm, sl->stage);

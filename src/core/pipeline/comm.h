@@ -68,6 +68,7 @@ struct tp_slot {
 	struct tp_hcopies hjob; /* a host gather or scatter of this chunk */
 	bool hjob_wait;     /* a send waits for its gather on the copy threads */
 	int64_t t_issue;    /* a data send: when the plugin took it (stats) */
+	int64_t t_done;     /* a send: when its test() said done */
 };
 
 /* The buffers a chunk may pass through besides the transfer's own memory,

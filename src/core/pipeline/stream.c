@@ -240,7 +240,7 @@ int tp__stream_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
 		}
 		if (!sl->x || !done)
 			continue;
-		tp__hist_add(&c->stats.req_lat, tp__now_ns() - sl->t_issue);
+		tp__hist_add(&c->stats.req_lat, sl->t_done - sl->t_issue);
 		retire_chunk(c, sl->x, done);
 	}
 	return rc;

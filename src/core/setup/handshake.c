@@ -320,8 +320,12 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 			tcpx_p2p_listener_destroy(l);
 		goto free_blob;
 	}
+	/* Passes of other threads (the progress or keepalive thread) may be
+	 * looking at the conn already. */
+	pthread_mutex_lock(&(*out)->lock);
 	(*out)->rdv_fd = fd;
 	snprintf((*out)->peer, sizeof((*out)->peer), "%s", peer);
+	pthread_mutex_unlock(&(*out)->lock);
 	TP_INFO("conn", "connected to %s: %d channels%s", peer, (*out)->nchan,
 		a.token ? ", peer authenticated" : "");
 free_blob:
