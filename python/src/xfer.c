@@ -89,9 +89,12 @@ static int ended(tcpx_p2p_xfer *x, int *rc)
 {
 	tcpx_p2p_xfer_info info = { .struct_size = sizeof(info) };
 
+	int done = 0;
+
 	if (tp_api.xfer_query(x, &info) || !info.done)
 		return 0;
-	*rc = info.err;
+	/* Its own result and detail, not the wait's "still pending". */
+	*rc = tp_api.test(x, &done);
 	return 1;
 }
 
