@@ -250,6 +250,11 @@ static int wait_notif(struct kv_peer *p, uint64_t key)
 		rc = tcpx_p2p_notif_poll(p->s, &p->notif, 1, &n);
 		if (rc)
 			return fail("notif_poll", rc);
+		if (n == 1 && p->notif.len == 0) { /* the library's own: the conn failed */
+			rc = tcpx_p2p_progress(p->notif.conn);
+			return fail("waiting for the batch's notification",
+				    rc ? rc : TCPX_P2P_ECLOSED);
+		}
 		if (n == 1)
 			break;
 		if (++empty > 64)

@@ -9,6 +9,10 @@
 #   nftloss   - nftables drops 0.5% of TCP packets both ways, for kernels
 #               without netem
 #   linkdown  - the link goes down mid-run: both sides must time out
+#   linkdown_live - the same under tcpx_perf kv with a two-minute deadline:
+#               the target only polls notifications, the initiator posts
+#               with the progress thread, and both must learn of the cut
+#               from liveness (no heartbeat for 3 s), not from a deadline
 # Needs root, ip netns and veth, and for some modes the netem or tbf qdisc or
 # nft(8); exits 77 saying what is missing otherwise.
 # Usage: netns.sh BUILD_DIR MODE
@@ -19,7 +23,7 @@ tp_setup "${1:-}"
 mode=${2:-veth}
 qdisc=()
 case $mode in
-veth | linkdown | nftloss) ;;
+veth | linkdown | linkdown_live | nftloss) ;;
 netem) qdisc=(netem delay 2ms 1ms loss 0.5%) ;;
 reorder) qdisc=(netem delay 2ms reorder 25% 50% duplicate 1% loss 0.5%) ;;
 slowlink) qdisc=(tbf rate 200mbit burst 64kb latency 50ms) ;;
@@ -59,6 +63,28 @@ fi
 
 in_a=(ip netns exec "$nsa" env TCPX_EMU_ADDR=10.231.0.1)
 in_b=(ip netns exec "$nsb" env TCPX_EMU_ADDR=10.231.0.2)
+if [ "$mode" = linkdown_live ]; then
+	live=(TCPX_P2P_HEARTBEAT_MS=200 TCPX_P2P_DEAD_AFTER_MS=3000 TCPX_P2P_LOG_LEVEL=INFO)
+	args=(kv --op write -p 18515 --block-size 64K --blocks 64 -n 10000000 -w 1 --verify
+		--timeout 120000)
+	tp_spawn server 150 "${in_a[@]}" "${live[@]}" -- "$perf" "${args[@]}" server \
+		--bind 10.231.0.1
+	tp_spawn client 150 "${in_b[@]}" "${live[@]}" TCPX_P2P_PROGRESS_THREAD=1 -- \
+		"$perf" "${args[@]}" client --host 10.231.0.1
+	tp_wait_for server 'INFO conn .*connected to' 30000
+	sleep 1
+	tp_note "taking the link down mid-run (deadlines 120 s, dead after 3 s)"
+	ip -n "$nsa" link set "$va" down
+	tp_wait_exit server 60000
+	tp_wait_exit client 60000
+	tp_note "server exited $rc_server after $el_server ms, client $rc_client after $el_client ms"
+	tp_expect_failure server 'presumed dead'
+	tp_expect_failure client 'presumed dead'
+	tp_note "server: $(grep '^tcpx_perf: ' "$tmp/server.err" | tail -n 1)"
+	tp_note "client: $(grep '^tcpx_perf: ' "$tmp/client.err" | tail -n 1)"
+	echo "PASS: both sides learnt of the cut link from liveness, not a deadline"
+	exit 0
+fi
 if [ "$mode" = linkdown ]; then
 	tmo=3000
 	args=(-p 18515 -s 16M -n 1000000 -w 1 --verify --timeout "$tmo")
