@@ -210,8 +210,8 @@ static void test_one_refusal(void **state)
 	assert_int_equal(feed(f), 0);
 	assert_int_equal(acks(f, st, val, 8), 6);
 	for (int i = 0; i < 6; i++) {
-		assert_int_equal(st[i], 2);  /* rma.h: TP_ACK_REFUSED */
-		assert_int_equal(val[i], 1); /* rma.h: TP_REFUSE_DENIED, for every reason */
+		assert_int_equal(st[i], 2);  /* items.h: TP_ACK_REFUSED */
+		assert_int_equal(val[i], 1); /* items.h: TP_REFUSE_DENIED, for every reason */
 	}
 }
 
