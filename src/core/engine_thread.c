@@ -32,9 +32,16 @@ static void on_exit_stop_passes(void)
 		usleep(1000);
 }
 
+/* A forked child has none of the threads whose passes were counted. */
+static void forked_child(void)
+{
+	__atomic_store_n(&thread_passes, 0, __ATOMIC_SEQ_CST);
+}
+
 static void register_exit(void)
 {
 	atexit(on_exit_stop_passes);
+	pthread_atfork(NULL, NULL, forked_child);
 }
 
 /* A pass of the progress or keepalive thread; false once the process is
