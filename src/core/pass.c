@@ -26,8 +26,10 @@ static int finish(struct tcpx_p2p_conn *c, struct tp_xlist *done, int rc)
 		tp_list_remove(done, x, dlink);
 		if (x->op == TP_OP_IN_WRITE) {
 			/* After a failure the conn fails: later writes are not
-			 * answered (the peer fails them with the conn). */
+			 * answered (the peer fails them with the conn), nor
+			 * are their notifications delivered. */
 			if (rc) {
+				tp__items_drop_note(c, x->first_seq + x->nchunks);
 				tp__xfer_complete(c, x, rc);
 				continue;
 			}
