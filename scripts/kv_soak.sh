@@ -10,7 +10,7 @@
 # shows every time it happens.
 #
 #   scripts/kv_soak.sh [--runs N] [--jobs J] [--delay-us US] [--mem cuda|host]
-#                      [--only perf|example] [BUILD]
+#                      [--only perf|example] [--op write|read] [BUILD]
 #
 # BUILD (default build-gpu) is a build tree with tcpx_perf and the Python
 # package (build/python).  Runs go J at a time, each pair on its own port
@@ -23,7 +23,7 @@
 # logs of passed runs are removed); exits 1 if any run failed.
 set -uo pipefail
 
-runs=200 jobs=8 delay=0 mem=cuda only=""
+runs=200 jobs=8 delay=0 mem=cuda only="" only_op=""
 while (($#)); do
 	case $1 in
 	--runs) runs=$2; shift 2 ;;
@@ -31,6 +31,7 @@ while (($#)); do
 	--delay-us) delay=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--op) only_op=$2; shift 2 ;;
 	-h|--help) sed -n 2,20p "$0"; exit 0 ;;
 	-*) echo "kv_soak: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -81,6 +82,7 @@ status=0
 for kind in perf example; do
 	[[ -n $only && $only != "$kind" ]] && continue
 	for op in write read; do
+		[[ -n $only_op && $only_op != "$op" ]] && continue
 		t0=$(date +%s)
 		failed=$(seq 1 "$runs" | xargs -P "$jobs" -I{} bash -c "one $kind $op {} || echo F" |
 			grep -c F)
