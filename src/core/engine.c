@@ -191,16 +191,12 @@ static void engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *
 	pthread_rwlock_rdlock(&e->list_lock);
 	*sum = e->gone;
 	*nconns = e->ngone + (int)e->nconns + (int)e->nleaving;
-	for (c = e->conns.head; c; c = c->elink.next) {
-		pthread_mutex_lock(&c->lock);
-		tp__stats_add(sum, &c->stats);
-		pthread_mutex_unlock(&c->lock);
-	}
-	for (c = e->leaving.head; c; c = c->elink.next) {
-		pthread_mutex_lock(&c->lock);
-		tp__stats_add(sum, &c->stats);
-		pthread_mutex_unlock(&c->lock);
-	}
+	for (int l = 0; l < 2; l++)
+		for (c = l ? e->leaving.head : e->conns.head; c; c = c->elink.next) {
+			pthread_mutex_lock(&c->lock);
+			tp__stats_add(sum, &c->stats);
+			pthread_mutex_unlock(&c->lock);
+		}
 	pthread_rwlock_unlock(&e->list_lock);
 }
 

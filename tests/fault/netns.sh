@@ -63,7 +63,24 @@ fi
 
 in_a=(ip netns exec "$nsa" env TCPX_EMU_ADDR=10.231.0.1)
 in_b=(ip netns exec "$nsb" env TCPX_EMU_ADDR=10.231.0.2)
+# Once the server printed /$1/, the link goes down; both sides must then
+# fail on their own within $3 ms, with /$2/.
+cut_link() {
+	tp_wait_for server "$1" 30000
+	sleep 1
+	tp_note "taking the link down mid-run"
+	ip -n "$nsa" link set "$va" down
+	tp_wait_exit server "$3"
+	tp_wait_exit client "$3"
+	tp_note "server exited $rc_server after $el_server ms, client $rc_client after $el_client ms"
+	tp_expect_failure server "$2"
+	tp_expect_failure client "$2"
+	tp_note "server: $(grep '^tcpx_perf: ' "$tmp/server.err" | grep -v iteration | tail -n 1)"
+	tp_note "client: $(grep '^tcpx_perf: ' "$tmp/client.err" | grep -v iteration | tail -n 1)"
+}
+
 if [ "$mode" = linkdown_live ]; then
+	# Deadlines 120 s, a peer silent for 3 s presumed dead.
 	live=(TCPX_P2P_HEARTBEAT_MS=200 TCPX_P2P_DEAD_AFTER_MS=3000 TCPX_P2P_LOG_LEVEL=INFO)
 	args=(kv --op write -p 18515 --block-size 64K --blocks 64 -n 10000000 -w 1 --verify
 		--timeout 120000)
@@ -71,17 +88,7 @@ if [ "$mode" = linkdown_live ]; then
 		--bind 10.231.0.1
 	tp_spawn client 150 "${in_b[@]}" "${live[@]}" TCPX_P2P_PROGRESS_THREAD=1 -- \
 		"$perf" "${args[@]}" client --host 10.231.0.1
-	tp_wait_for server 'INFO conn .*connected to' 30000
-	sleep 1
-	tp_note "taking the link down mid-run (deadlines 120 s, dead after 3 s)"
-	ip -n "$nsa" link set "$va" down
-	tp_wait_exit server 60000
-	tp_wait_exit client 60000
-	tp_note "server exited $rc_server after $el_server ms, client $rc_client after $el_client ms"
-	tp_expect_failure server 'presumed dead'
-	tp_expect_failure client 'presumed dead'
-	tp_note "server: $(grep '^tcpx_perf: ' "$tmp/server.err" | tail -n 1)"
-	tp_note "client: $(grep '^tcpx_perf: ' "$tmp/client.err" | tail -n 1)"
+	cut_link 'INFO conn .*connected to' 'presumed dead' 60000
 	echo "PASS: both sides learnt of the cut link from liveness, not a deadline"
 	exit 0
 fi
@@ -97,16 +104,8 @@ tp_spawn server 150 "${in_a[@]}" -- "$perf" server --bind 10.231.0.1 "${args[@]}
 tp_spawn client 150 "${in_b[@]}" -- "$perf" client --host 10.231.0.1 "${args[@]}"
 
 if [ "$mode" = linkdown ]; then
-	tp_wait_for server 'iteration [0-9]+ of' 30000
-	tp_note "taking the link down mid-run"
-	ip -n "$nsa" link set "$va" down
-	tp_wait_exit server "$tp_hang_ms"
-	tp_wait_exit client "$tp_hang_ms"
-	tp_note "server exited $rc_server after $el_server ms, client $rc_client"
-	tp_expect_failure server '^tcpx_perf: .*(timed out|closed|unreachable|network)'
-	tp_expect_failure client '^tcpx_perf: .*(timed out|closed|unreachable|network)'
-	tp_note "server: $(grep '^tcpx_perf: ' "$tmp/server.err" | grep -v iteration | tail -n 1)"
-	tp_note "client: $(grep '^tcpx_perf: ' "$tmp/client.err" | grep -v iteration | tail -n 1)"
+	cut_link 'iteration [0-9]+ of' '^tcpx_perf: .*(timed out|closed|unreachable|network)' \
+		"$tp_hang_ms"
 	echo "PASS: both sides failed cleanly when the link went down"
 	exit 0
 fi
