@@ -53,9 +53,13 @@ static __device__ __forceinline__ void tp_copy_vec(char *d, const char *s, uint3
 }
 
 /* No common 4-byte alignment: store aligned 32-bit dst words built with a
- * funnel shift from the two aligned src words that hold them.  Those loads
- * may touch up to 3 bytes past either end of the range, never outside the
- * aligned word of a byte that is in it, so never outside its page. */
+ * funnel shift from the two aligned src words that hold them.  The src
+ * pointer is then never 4-byte aligned, so the first of those aligned words
+ * begins before the range and the last may end past it: dst words 0 and
+ * nw - 1 go through the byte path, and no load touches a byte outside the
+ * range (memory the range does not own may be uninitialised, or written by
+ * someone else meanwhile; compute-sanitizer's initcheck reported such
+ * reads). */
 template <unsigned W>
 static __device__ __forceinline__ void tp_copy_shift(char *d, const char *s, uint32_t len,
 						     unsigned t)
@@ -63,19 +67,25 @@ static __device__ __forceinline__ void tp_copy_shift(char *d, const char *s, uin
 	uint32_t head = (uint32_t)(-(uintptr_t)d & 3);
 	if (head > len)
 		head = len;
-	tp_copy_bytes<W>(d, s, 0, head, t);
+	uint32_t nw = (len - head) / 4;
+	if (nw < 3) {
+		tp_copy_bytes<W>(d, s, 0, len, t);
+		return;
+	}
+	tp_copy_bytes<W>(d, s, 0, head + 4, t);
 
 	uint32_t *dw = (uint32_t *)(d + head);
 	const char *sp = s + head;
 	uint32_t shift = (uint32_t)((uintptr_t)sp & 3) * 8;
 	const uint32_t *sw = (const uint32_t *)(sp - ((uintptr_t)sp & 3));
-	uint32_t nw = (len - head) / 4;
 
-	for (uint32_t i = t; i < nw; i += W) {
+	/* word i takes src bytes [4i, 4i + 4) past sp, from sw[i] and sw[i + 1]:
+	 * for 1 <= i < nw - 1 both lie inside the range */
+	for (uint32_t i = 1 + t; i < nw - 1; i += W) {
 		uint32_t lo = __ldg(sw + i), hi = __ldg(sw + i + 1);
 		dw[i] = __funnelshift_r(lo, hi, shift);
 	}
-	tp_copy_bytes<W>(d, s, head + nw * 4, len, t);
+	tp_copy_bytes<W>(d, s, head + (nw - 1) * 4, len, t);
 }
 
 /* The widest words the relative alignment of dst and src allows.  src is
