@@ -42,9 +42,13 @@ int tp__dev_set(int gpu)
 typedef int (*ctx_get_fn)(void **ctx);
 typedef int (*ctx_set_fn)(void *ctx);
 typedef int (*ptr_attr_fn)(void *data, int attribute, unsigned long long ptr);
+typedef int (*mem_retain_fn)(unsigned long long *handle, void *addr);
+typedef int (*mem_release_fn)(unsigned long long handle);
 static ctx_get_fn ctx_get;
 static ctx_set_fn ctx_set;
 static ptr_attr_fn ptr_attr;
+static mem_retain_fn mem_retain;   /* cuMemRetainAllocationHandle */
+static mem_release_fn mem_release; /* cuMemRelease */
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 
 #define TP_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
@@ -71,6 +75,8 @@ static void drv_resolve(void)
 	ctx_get = (ctx_get_fn)drv_fn("cuCtxGetCurrent");
 	ctx_set = (ctx_set_fn)drv_fn("cuCtxSetCurrent");
 	ptr_attr = (ptr_attr_fn)drv_fn("cuPointerGetAttribute");
+	mem_retain = (mem_retain_fn)drv_fn("cuMemRetainAllocationHandle");
+	mem_release = (mem_release_fn)drv_fn("cuMemRelease");
 }
 
 void *tp__dev_ctx_save(void)
@@ -153,6 +159,36 @@ int tp__dev_ptr_is_device(const void *p, int *is_dev)
 		return 0;
 	}
 	*is_dev = a.type == cudaMemoryTypeDevice;
+	return 0;
+}
+
+/* Memory mapped with the virtual memory management API (cuMemMap): the
+ * allocation behind it has a handle. */
+static bool vmm_mapped(const void *p)
+{
+	unsigned long long h = 0;
+
+	pthread_once(&drv_once, drv_resolve);
+	if (!p || !mem_retain || !mem_release || mem_retain(&h, (void *)p) != 0)
+		return false;
+	(void)mem_release(h); /* the reference the retain took */
+	return true;
+}
+
+int tp__dev_ptr_via_gpu(const void *p, int *via_gpu)
+{
+	struct cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		a.type = cudaMemoryTypeUnregistered;
+	}
+	/* Host memory that the mapper made with cuMemCreate and mapped with
+	 * cuMemMap is reached as the mapping's access list says, and the
+	 * mapper need not have granted the CPU any: TCPX's import of its
+	 * RxDM bounce buffer grants only its GPU (the simulator's
+	 * TCPXSIM_BOUNCE=hostmap hands it host memory that way). */
+	*via_gpu = a.type == cudaMemoryTypeDevice || vmm_mapped(p);
 	return 0;
 }
 

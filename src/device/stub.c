@@ -14,6 +14,7 @@ int tp__dev_host_unpin(void *p) { return TP_NO_CUDA(); }
 void tp__dev_ctx_restore(void *ctx) {}
 int tp__dev_pci_bus_id(int gpu, char *buf, int len) { return TP_NO_CUDA(); }
 int tp__dev_ptr_is_device(const void *p, int *is_dev) { *is_dev = 0; return 0; }
+int tp__dev_ptr_via_gpu(const void *p, int *via_gpu) { *via_gpu = 0; return 0; }
 int tp__dev_memcpy(void *dst, const void *src, size_t n) { return TP_NO_CUDA(); }
 int tp__dev_stream_create(tp_dev_stream **s) { return TP_NO_CUDA(); }
 void tp__dev_stream_destroy(tp_dev_stream *s) {}

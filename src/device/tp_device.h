@@ -44,6 +44,12 @@ int tp__dev_pci_bus_id(int gpu, char *buf, int len);
 /* *is_dev = 1 for device memory (cudaMemoryTypeDevice), 0 otherwise,
  * including when CUDA is unavailable. */
 int tp__dev_ptr_is_device(const void *p, int *is_dev);
+/* *via_gpu = 1 for memory the library must reach through a GPU (device
+ * copies, kernels), never with the CPU at this address: device memory,
+ * and any cuMemMap'd range, whose CPU access is its mapper's choice (a
+ * plugin's bounce buffer in host memory that only its GPU maps); 0
+ * otherwise, including when CUDA is unavailable. */
+int tp__dev_ptr_via_gpu(const void *p, int *via_gpu);
 /* Synchronous copy in any direction (cudaMemcpyDefault), on the legacy
  * stream: for set-up reads into pageable host memory (a comm's unpack
  * handle), complete when it returns.  Nothing on the data path uses it. */

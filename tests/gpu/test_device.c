@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda.h>
+
 #include "device/dev_priv.h"
 #include "tcpx_p2p.h"
 
@@ -60,6 +62,96 @@ static void test_ptr_kinds(void)
 	cudaFree(d);
 	cudaFreeHost(h);
 	free(m);
+}
+
+/* A driver call through cudart (the test links no libcuda). */
+static void *drv(const char *name)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
+		    cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return fn;
+}
+
+/* Which bounce buffers the library reaches through the GPU (issue #28):
+ * device memory and, as TCPX imports its RxDM's buffer, host memory from
+ * cuMemCreate (on the GPU's NUMA node, exported as a POSIX fd, what the
+ * simulator's TCPXSIM_BOUNCE=hostmap makes) mapped with cuMemMap for the
+ * GPU only, which the CPU cannot touch; not pinned or pageable host
+ * memory, whose bounce the CPU reads and whose plugin takes host
+ * receives (the emulator's TCPX_EMU_BOUNCE=host). */
+static void test_ptr_via_gpu(void)
+{
+	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) =
+		drv("cuMemGetAllocationGranularity");
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			   unsigned long long) = drv("cuMemCreate");
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
+		drv("cuMemAddressReserve");
+	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			unsigned long long) = drv("cuMemMap");
+	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
+		drv("cuMemSetAccess");
+	CUresult (*unmap)(CUdeviceptr, size_t) = drv("cuMemUnmap");
+	CUresult (*release)(CUmemGenericAllocationHandle) = drv("cuMemRelease");
+	CUresult (*addr_free)(CUdeviceptr, size_t) = drv("cuMemAddressFree");
+	void *d = NULL, *h = NULL, *m = malloc(64);
+	int via = -1, numa = -1, dev = 0;
+	struct cudaPointerAttributes a;
+
+	CHECK(cudaMalloc(&d, 64) == cudaSuccess, "cudaMalloc");
+	CHECK(cudaMallocHost(&h, 64) == cudaSuccess, "cudaMallocHost");
+	CHECK(!tp__dev_ptr_via_gpu(d, &via) && via == 1, "device memory: %d", via);
+	CHECK(!tp__dev_ptr_via_gpu(h, &via) && via == 0, "pinned host memory: %d", via);
+	CHECK(!tp__dev_ptr_via_gpu(m, &via) && via == 0, "malloc memory: %d", via);
+	CHECK(!tp__dev_ptr_via_gpu(NULL, &via) && via == 0, "NULL: %d", via);
+	cudaFree(d);
+	cudaFreeHost(h);
+	free(m);
+
+	CHECK(cudaGetDevice(&dev) == cudaSuccess, "cudaGetDevice");
+	if (cudaDeviceGetAttribute(&numa, cudaDevAttrHostNumaId, dev) != cudaSuccess || numa < 0)
+		numa = 0;
+	(void)cudaGetLastError();
+	CUmemAllocationProp prop = {0};
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+	prop.location.id = numa;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	CUmemGenericAllocationHandle mh;
+	CUdeviceptr p = 0;
+	size_t g = 0;
+	if (!gran || !create || !reserve || !map || !access || !unmap || !release || !addr_free ||
+	    gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS ||
+	    create(&mh, g, &prop, 0) != CUDA_SUCCESS) {
+		printf("no host-NUMA cuMemCreate here: GPU-mapped host memory not checked\n");
+		return;
+	}
+	CUmemAccessDesc acc = {0};
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = dev;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CHECK(reserve(&p, g, g, 0, 0) == CUDA_SUCCESS && map(p, g, 0, mh, 0) == CUDA_SUCCESS &&
+		      access(p, g, &acc, 1) == CUDA_SUCCESS,
+	      "mapping host-NUMA memory for the GPU");
+	if (cudaPointerGetAttributes(&a, (void *)p) == cudaSuccess)
+		printf("GPU-mapped host memory: cudaPointerGetAttributes type %d, host %p, "
+		       "device %p\n", (int)a.type, a.hostPointer, a.devicePointer);
+	else
+		printf("GPU-mapped host memory: cudaPointerGetAttributes fails\n");
+	(void)cudaGetLastError();
+	CHECK(!tp__dev_ptr_via_gpu((void *)(uintptr_t)(p + g / 2), &via) && via == 1,
+	      "host memory only the GPU maps: %d", via);
+	CHECK(cudaGetLastError() == cudaSuccess, "pointer queries left an error behind");
+	unmap(p, g);
+	addr_free(p, g);
+	release(mh);
 }
 
 static void test_memcpy(void)
@@ -201,6 +293,7 @@ int main(void)
 	}
 	CK(tp__dev_set(0));
 	test_ptr_kinds();
+	test_ptr_via_gpu();
 	test_memcpy();
 	if (test_stream_event())
 		return 1;

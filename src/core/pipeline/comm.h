@@ -125,6 +125,10 @@ struct tp_comm {
 	struct tp_unpack_meta *meta; /* host-readable address of the ring */
 	char *bounce;
 	uint64_t bounce_len; /* how far a record may reach: TP_META_BOUNCE_MAX */
+	/* The bounce pages are reached through the GPU (tp__dev_ptr_via_gpu):
+	 * device memory, or host memory only the plugin's GPU maps.  Then the
+	 * plugin's sockets are devmem sockets, which refuse plain reads: every
+	 * receive posts device memory (conn.c, ctl.c, close/drain.c, stream.c). */
 	bool bounce_on_device;
 	struct tp_stage stage[2]; /* [0] host, [1] CUDA */
 	/* A closing conn: the peer's count of requests on the other end of

@@ -110,10 +110,17 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	cm->meta = h.meta;
 	cm->bounce = h.bounce_buf;
 	cm->bounce_len = TP_META_BOUNCE_MAX;
-	tp__dev_ptr_is_device(cm->bounce, &on_dev);
+	/* Where the pages are reached, not where they lie: TCPX maps its
+	 * RxDM's buffer for its GPU only, and its sockets are steered into it
+	 * whatever memory backs it, so host memory there (the simulator's
+	 * TCPXSIM_BOUNCE=hostmap) is a device bounce to every path below:
+	 * read by device copies and kernels, never by the CPU, and receives
+	 * posted into device memory only (issue #28: a host-memory control
+	 * receive made TCPX call recv() on its steered socket: EFAULT). */
+	tp__dev_ptr_via_gpu(cm->bounce, &on_dev);
 	cm->bounce_on_device = on_dev;
-	TP_DEBUG("unpack", "comm %p: meta %p, bounce %p on %s", cm->comm, (void *)cm->meta,
-		 (void *)cm->bounce, on_dev ? "device" : "host");
+	TP_DEBUG("unpack", "comm %p: meta %p, bounce %p reached by the %s", cm->comm,
+		 (void *)cm->meta, (void *)cm->bounce, on_dev ? "GPU" : "CPU");
 	/* Host bounce into host buffers is a memcpy; a device bounce, or CUDA
 	 * buffers (possible only with a gpu), need the stream. */
 	if (!on_dev && s->cfg.gpu < 0)
