@@ -46,7 +46,7 @@ static void count_missed(struct tcpx_p2p_conn *c, int64_t silent_ns, int64_t hb_
 static void stall_check(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int64_t now,
 			int64_t stall_ns)
 {
-	if (x->done || x->op >= TP_OP_IN_WRITE)
+	if (x->state == TP_XS_DONE || x->op >= TP_OP_IN_WRITE)
 		return;
 	if (x->retired != x->stall_mark) {
 		x->stall_mark = x->retired;
@@ -89,7 +89,7 @@ static struct tcpx_p2p_xfer *past_deadline(struct tcpx_p2p_conn *c, int64_t now)
 
 	for (int i = 0; i < 4; i++)
 		for (x = lists[i]; x; x = i < 2 ? x->dlink.next : x->wlink.next) {
-			if (x->done || !x->deadline_ns || x->op >= TP_OP_IN_WRITE)
+			if (x->state == TP_XS_DONE || !x->deadline_ns || x->op >= TP_OP_IN_WRITE)
 				continue;
 			if (now >= x->deadline_ns)
 				return x;

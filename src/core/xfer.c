@@ -51,7 +51,7 @@ static bool internal(const struct tcpx_p2p_xfer *x)
 
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 {
-	if (x->done) /* failed with its conn already: its regions stay held */
+	if (x->state == TP_XS_DONE) /* failed with its conn already: its regions stay held */
 		return;
 	tp__segs_put(c->s, x);
 	if (internal(x)) {
@@ -64,6 +64,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	if (!x->err)
 		x->err = err;
 	if (x->dir == TP_RECV && tp__ctl_owes(c)) {
+		tp__xfer_set_state(x, TP_XS_SETTLING);
 		tp__xlist_push(&c->settling, x);
 		return;
 	}
@@ -74,7 +75,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
-	__atomic_store_n(&x->done, true, __ATOMIC_RELEASE); /* read unlocked (xfer_done) */
+	tp__xfer_set_state(x, TP_XS_DONE);
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -92,10 +93,10 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 
 void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	if (x->need_ack && !x->acked)
-		return; /* the ack completes it */
-	if (x->need_ack)
-		tp__xlist_remove(&c->answers, x);
+	if (x->state == TP_XS_STREAMING_UNANSWERED) {
+		tp__xfer_set_state(x, TP_XS_UNANSWERED); /* the answer completes it */
+		return;
+	}
 	tp__xfer_complete(c, x, 0);
 }
 
@@ -148,12 +149,20 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	}
 	tp__segs_get(c->s, x);
 	tp_list_prepend(&c->live, x, llink);
-	if (x->op == TP_OP_RECV)
+	switch (x->op) {
+	case TP_OP_RECV: /* streams once the peer's send is announced */
+		tp__xfer_set_state(x, TP_XS_UNMATCHED);
 		tp__xlist_push(&c->unmatched, x);
-	if (x->need_ack)
+		break;
+	case TP_OP_READ: /* streams once the target's response is announced */
+		tp__xfer_set_state(x, TP_XS_UNANSWERED);
 		tp__xlist_push(&c->answers, x);
-	if (x->dir == TP_SEND)
+		break;
+	default: /* a send or write: streams now, answered by the peer */
+		tp__xfer_set_state(x, TP_XS_STREAMING_UNANSWERED);
+		tp__xlist_push(&c->answers, x);
 		tp__stream_enqueue(c, x);
+	}
 	tp__post_pass_unlock(c);
 	*out = x;
 	return 0;
@@ -180,7 +189,6 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 		tp__xfer_free(x);
 		return rc;
 	}
-	x->need_ack = dir == TP_SEND; /* the receiver's match verdict */
 	return tp__xfer_post(c, x, NULL, 0, NULL, 0, out);
 }
 
@@ -229,12 +237,12 @@ static int xfer_result(const struct tcpx_p2p_xfer *x)
 
 /* Is x complete?  Read without the conn lock, so that callers polling
  * in progress-thread mode never make the thread skip the conn; the
- * release store that sets done (xfer.c, conn.c) orders x->err. */
+ * release store that sets DONE (xfer_state.c) orders x->err. */
 static bool xfer_done(struct tcpx_p2p_xfer *x)
 {
 	if (!x->c) /* its connection was destroyed: failed, final */
 		return true;
-	return __atomic_load_n(&x->done, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&x->state, __ATOMIC_ACQUIRE) == TP_XS_DONE;
 }
 
 static int xfer_final(struct tcpx_p2p_xfer *x)
@@ -356,7 +364,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		return 0;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (!x->done) {
+	if (x->state != TP_XS_DONE) {
 		pthread_mutex_unlock(&c->lock);
 		return tp__error(TCPX_P2P_EBUSY, "xfer_release: transfer still pending");
 	}
@@ -405,7 +413,7 @@ TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms)
 	if (!c) /* its connection was destroyed: it has ended */
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	if (!x->done) {
+	if (x->state != TP_XS_DONE) {
 		x->deadline_ns = tp__now_ns() + (int64_t)timeout_ms * TP_NS_PER_MS;
 		/* The earliest is what a pass compares with; a later one is found
 		 * when that one has passed or ended (live.c). */

@@ -28,6 +28,48 @@ enum tp_op {
 	TP_OP_DISCARD,  /* receive of bytes that go nowhere (refused or mismatched) */
 };
 
+/*
+ * Where a transfer is in its life.  Every state names the conn lists it is
+ * on, and tp__xfer_set_state (xfer_state.c) is the one place it changes,
+ * against the table of legal moves there:
+ *
+ *   NEW                   made, not yet posted; on no list
+ *   UNMATCHED             a receive waiting for the peer's send (c->unmatched)
+ *   STREAMING             its chunks in its direction's stream (c->dir[d]), no
+ *                         answer awaited: a receive, a read after its response,
+ *                         a send or write answered before its last chunk, and
+ *                         the library's own items (freed where they end)
+ *   STREAMING_UNANSWERED  a send or write: its chunks in the stream and the
+ *                         peer's answer not in yet (c->dir[d] and c->answers)
+ *   UNANSWERED            only the peer's answer awaited (c->answers): a read
+ *                         before its response or refusal, a send or write
+ *                         whose chunks all retired
+ *   SETTLING              a complete receive or read, held until this side owes
+ *                         the peer no control bytes (c->settling)
+ *   DONE                  complete or failed: test and wait see it
+ *
+ * A send's chunks and its answer finish in either order, which is why two
+ * states stream: the answer moves STREAMING_UNANSWERED to STREAMING, the
+ * last chunk moves it to UNANSWERED, and whichever comes second completes it.
+ *
+ * Three facts stay flags beside the state, because they do not say where a
+ * transfer is: conn_failed (DONE with its connection, it stays on the lists
+ * it was on, holding its regions, until conn_destroy closed the comms),
+ * released (the caller let go of such a one; the close frees it) and
+ * stalled (what the stall scan last saw of a pending one, read unlocked).
+ * Folded in, conn_failed and released would split DONE, and stalled every
+ * pending state, adding states but not one move of their own.
+ */
+enum tp_xfer_state {
+	TP_XS_NEW,
+	TP_XS_UNMATCHED,
+	TP_XS_STREAMING,
+	TP_XS_STREAMING_UNANSWERED,
+	TP_XS_UNANSWERED,
+	TP_XS_SETTLING,
+	TP_XS_DONE,
+};
+
 /* One segment of a transfer; start is its offset in the packed stream. */
 struct tp_vseg {
 	struct tcpx_p2p_mr *mr;
@@ -54,12 +96,8 @@ struct tcpx_p2p_xfer {
 	size_t chunk;       /* bytes per chunk of this transfer (tp_chunk_size) */
 	uint64_t first_seq, nchunks, retired;
 	uint64_t id;        /* the initiator's number for ctl messages */
-	bool queued;        /* in its direction's chunk stream */
-	bool chunks_done;   /* every chunk retired */
-	bool need_ack;      /* completes only once the peer answered (ack) */
-	bool acked;
+	enum tp_xfer_state state; /* tp__xfer_set_state only; DONE is read unlocked */
 	int err;            /* first error, 0 while fine */
-	bool done;          /* complete or failed */
 	bool released;      /* failed and released: the conn frees it at destroy */
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	int64_t t_post;     /* when it was made (its latency in the stats) */
@@ -81,6 +119,12 @@ struct tp_xlist {
 	struct tcpx_p2p_xfer *head, *tail;
 };
 
+/* xfer_state.c: move x to state to (conn lock held).  A move the table does
+ * not allow is a bug of the library's: it is logged as an internal error,
+ * and made all the same. */
+void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to);
+const char *tp__xfer_state_name(enum tp_xfer_state s);
+
 /* xfer.c: the life of a transfer (conn lock held). */
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir);
 void tp__xfer_free(struct tcpx_p2p_xfer *x);
@@ -92,8 +136,8 @@ void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
  * control bytes (tp__xfer_settle, at the end of every pass). */
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 void tp__xfer_settle(struct tcpx_p2p_conn *c);
-/* x has ended (complete or failed): the one place done is set, so that
- * the stats count every end. */
+/* x has ended (complete or failed): the one way into DONE, so that the
+ * stats count every end. */
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);

@@ -123,7 +123,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mine[1] = user_xfer(TP_OP_RECV, TP_RECV, 4096);
 	mine[2] = user_xfer(TP_OP_WRITE, TP_SEND, 100);
 	mine[2]->id = 1;
-	mine[2]->need_ack = true;
+	mine[0]->state = mine[1]->state = TP_XS_UNMATCHED;
+	mine[2]->state = TP_XS_STREAMING_UNANSWERED; /* as posted, its chunks not queued here */
 	tp__xlist_push(&c.unmatched, mine[0]);
 	tp__xlist_push(&c.unmatched, mine[1]);
 	tp__xlist_push(&c.answers, mine[2]);

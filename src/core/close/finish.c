@@ -39,11 +39,13 @@ static void drop_failed_xfers(struct tcpx_p2p_conn *c)
 		tp__xlist_remove(&c->unmatched, x);
 		drop_xfer(c, x);
 	}
-	/* An xfer waiting for an answer may also be in a chunk stream. */
+	/* An xfer waiting for an answer may also be in a chunk stream, and
+	 * is dropped there: one queued (nchunks > 0) with a chunk not yet
+	 * retired.  Its state says DONE now (failed), not where it was. */
 	for (x = c->answers.head; x; x = next) {
 		next = x->wlink.next;
 		tp__xlist_remove(&c->answers, x);
-		if (!x->queued || x->chunks_done)
+		if (x->retired == x->nchunks)
 			drop_xfer(c, x);
 	}
 	for (d = 0; d < 2; d++) {

@@ -110,8 +110,9 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 	struct tcpx_p2p_xfer *x = tp__items_find_answer(c, id);
 	int status;
 
+	/* A transfer answered once has left the answers list: a second
+	 * answer finds nothing. */
 	if (!x || wire > TP_ACK_REFUSED || (x->op == TP_OP_READ && wire != TP_ACK_REFUSED) ||
-	    (x->op != TP_OP_READ && x->acked) ||
 	    (wire == TP_ACK_MISMATCH && x->op != TP_OP_SEND))
 		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected answer %u to "
 				 "transfer %llu", wire, (unsigned long long)id);
@@ -126,16 +127,13 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 				 tp__items_refusal(value));
 		x->err = status;
 	}
-	if (x->op == TP_OP_READ) { /* refused: no response will come */
-		tp__xlist_remove(&c->answers, x);
+	tp__xlist_remove(&c->answers, x);
+	if (x->op == TP_OP_READ) /* refused: no response will come */
 		tp__xfer_complete(c, x, status);
-		return 0;
-	}
-	x->acked = true;
-	if (x->chunks_done) {
-		tp__xlist_remove(&c->answers, x);
+	else if (x->state == TP_XS_STREAMING_UNANSWERED) /* its last chunk completes it */
+		tp__xfer_set_state(x, TP_XS_STREAMING);
+	else /* every chunk retired already */
 		tp__xfer_complete(c, x, x->err);
-	}
 	return 0;
 }
 

@@ -42,6 +42,7 @@ static int discard(struct tcpx_p2p_conn *c, uint64_t len)
 	c->inbound++;
 	x->c = c;
 	x->len = (size_t)len;
+	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
 }
@@ -54,6 +55,7 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
+		tp__xfer_set_state(x, TP_XS_STREAMING);
 		tp__stream_enqueue(c, x);
 		return tp__items_send_ack(c, in->id, TP_ACK_OK, mine);
 	}
@@ -72,8 +74,8 @@ static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected read response %llu "
 				 "(%llu bytes)", (unsigned long long)in->id,
 				 (unsigned long long)in->len);
-	tp__xlist_remove(&c->answers, x);
-	x->need_ack = false; /* the response was the answer */
+	tp__xlist_remove(&c->answers, x); /* the response was the answer */
+	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
 }
@@ -134,6 +136,7 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
 	c->inbound++;
+	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return in->notif_len ? tp__items_add_note(c, x->first_seq + x->nchunks, true, in->notif,
 					in->notif_len)
@@ -177,6 +180,7 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc;
 	}
 	c->inbound++;
+	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
 }

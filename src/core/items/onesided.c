@@ -71,7 +71,6 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 		tp__xfer_free(x);
 		return rc;
 	}
-	x->need_ack = true;
 	rc = tp__xfer_post(c, x, params ? params->notif : NULL, params ? params->notif_len : 0, w,
 			   nremote, out);
 	free(w);

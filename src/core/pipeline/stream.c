@@ -32,7 +32,6 @@ void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	/* Both peers derive the cut from the same length (chunk.h). */
 	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
 	x->nchunks = tp_chunk_count(x->len, x->chunk);
-	x->queued = true;
 	x->first_seq = d->next_seq;
 	d->next_seq += x->nchunks;
 	end = x->first_seq + x->nchunks;
@@ -50,7 +49,6 @@ static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, struc
 {
 	if (++x->retired < x->nchunks)
 		return;
-	x->chunks_done = true;
 	tp_list_remove(&c->dir[x->dir], x, dlink);
 	tp_list_append(done, x, dlink);
 }

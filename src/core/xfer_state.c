@@ -1,0 +1,65 @@
+/* A transfer's states (xfer.h) and the one place they change. */
+#include "core/conn.h"
+#include "core/xfer.h"
+#include "util/log.h"
+
+#define TO(s) (1u << TP_XS_##s)
+
+/* The moves each state may make, and what makes them.  A conn that fails
+ * (conn.c, tp__conn_cancel) moves every pending caller's transfer to DONE;
+ * the library's own items (in-write, in-read, discard) go NEW -> STREAMING
+ * and are freed where they end (tp__xfer_complete), never reaching DONE. */
+static const unsigned legal[] = {
+	/* Posted (xfer.c, tp__xfer_post; the op decides): a receive waits
+	 * for the peer's send, a send or write streams and waits for the
+	 * answer, a read waits for the response; the library's items stream
+	 * (items/inqueue.c). */
+	[TP_XS_NEW] = TO(UNMATCHED) | TO(STREAMING_UNANSWERED) | TO(UNANSWERED) | TO(STREAMING),
+	/* The peer's send announced (items/inqueue.c): equal totals stream,
+	 * others fail (EPROTO) through tp__xfer_complete. */
+	[TP_XS_UNMATCHED] = TO(STREAMING) | TO(SETTLING) | TO(DONE),
+	/* The peer's answer (items/inbound.c, on_ack) or the last chunk
+	 * retired (tp__xfer_chunks_done), whichever comes first. */
+	[TP_XS_STREAMING_UNANSWERED] = TO(STREAMING) | TO(UNANSWERED) | TO(DONE),
+	/* The last chunk retired: complete (tp__xfer_complete), a receive or
+	 * read settling first while this side owes the peer control bytes. */
+	[TP_XS_STREAMING] = TO(SETTLING) | TO(DONE),
+	/* A read's response (items/inqueue.c) streams; its refusal, or the
+	 * answer to a send or write whose chunks all retired, completes it
+	 * (items/inbound.c). */
+	[TP_XS_UNANSWERED] = TO(STREAMING) | TO(SETTLING) | TO(DONE),
+	/* This side owes the peer nothing more (tp__xfer_settle). */
+	[TP_XS_SETTLING] = TO(DONE),
+	/* Final: only release or the conn's close let go of it. */
+	[TP_XS_DONE] = 0,
+};
+
+const char *tp__xfer_state_name(enum tp_xfer_state s)
+{
+	static const char *const names[] = {
+		[TP_XS_NEW] = "new",
+		[TP_XS_UNMATCHED] = "unmatched",
+		[TP_XS_STREAMING] = "streaming",
+		[TP_XS_STREAMING_UNANSWERED] = "streaming, unanswered",
+		[TP_XS_UNANSWERED] = "unanswered",
+		[TP_XS_SETTLING] = "settling",
+		[TP_XS_DONE] = "done",
+	};
+
+	return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "invalid";
+}
+
+void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to)
+{
+	enum tp_xfer_state from = x->state;
+
+	if ((unsigned)from > TP_XS_DONE || (unsigned)to > TP_XS_DONE || !(legal[from] & (1u << to)))
+		TP_WARN_RL("xfer", "internal error in libtcpx_p2p (please report): transfer %llu "
+			   "(op %d) with %s: illegal move from %s to %s",
+			   (unsigned long long)x->id, (int)x->op,
+			   x->c && x->c->peer[0] ? x->c->peer : "the peer", tp__xfer_state_name(from),
+			   tp__xfer_state_name(to));
+	/* DONE is read without the conn lock (xfer.c, xfer_done): the
+	 * release store orders err and the rest of the transfer before it. */
+	__atomic_store_n(&x->state, to, __ATOMIC_RELEASE);
+}
