@@ -53,8 +53,3 @@ int tp__error(int code, const char *fmt, ...)
 	memcpy(tp_last_error, buf, sizeof(buf));
 	return code;
 }
-
-void tp__error_clear(void)
-{
-	tp_last_error[0] = '\0';
-}

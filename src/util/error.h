@@ -8,8 +8,4 @@
  * `return tp__error(TCPX_P2P_EINVAL, "chunk_bytes %zu > 4 MiB", n);`). */
 int tp__error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Clear the detail (called at the start of public entry points that fail
- * often by design, such as test). */
-void tp__error_clear(void);
-
 #endif

@@ -225,23 +225,6 @@ int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len)
 	return 0;
 }
 
-int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_len)
-{
-	tp_deadline deadline = tp__deadline_ms(timeout_ms);
-	int rc;
-
-	if (lfd < 0 || !fd)
-		return tp__error(TCPX_P2P_EINVAL, "accept: bad listening fd %d or NULL fd", lfd);
-	while ((rc = tp__sock_accept_nb(lfd, fd, peer, peer_len)) == TCPX_P2P_EAGAIN) {
-		rc = tp_wait_fd(lfd, POLLIN, deadline);
-		if (rc == TCPX_P2P_ETIMEDOUT)
-			return tp__error(rc, "accept: no peer connected within %d ms", timeout_ms);
-		if (rc)
-			return tp__error(rc, "accept: poll: %s", strerror(errno));
-	}
-	return rc;
-}
-
 static int tp_retryable_connect_errno(int err)
 {
 	return err == ECONNREFUSED || err == ENETUNREACH || err == ETIMEDOUT ||

@@ -11,11 +11,10 @@
 
 /* Listen on addr:port (addr NULL = any, port 0 = ephemeral). */
 int tp__sock_listen(const char *addr, uint16_t port, int *fd, uint16_t *bound_port);
-/* Accept one connection; peer gets "ip:port" (may be NULL). */
-int tp__sock_accept(int lfd, int timeout_ms, int *fd, char *peer, size_t peer_len);
-/* One connection if one is queued: 0, EAGAIN when none is, ENET on a real
- * error (EMFILE included: the caller must not spin on it).  The new socket
- * is blocking, close-on-exec, with TCP_NODELAY. */
+/* One connection if one is queued (the listening socket is non-blocking):
+ * 0, EAGAIN when none is, ENET on a real error (EMFILE included: the caller
+ * must not spin on it).  The new socket is blocking, close-on-exec, with
+ * TCP_NODELAY; peer gets "ip:port" (may be NULL). */
 int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len);
 /* Connect, retrying refused connections with backoff until the deadline. */
 int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd);
