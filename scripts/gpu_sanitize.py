@@ -73,8 +73,10 @@ def main():
                 cwd = p["value"]
         for tool in a.tools.split(","):
             # The tests provoke API errors on purpose (an invalid device
-            # ordinal) and check the codes themselves: memcheck looks at
-            # memory accesses only.
+            # ordinal) and check the codes themselves, and the library
+            # probes with calls that may fail (cuMemRetainAllocationHandle
+            # on a bounce buffer that cuMemMap did not map): memcheck looks
+            # at memory accesses only.
             extra = {"racecheck": ["--racecheck-report", "all"],
                      "memcheck": ["--report-api-errors", "no"]}.get(tool, [])
             t0 = time.time()

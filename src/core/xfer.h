@@ -56,7 +56,7 @@ enum tp_op {
  * transfer is: conn_failed (DONE with its connection, it stays on the lists
  * it was on, holding its regions, until conn_destroy closed the comms),
  * released (the caller let go of such a one; the close frees it) and
- * stalled (what the stall scan last saw of a pending one, read unlocked).
+ * stalled (what the stall scan last saw of a pending one).
  * Folded in, conn_failed and released would split DONE, and stalled every
  * pending state, adding states but not one move of their own.
  */
@@ -123,6 +123,9 @@ struct tp_xlist {
  * not allow is a bug of the library's: it is logged as an internal error,
  * and made all the same. */
 void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to);
+#if TP_TEST_HOOKS
+extern bool tp__xfer_illegal_stops; /* test-hook builds: an illegal move aborts */
+#endif
 const char *tp__xfer_state_name(enum tp_xfer_state s);
 
 /* xfer.c: the life of a transfer (conn lock held). */

@@ -1,7 +1,16 @@
 /* A transfer's states (xfer.h) and the one place they change. */
+#include <stdlib.h>
+
 #include "core/conn.h"
 #include "core/xfer.h"
 #include "util/log.h"
+
+#if TP_TEST_HOOKS
+/* Test-hook builds (every CI suite, never a release) stop at the first
+ * illegal move, so that no suite passes through one unseen; the state
+ * test turns this off to check the warning a release build gives. */
+bool tp__xfer_illegal_stops = true;
+#endif
 
 #define TO(s) (1u << TP_XS_##s)
 
@@ -53,12 +62,17 @@ void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to)
 {
 	enum tp_xfer_state from = x->state;
 
-	if ((unsigned)from > TP_XS_DONE || (unsigned)to > TP_XS_DONE || !(legal[from] & (1u << to)))
+	if ((unsigned)from > TP_XS_DONE || (unsigned)to > TP_XS_DONE || !(legal[from] & (1u << to))) {
 		TP_WARN_RL("xfer", "internal error in libtcpx_p2p (please report): transfer %llu "
 			   "(op %d) with %s: illegal move from %s to %s",
 			   (unsigned long long)x->id, (int)x->op,
 			   x->c && x->c->peer[0] ? x->c->peer : "the peer", tp__xfer_state_name(from),
 			   tp__xfer_state_name(to));
+#if TP_TEST_HOOKS
+		if (tp__xfer_illegal_stops)
+			abort();
+#endif
+	}
 	/* DONE is read without the conn lock (xfer.c, xfer_done): the
 	 * release store orders err and the rest of the transfer before it. */
 	__atomic_store_n(&x->state, to, __ATOMIC_RELEASE);

@@ -177,18 +177,15 @@ static bool vmm_mapped(const void *p)
 
 int tp__dev_ptr_via_gpu(const void *p, int *via_gpu)
 {
-	struct cudaPointerAttributes a;
+	int dev;
 
-	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-		(void)cudaGetLastError();
-		a.type = cudaMemoryTypeUnregistered;
-	}
+	tp__dev_ptr_is_device(p, &dev);
 	/* Host memory that the mapper made with cuMemCreate and mapped with
 	 * cuMemMap is reached as the mapping's access list says, and the
 	 * mapper need not have granted the CPU any: TCPX's import of its
 	 * RxDM bounce buffer grants only its GPU (the simulator's
 	 * TCPXSIM_BOUNCE=hostmap hands it host memory that way). */
-	*via_gpu = a.type == cudaMemoryTypeDevice || vmm_mapped(p);
+	*via_gpu = dev || vmm_mapped(p);
 	return 0;
 }
 

@@ -200,6 +200,8 @@ int tp__sock_accept_nb(int lfd, int *fd, char *peer, size_t peer_len)
 	socklen_t sl;
 	int cfd, rc;
 
+	if (!fd)
+		return tp__error(TCPX_P2P_EINVAL, "accept: NULL fd");
 	for (;;) {
 		sl = sizeof(ss);
 		cfd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);

@@ -1,6 +1,7 @@
 /* A transfer's states (src/core/xfer_state.c): every path a transfer takes
  * through them moves without a complaint, and a move outside the table is
- * reported as an internal error, never an abort. */
+ * reported as an internal error (a test-hook build, as CI's, would stop
+ * there: this test lets it go on, as a release build does). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,9 @@ static void sink(int level, const char *subsys, const char *msg, void *arg)
 static int setup(void **state)
 {
 	(void)state;
+#if TP_TEST_HOOKS
+	tp__xfer_illegal_stops = false;
+#endif
 	warnings = 0;
 	last[0] = 0;
 	return tcpx_p2p_set_log(sink, NULL, TCPX_P2P_LOG_WARN);
@@ -117,5 +121,5 @@ int main(void)
 		cmocka_unit_test(test_names),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -285,6 +285,7 @@ static void test_bad_args(void **state)
 	/* An address this host does not have. */
 	assert_int_equal(tp__sock_listen("192.0.2.1", 0, &lfd, &port), TCPX_P2P_EINVAL);
 	assert_int_equal(tp__sock_accept_nb(-1, &fd, NULL, 0), TCPX_P2P_ENET);
+	assert_int_equal(tp__sock_accept_nb(-1, NULL, NULL, 0), TCPX_P2P_EINVAL);
 	assert_int_equal(fd, -1);
 }
 
