@@ -639,15 +639,48 @@ int sim_bounce_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 	return 0;
 }
 
-/* Free lanes, any context's. */
+/* Free lanes, any context's.  Each thread keeps the lane it last gave
+ * back and takes it again when its next call is in the same context, so
+ * the steady state of a socket thread takes no process-wide lock for its
+ * lane; the list (and its lock) serves the rest, and a thread's lane goes
+ * back to it when the thread ends. */
 static struct {
 	pthread_mutex_t lock;
 	struct sim_lane *free;
-} lanes = {PTHREAD_MUTEX_INITIALIZER, NULL};
+	pthread_once_t once;
+	pthread_key_t key;   /* set in threads that keep a lane: its end gives it back */
+} lanes = {PTHREAD_MUTEX_INITIALIZER, NULL, PTHREAD_ONCE_INIT, 0};
+
+static __thread struct sim_lane *kept_lane;
+
+static void lane_push(struct sim_lane *l)
+{
+	pthread_mutex_lock(&lanes.lock);
+	l->next = lanes.free;
+	lanes.free = l;
+	pthread_mutex_unlock(&lanes.lock);
+}
+
+static void lane_thread_end(void *unused)
+{
+	struct sim_lane *l = kept_lane;
+	kept_lane = NULL;
+	if (l)
+		lane_push(l);
+}
+
+static void lane_key_make(void)
+{
+	pthread_key_create(&lanes.key, lane_thread_end);
+}
 
 struct sim_lane *sim_lane_get(void *ctx)
 {
-	struct sim_lane *l, **p;
+	struct sim_lane *l = kept_lane, **p;
+	if (l && l->ctx == ctx) {
+		kept_lane = NULL;
+		return l;
+	}
 	pthread_mutex_lock(&lanes.lock);
 	for (p = &lanes.free; *p && (*p)->ctx != ctx; p = &(*p)->next)
 		;
@@ -673,10 +706,18 @@ void sim_lane_put(struct sim_lane *l)
 {
 	if (!l)
 		return;
-	pthread_mutex_lock(&lanes.lock);
-	l->next = lanes.free;
-	lanes.free = l;
-	pthread_mutex_unlock(&lanes.lock);
+	if (!kept_lane) {
+		static __thread int keyed;
+		if (!keyed) {
+			pthread_once(&lanes.once, lane_key_make);
+			keyed = pthread_setspecific(lanes.key, (void *)1) == 0;
+		}
+		if (keyed) {
+			kept_lane = l;
+			return;
+		}
+	}
+	lane_push(l);
 }
 
 int sim_lane_sync(struct sim_lane *l)
