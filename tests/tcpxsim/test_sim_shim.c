@@ -3,7 +3,7 @@
  * with zerocopy completions, and each fault setting.  Host bounce mode
  * (no GPU needed); linked to libtcpxsim.so, so its socket calls come first.
  *
- *   test_sim_shim basic|starve|linear|mss|strict|delay|parallel
+ *   test_sim_shim basic|starve|linear|mss|strict|delay|parallel|pool
  *   (settings in the environment) */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -596,15 +596,16 @@ static void run_delay(void)
  * second socket's calls never return (the test's timeout fails it). */
 static struct {
 	int fd;          /* the receive to hold */
+	int what;        /* where: the test hook's `what` */
 	int entered[2];  /* the held receive says it is inside */
 	int release[2];  /* and waits for this */
 	int held;
-} hold = {.fd = -1};
+} hold = {.fd = -1, .what = 0};
 
 static void hold_hook(int fd, int what)
 {
 	char c = 0;
-	if (what != 0 || fd != hold.fd || hold.held)
+	if (what != hold.what || fd != hold.fd || hold.held)
 		return;
 	hold.held = 1;
 	if (write(hold.entered[1], &c, 1) != 1 || read(hold.release[0], &c, 1) != 1)
@@ -707,6 +708,74 @@ static void run_parallel(void)
 	free(g2);
 }
 
+/* Two sockets' page-pool work at once: socket 1's receive is held in the
+ * middle of handing out its fragments (test hook 2: its socket's lock held,
+ * its first fragment's page referenced, its token given) while socket 2,
+ * steered to the same bounce buffer, receives (taking fresh pages from the
+ * pool), returns its tokens (pages poisoned and freed into the pool) and
+ * receives again.  Structural, not timed: were the pool's lock held across
+ * a receive's hand-out, as it once was, socket 2's first receive would
+ * never return (the test's timeout fails it). */
+static void run_pool(void)
+{
+	struct bounce_map b = import_bounce();
+	int snd1, rcv1, snd2, rcv2;
+	const size_t len = 256u << 10;
+	uint8_t *src1 = malloc(len), *src2 = malloc(len), *dst1 = malloc(len), *dst2 = malloc(len);
+	struct got *g1 = calloc(1, sizeof(*g1)), *g2 = calloc(1, sizeof(*g2));
+	fill_random(src1, len, 21);
+	fill_random(src2, len, 22);
+	steered_pair(&snd1, &rcv1);
+	steered_pair(&snd2, &rcv2);
+	assert_int_equal(pipe(hold.entered), 0);
+	assert_int_equal(pipe(hold.release), 0);
+	hold.fd = rcv1;
+	hold.what = 2;
+	hold.held = 0;
+	tcpxsim_set_test_hook(hold_hook);
+
+	assert_int_equal(send(snd1, src1, len, 0), (ssize_t)len);
+	assert_true(wait_readable(rcv1));
+	struct held_recv h = {rcv1, &b, dst1, len, g1, 0};
+	pthread_t t;
+	char c;
+	assert_int_equal(pthread_create(&t, NULL, held_receiver, &h), 0);
+	assert_int_equal(read(hold.entered[0], &c, 1), 1);
+
+	/* Socket 2, same pool: receives, returns every token, twice over. */
+	struct tcpxsim_stats before = stats();
+	assert_int_equal(send(snd2, src2, len, 0), (ssize_t)len);
+	receive_all(rcv2, &b, dst2, len, g2, 1);
+	assert_memory_equal(dst2, src2, len);
+	memset(g2, 0, sizeof(*g2));
+	assert_int_equal(send(snd2, src1, len, 0), (ssize_t)len);
+	receive_all(rcv2, &b, dst2, len, g2, 1);
+	assert_memory_equal(dst2, src1, len);
+	struct tcpxsim_stats after = stats();
+	assert_true(after.devmem_recvs > before.devmem_recvs);
+	assert_true(after.tokens_returned >= before.tokens_returned + 2 * len / DEVMEM_PAGE);
+	assert_int_equal(h.first, 0); /* socket 1's receive is still inside */
+
+	assert_int_equal(write(hold.release[1], "", 1), 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	tcpxsim_set_test_hook(NULL);
+	assert_true(h.first > 0);
+	receive_all(rcv1, &b, dst1, len, g1, 0);
+	assert_memory_equal(dst1, src1, len);
+	assert_int_equal(return_tokens(rcv1, g1->tokens, g1->ntokens), 0);
+	assert_int_equal(stats().tokens_held, 0);
+	close(snd1);
+	close(rcv1);
+	close(snd2);
+	close(rcv2);
+	free(src1);
+	free(src2);
+	free(dst1);
+	free(dst2);
+	free(g1);
+	free(g2);
+}
+
 static const char *scenario;
 
 static void test_scenario(void **state)
@@ -725,6 +794,8 @@ static void test_scenario(void **state)
 		run_delay();
 	else if (!strcmp(scenario, "parallel"))
 		run_parallel();
+	else if (!strcmp(scenario, "pool"))
+		run_pool();
 	else
 		fail_msg("unknown scenario %s", scenario);
 }

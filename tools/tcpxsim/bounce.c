@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "settings.h"
+
 #ifdef TCPXSIM_HAVE_CUDA
 #include <cuda.h>
 
@@ -180,6 +182,8 @@ static void without_ctx(void)
 	cu.pop(&prev);
 }
 
+static pthread_mutex_t *ctx_copy_lock(void *ctx);
+
 /* A lane's stream, events and pinned (portable) staging buffer, in `ctx`. */
 static int gpu_lane_init(struct sim_lane *l)
 {
@@ -192,20 +196,53 @@ static int gpu_lane_init(struct sim_lane *l)
 	for (int i = 0; ok && i < TCPXSIM_LANE_EVENTS; i++)
 		ok = cu.event_create((CUevent *)&l->ev[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
 	without_ctx();
+	l->copy_lock = ctx_copy_lock(l->ctx);
 	return ok ? 0 : -EIO;
 }
 
 static void cu_failed(const char *what, CUresult r);
 static int gpu_batch(struct sim_lane *l, size_t first, size_t n);
 
-/* TCPXSIM_COPY_LOCK=1 (the default): the simulator's GPU copies run one at
- * a time in the process, each waited for before the next starts, as they
- * did under the old process-wide lock (the suite's 23/23); only the copies:
- * socket calls, page and token bookkeeping and waits for data stay
- * outside, per socket.  0: every lane copies at once (batched copies still
- * issued one at a time), what the ceiling wants and what, with 8 or more
- * sockets, failed on an H200 on 2026-11-27 (docs/perf/log.md). */
-static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+/* TCPXSIM_COPY_LOCK=1 (the default): the
+ * simulator's GPU copies run one at a time per context (device), each
+ * waited for before the next starts, as they did under the old
+ * process-wide lock (the suite's 23/23, one GPU); only the copies: socket
+ * calls, page and token bookkeeping and waits for data stay outside, per
+ * socket.  0: every lane copies at once (batched copies still issued one
+ * at a time), what the ceiling wants and what, with 8 or more sockets of a
+ * GPU bounce buffer, failed on an H200 on 2026-11-27 (docs/perf/log.md).
+ * With TCPXSIM_BOUNCE=hostmap, 0 is the setting to measure next:
+ * receives and poisoning do no GPU copy at all there, and the sends'
+ * reads (one cuMemcpyDtoHAsync per piece on a lane's own stream) are not
+ * what failed; under one process-wide lock they were what every socket of
+ * every GPU waited for (the ~10 GB/s plateau of 8 and 32 sockets, on one
+ * GPU or four).  It stays 1 until a GPU run shows 0 safe there. */
+static struct {
+	pthread_mutex_t lock; /* adds to the table */
+	int n;
+	CUcontext ctx[64];
+	pthread_mutex_t copy[64];
+} ctx_locks = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The copy lock of `ctx` (made on first use; with more contexts than the
+ * table holds, the last slot's lock serves the rest). */
+static pthread_mutex_t *ctx_copy_lock(void *ctx)
+{
+	pthread_mutex_t *m = NULL;
+	pthread_mutex_lock(&ctx_locks.lock);
+	for (int i = 0; i < ctx_locks.n && !m; i++)
+		if (ctx_locks.ctx[i] == ctx)
+			m = &ctx_locks.copy[i];
+	if (!m && ctx_locks.n < 64) {
+		ctx_locks.ctx[ctx_locks.n] = ctx;
+		pthread_mutex_init(&ctx_locks.copy[ctx_locks.n], NULL);
+		m = &ctx_locks.copy[ctx_locks.n++];
+	}
+	if (!m)
+		m = &ctx_locks.copy[63];
+	pthread_mutex_unlock(&ctx_locks.lock);
+	return m;
+}
 
 /* A setting that is on unless NAME=0, read once into *cache (-1: unread). */
 static int env_on(const char *name, int *cache)
@@ -222,7 +259,13 @@ static int env_on(const char *name, int *cache)
 static int copy_locked(void)
 {
 	static int locked = -1;
-	return env_on("TCPXSIM_COPY_LOCK", &locked);
+	int v = __atomic_load_n(&locked, __ATOMIC_RELAXED);
+	if (v < 0) {
+		const char *e = getenv("TCPXSIM_COPY_LOCK");
+		v = !(e && !strcmp(e, "0"));
+		__atomic_store_n(&locked, v, __ATOMIC_RELAXED);
+	}
+	return v;
 }
 
 static int gpu_stream_sync(struct sim_lane *l)
@@ -241,10 +284,10 @@ static int gpu_lane_sync(struct sim_lane *l)
 	if (with_ctx(l->ctx))
 		return -EIO;
 	if (copy_locked() && l->pend_n) {
-		pthread_mutex_lock(&copy_lock);
+		pthread_mutex_lock(l->copy_lock);
 		rc = gpu_batch(l, l->pend_first, l->pend_n);
 		rc = gpu_stream_sync(l) ? -EIO : rc;
-		pthread_mutex_unlock(&copy_lock);
+		pthread_mutex_unlock(l->copy_lock);
 		l->pend_n = 0;
 	} else {
 		rc = gpu_stream_sync(l);
@@ -355,7 +398,7 @@ static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 			l->len[i] = DEVMEM_PAGE;
 		}
 		if (copy_locked())
-			pthread_mutex_lock(&copy_lock);
+			pthread_mutex_lock(l->copy_lock);
 		if (poison_src) {
 			rc = gpu_batch(l, 0, k);
 		} else if (!(rc = with_ctx(l->ctx))) {
@@ -369,7 +412,7 @@ static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 			without_ctx();
 		}
 		if (copy_locked())
-			pthread_mutex_unlock(&copy_lock);
+			pthread_mutex_unlock(l->copy_lock);
 		if (rc)
 			return rc;
 		done += k;
@@ -412,24 +455,36 @@ static void *gpu_mem_ctx(uint64_t src)
 	return ctx;
 }
 
-static int gpu_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev)
+/* Pieces of `piece` bytes of [src, src + len) read into dst, piece i
+ * recorded on event i.  With the copy lock all are issued under one hold
+ * of the context's lock and waited for once (they run one after the other
+ * on the lane's stream), not one wait per piece.  The pieces queued. */
+static size_t gpu_reads(struct sim_lane *l, uint8_t *dst, uint64_t src, size_t len,
+			size_t piece)
 {
+	size_t n = 0;
 	if (with_ctx(l->ctx))
-		return -EIO;
+		return 0;
 	int locked = copy_locked();
-	if (locked) /* done before the next copy starts */
-		pthread_mutex_lock(&copy_lock);
-	CUresult r = cu.dtoh_async(dst, src, n, l->stream);
-	if (r == CUDA_SUCCESS)
-		r = cu.event_record(l->ev[ev], l->stream);
-	if (r == CUDA_SUCCESS && locked)
-		r = cu.stream_sync(l->stream);
+	if (locked) /* done before the next copy of this context starts */
+		pthread_mutex_lock(l->copy_lock);
+	CUresult r = CUDA_SUCCESS;
+	for (size_t at = 0; at < len && n < TCPXSIM_LANE_EVENTS && r == CUDA_SUCCESS; at += piece) {
+		size_t k = len - at < piece ? len - at : piece;
+		r = cu.dtoh_async(dst + at, src + at, k, l->stream);
+		if (r == CUDA_SUCCESS)
+			r = cu.event_record(l->ev[n], l->stream);
+		if (r == CUDA_SUCCESS)
+			n++;
+	}
+	if (n && locked && cu.stream_sync(l->stream) != CUDA_SUCCESS)
+		n = 0, r = CUDA_ERROR_UNKNOWN;
 	if (locked)
-		pthread_mutex_unlock(&copy_lock);
+		pthread_mutex_unlock(l->copy_lock);
 	if (r != CUDA_SUCCESS)
 		cu_failed("cuMemcpyDtoHAsync", r);
 	without_ctx();
-	return r == CUDA_SUCCESS ? 0 : -EFAULT;
+	return n;
 }
 
 static int gpu_wait(struct sim_lane *l, int ev)
@@ -482,9 +537,10 @@ static void *gpu_mem_ctx(uint64_t src)
 	return NULL;
 }
 
-static int gpu_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev)
+static size_t gpu_reads(struct sim_lane *l, uint8_t *dst, uint64_t src, size_t len,
+			size_t piece)
 {
-	return -ENOTSUP;
+	return 0;
 }
 
 static int gpu_wait(struct sim_lane *l, int ev)
@@ -584,15 +640,48 @@ int sim_bounce_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 	return 0;
 }
 
-/* Free lanes, any context's. */
+/* Free lanes, any context's.  Each thread keeps the lane it last gave
+ * back and takes it again when its next call is in the same context, so
+ * the steady state of a socket thread takes no process-wide lock for its
+ * lane; the list (and its lock) serves the rest, and a thread's lane goes
+ * back to it when the thread ends. */
 static struct {
 	pthread_mutex_t lock;
 	struct sim_lane *free;
-} lanes = {PTHREAD_MUTEX_INITIALIZER, NULL};
+	pthread_once_t once;
+	pthread_key_t key;   /* set in threads that keep a lane: its end gives it back */
+} lanes = {PTHREAD_MUTEX_INITIALIZER, NULL, PTHREAD_ONCE_INIT, 0};
+
+static __thread struct sim_lane *kept_lane;
+
+static void lane_push(struct sim_lane *l)
+{
+	pthread_mutex_lock(&lanes.lock);
+	l->next = lanes.free;
+	lanes.free = l;
+	pthread_mutex_unlock(&lanes.lock);
+}
+
+static void lane_thread_end(void *unused)
+{
+	struct sim_lane *l = kept_lane;
+	kept_lane = NULL;
+	if (l)
+		lane_push(l);
+}
+
+static void lane_key_make(void)
+{
+	pthread_key_create(&lanes.key, lane_thread_end);
+}
 
 struct sim_lane *sim_lane_get(void *ctx)
 {
-	struct sim_lane *l, **p;
+	struct sim_lane *l = kept_lane, **p;
+	if (l && l->ctx == ctx) {
+		kept_lane = NULL;
+		return l;
+	}
 	pthread_mutex_lock(&lanes.lock);
 	for (p = &lanes.free; *p && (*p)->ctx != ctx; p = &(*p)->next)
 		;
@@ -618,10 +707,18 @@ void sim_lane_put(struct sim_lane *l)
 {
 	if (!l)
 		return;
-	pthread_mutex_lock(&lanes.lock);
-	l->next = lanes.free;
-	lanes.free = l;
-	pthread_mutex_unlock(&lanes.lock);
+	if (!kept_lane) {
+		static __thread int keyed;
+		if (!keyed) {
+			pthread_once(&lanes.once, lane_key_make);
+			keyed = pthread_setspecific(lanes.key, (void *)1) == 0;
+		}
+		if (keyed) {
+			kept_lane = l;
+			return;
+		}
+	}
+	lane_push(l);
 }
 
 int sim_lane_sync(struct sim_lane *l)
@@ -636,12 +733,12 @@ void *sim_mem_ctx(uint64_t src, int on_gpu, int *ok)
 	return ctx;
 }
 
-int sim_mem_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev)
+size_t sim_mem_reads(struct sim_lane *l, uint8_t *dst, uint64_t src, size_t len, size_t piece)
 {
 	if (l->ctx)
-		return gpu_read(l, dst, src, n, ev);
-	memcpy(dst, (const void *)(uintptr_t)src, n);
-	return 0;
+		return gpu_reads(l, dst, src, len, piece);
+	memcpy(dst, (const void *)(uintptr_t)src, len);
+	return (len + piece - 1) / piece;
 }
 
 int sim_mem_wait(struct sim_lane *l, int ev)

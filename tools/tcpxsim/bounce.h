@@ -62,6 +62,7 @@ struct sim_lane {
 	size_t len[TCPXSIM_MAX_FRAGS];
 	uint32_t pages[TCPXSIM_MAX_FRAGS]; /* a receive's fresh pages, taken up front */
 	size_t pend_first, pend_n; /* copies held back for sim_lane_sync (the copy lock) */
+	pthread_mutex_t *copy_lock; /* GPU mode: its context's (TCPXSIM_COPY_LOCK) */
 	struct sim_lane *next;
 };
 
@@ -86,10 +87,12 @@ int sim_bounce_fill(struct sim_bounce *b, size_t off, int byte, size_t n);
 /* The context registered memory at `src` belongs to (NULL in host mode,
  * or where it names none: then *ok is 0). */
 void *sim_mem_ctx(uint64_t src, int on_gpu, int *ok);
-/* Queue a copy of `n` bytes of registered memory at `src` (a device
- * pointer in GPU mode, a host pointer in host mode) to `dst`, as piece
- * `ev` of the lane; sim_mem_wait(l, ev) waits for it. */
-int sim_mem_read(struct sim_lane *l, void *dst, uint64_t src, size_t n, int ev);
+/* Queue the reads of `len` bytes of registered memory at `src` (a device
+ * pointer in GPU mode, a host pointer in host mode) to `dst`, in pieces of
+ * `piece` bytes (at most TCPXSIM_LANE_EVENTS of them), piece i as event i
+ * of the lane: sim_mem_wait(l, i) waits for it.  The pieces queued (0: the
+ * first failed). */
+size_t sim_mem_reads(struct sim_lane *l, uint8_t *dst, uint64_t src, size_t len, size_t piece);
 int sim_mem_wait(struct sim_lane *l, int ev);
 
 #endif

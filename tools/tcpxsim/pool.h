@@ -13,7 +13,15 @@
  * pages are handed out in random order, as a NIC's page pool recycles them,
  * so a receive lands scattered and out of order.  A page may be named by
  * several tokens (a packet's bytes returned by two recvmsg calls); it is
- * free again when the last is returned. */
+ * free again when the last is returned.
+ *
+ * Locking (the callers'): `free`, `nfree` and `rng` under the pool's lock
+ * (sim_pool_take, sim_pool_free, sim_pool_put).  A page's `refs` entry
+ * belongs to the one socket that took the page, until it is free again:
+ * only that socket's receive (its open page, its fresh pages) and token
+ * returns change it, under that socket's lock, so sim_pool_ref and
+ * sim_pool_unref need no pool lock and two sockets' receives and returns
+ * share nothing but the free list. */
 struct sim_pool {
 	uint32_t npages;
 	uint32_t nfree;
@@ -51,9 +59,10 @@ int sim_tokens_add(struct sim_tokens *t, uint32_t page, uint32_t *token);
  * not held (never given, given to another socket, returned already, or
  * named twice in one call) fails the call with -EINVAL, nothing returned,
  * and *bad says which.  Without `freed`, pages whose last token this was
- * are free again at once; with it, each is handed to `freed` instead and
- * stays out of the pool until the caller gives it back with sim_pool_free
- * (after poisoning it, outside the pool's lock). */
+ * are free again at once (the caller holds the pool's lock); with it, each
+ * is handed to `freed` instead and stays out of the pool until the caller
+ * gives it back with sim_pool_free (after poisoning it; the pool's lock is
+ * then needed only for that). */
 typedef void (*sim_page_freed)(void *arg, uint32_t page);
 int sim_tokens_return(struct sim_tokens *t, struct sim_pool *pool,
 		      const struct devmem_token_range *ranges, size_t n, uint32_t *bad,

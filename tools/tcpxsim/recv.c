@@ -38,14 +38,16 @@ static void add_cmsg(struct msghdr *m, size_t *used, int type, uint32_t off, uin
  * Fresh pages come from `resv` (taken by the caller), *ri of them used.
  * With `copy`, the fragments' bytes are copied from the lane's buffer into
  * their pages (else they are there already).  Called with s->rx held;
- * takes s->lock and the pool's lock. */
-static void give_frags(struct sock *s, struct sim_bounce *b, struct sim_lane *l,
+ * takes s->lock.  A page's references belong to the socket that holds it
+ * (pool.h), so the pool's lock is not taken here but to free a page whose
+ * tokens all came back while it was open (rare: a page closed by a later
+ * receive). */
+static void give_frags(int fd, struct sock *s, struct sim_bounce *b, struct sim_lane *l,
 		       struct msghdr *m, size_t *used, size_t *off, size_t end, int last, int copy,
 		       size_t *nf, const uint32_t *resv, size_t nresv, size_t *ri)
 {
 	size_t first = *nf, from = *off;
 	pthread_mutex_lock(&s->lock);
-	pthread_mutex_lock(&b->lock);
 	while (*off < end && *nf < TCPXSIM_MAX_FRAGS) {
 		uint32_t token, page;
 		int fresh;
@@ -59,13 +61,18 @@ static void give_frags(struct sock *s, struct sim_bounce *b, struct sim_lane *l,
 		l->offs[*nf] = page * DEVMEM_PAGE + (fresh ? 0 : DEVMEM_PAGE - s->cut.page_left);
 		sim_pool_ref(&b->pool, page); /* the token's */
 		sim_tokens_add(&s->tokens, page, &token);
-		if (sim_cut_take(&s->cut, sim_cfg.mss, len, fresh, page))
-			sim_pool_put(&b->pool, page); /* closed: the socket's hold ends */
+		if (sim_cut_take(&s->cut, sim_cfg.mss, len, fresh, page) &&
+		    sim_pool_unref(&b->pool, page)) {
+			/* closed, and its tokens are back already: free again */
+			pthread_mutex_lock(&b->lock);
+			sim_pool_free(&b->pool, page);
+			pthread_mutex_unlock(&b->lock);
+		}
 		add_cmsg(m, used, DEVMEM_SCM_OFFSET, l->offs[*nf], len, token);
 		*off += len;
-		(*nf)++;
+		if ((*nf)++ == 0)
+			sim_test_hook(fd, 2);
 	}
-	pthread_mutex_unlock(&b->lock);
 	pthread_mutex_unlock(&s->lock);
 	STAT_ADD(frags, *nf - first);
 	STAT_ADD(tokens_held, *nf - first);
@@ -233,10 +240,10 @@ ssize_t sim_devmem_recv(int fd, struct msghdr *m, int flags)
 		if ((size_t)k < ask)
 			break;
 		if (got < n)
-			give_frags(s, b, l, m, &used, &off, got, 0, 1, &nf, l->pages, nresv, &ri);
+			give_frags(fd, s, b, l, m, &used, &off, got, 0, 1, &nf, l->pages, nresv, &ri);
 	}
 	if (got)
-		give_frags(s, b, l, m, &used, &off, got, 1, !b->host, &nf, l->pages, nresv, &ri);
+		give_frags(fd, s, b, l, m, &used, &off, got, 1, !b->host, &nf, l->pages, nresv, &ri);
 	if (ri < nresv) {
 		pthread_mutex_lock(&b->lock);
 		while (ri < nresv)
@@ -265,15 +272,19 @@ struct freed_pages {
 static void collect_page(void *arg, uint32_t page)
 {
 	struct freed_pages *f = arg;
-	f->page[f->n++] = page; /* cap: every token named */
+	if (f->n < f->cap) /* cap: every token named (fewer held: the return fails first) */
+		f->page[f->n++] = page;
 }
 
-/* SO_DEVMEM_DONTNEED.  Tokens under the socket's lock and page references
- * under the pool's; pages whose last token this was are poisoned outside
- * both and only then go back to the pool. */
+#define DONTNEED_STACK 1024 /* pages collected without a malloc */
+
+/* SO_DEVMEM_DONTNEED.  Tokens and their pages' references under the
+ * socket's lock only (a page's references are its socket's: pool.h); pages
+ * whose last token this was are poisoned outside every lock and only then
+ * go back to the pool, under its lock, all at once. */
 int sim_dontneed(int fd, const void *val, socklen_t len)
 {
-	uint32_t bad = 0;
+	uint32_t bad = 0, stack[DONTNEED_STACK];
 	int rc = 0;
 	struct sock *s = sim_sock_slot(fd, 0);
 	struct freed_pages f = {0};
@@ -293,31 +304,36 @@ int sim_dontneed(int fd, const void *val, socklen_t len)
 		return sim_violation(EINVAL, "SO_DEVMEM_DONTNEED on fd %d, which holds no devmem tokens",
 				 fd);
 	}
-	if (sim_cfg.poison && named <= s->tokens.held && !(f.page = malloc(sizeof(*f.page) * (named + 1)))) {
-		pthread_mutex_unlock(&s->lock);
-		errno = ENOMEM;
-		return -1;
+	/* More tokens named than held: the return fails, nothing collected. */
+	if (named <= s->tokens.held) {
+		f.cap = named;
+		f.page = named <= DONTNEED_STACK ? stack : malloc(sizeof(*f.page) * named);
+		if (!f.page) {
+			pthread_mutex_unlock(&s->lock);
+			errno = ENOMEM;
+			return -1;
+		}
 	}
 	uint64_t before = s->tokens.held;
-	/* More tokens named than held: the return fails, nothing collected. */
-	pthread_mutex_lock(&b->lock);
-	rc = sim_tokens_return(&s->tokens, &b->pool, r, n, &bad, f.page ? collect_page : NULL, &f);
-	pthread_mutex_unlock(&b->lock);
+	rc = sim_tokens_return(&s->tokens, &b->pool, r, n, &bad, collect_page, &f);
 	uint64_t gone = before - s->tokens.held;
 	pthread_mutex_unlock(&s->lock);
 	STAT_ADD(tokens_returned, gone);
 	STAT_SUB(tokens_held, gone);
 	if (f.n) {
-		struct sim_lane *l = b->on_gpu ? sim_lane_get(b->ctx) : NULL;
-		if ((b->on_gpu && !l) || sim_bounce_poison(b, l, f.page, f.n))
-			sim_say("tcpxsim: poisoning %zu returned pages failed", f.n);
-		sim_lane_put(l);
+		if (sim_cfg.poison) {
+			struct sim_lane *l = b->on_gpu ? sim_lane_get(b->ctx) : NULL;
+			if ((b->on_gpu && !l) || sim_bounce_poison(b, l, f.page, f.n))
+				sim_say("tcpxsim: poisoning %zu returned pages failed", f.n);
+			sim_lane_put(l);
+		}
 		pthread_mutex_lock(&b->lock);
 		for (size_t i = 0; i < f.n; i++)
 			sim_pool_free(&b->pool, f.page[i]);
 		pthread_mutex_unlock(&b->lock);
 	}
-	free(f.page);
+	if (f.page != stack)
+		free(f.page);
 	if (rc)
 		rc = sim_violation(EINVAL, "SO_DEVMEM_DONTNEED on fd %d: token %u is not held by this "
 				       "socket (never given, returned already, or named twice)",

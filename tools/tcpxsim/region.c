@@ -8,11 +8,11 @@
 #include "real.h"
 
 /* `lock` guards the list: nothing on the data path but a devmem send's
- * look-up. */
+ * look-up, which only reads it (so sends of many sockets look up at once). */
 static struct {
-	pthread_mutex_t lock;
+	pthread_rwlock_t lock;
 	struct region *list;
-} G = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} G = {.lock = PTHREAD_RWLOCK_INITIALIZER};
 
 /* Called with G.lock held. */
 static struct region *region_find(int fd)
@@ -42,34 +42,34 @@ static int region_add(int pages, uint64_t base, size_t size)
 
 int sim_region_dmabuf(uint64_t base, size_t size)
 {
-	pthread_mutex_lock(&G.lock);
+	pthread_rwlock_wrlock(&G.lock);
 	int fd = region_add(0, base, size);
-	pthread_mutex_unlock(&G.lock);
+	pthread_rwlock_unlock(&G.lock);
 	return fd;
 }
 
 int sim_region_create_pages(int fd)
 {
-	pthread_mutex_lock(&G.lock);
+	pthread_rwlock_wrlock(&G.lock);
 	struct region *r = region_find(fd);
 	int rc = r && !r->pages ? region_add(1, r->base, r->size) : -2;
-	pthread_mutex_unlock(&G.lock);
+	pthread_rwlock_unlock(&G.lock);
 	return rc;
 }
 
 int sim_region_find(int fd, struct region *out)
 {
-	pthread_mutex_lock(&G.lock);
+	pthread_rwlock_rdlock(&G.lock);
 	struct region *r = region_find(fd);
 	if (r)
 		*out = *r;
-	pthread_mutex_unlock(&G.lock);
+	pthread_rwlock_unlock(&G.lock);
 	return r ? 0 : -1;
 }
 
 void sim_region_forget(int fd)
 {
-	pthread_mutex_lock(&G.lock);
+	pthread_rwlock_wrlock(&G.lock);
 	for (struct region **p = &G.list; *p; p = &(*p)->next)
 		if ((*p)->fd == fd) {
 			struct region *r = *p;
@@ -77,5 +77,5 @@ void sim_region_forget(int fd)
 			free(r);
 			break;
 		}
-	pthread_mutex_unlock(&G.lock);
+	pthread_rwlock_unlock(&G.lock);
 }

@@ -115,11 +115,9 @@ ssize_t sim_devmem_send(int fd, const struct msghdr *m, const struct cmsghdr *c,
 	size_t pieces = (len + SEND_PIECE - 1) / SEND_PIECE, queued = 0, sent = 0;
 	ssize_t k = 0;
 	int err = 0;
-	for (; queued < pieces; queued++) {
-		size_t at = queued * SEND_PIECE, n = len - at < SEND_PIECE ? len - at : SEND_PIECE;
-		if (sim_mem_read(l, l->buf + at, src + at, n, (int)queued))
-			break;
-	}
+	queued = sim_mem_reads(l, l->buf, src, len, SEND_PIECE);
+	if (queued > pieces)
+		queued = pieces;
 	for (size_t i = 0; i < queued; i++) {
 		size_t at = i * SEND_PIECE, n = len - at < SEND_PIECE ? len - at : SEND_PIECE;
 		if (sim_mem_wait(l, (int)i)) {

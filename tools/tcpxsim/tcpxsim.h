@@ -26,9 +26,11 @@ struct tcpxsim_stats {
 void tcpxsim_stats_get(struct tcpxsim_stats *out);
 
 /* For the simulator's own tests: `fn` runs inside every devmem receive
- * after its first socket read, before its copies (what 0), and inside
- * every devmem send between its first GPU read and its socket write (what
- * 1), holding what the data path holds there; NULL removes it. */
+ * after its first socket read, before its copies (what 0), inside every
+ * devmem send between its first GPU read and its socket write (what 1),
+ * and inside every devmem receive's hand-out of its fragments, after the
+ * first (what 2: the socket's locks held, the page pool's not), holding
+ * what the data path holds there; NULL removes it. */
 void tcpxsim_set_test_hook(void (*fn)(int fd, int what));
 
 #endif
