@@ -477,12 +477,14 @@ static size_t gpu_reads(struct sim_lane *l, uint8_t *dst, uint64_t src, size_t l
 		if (r == CUDA_SUCCESS)
 			n++;
 	}
-	if (n && locked && cu.stream_sync(l->stream) != CUDA_SUCCESS)
-		n = 0, r = CUDA_ERROR_UNKNOWN;
+	const char *what = "cuMemcpyDtoHAsync";
+	CUresult rs;
+	if (n && locked && (rs = cu.stream_sync(l->stream)) != CUDA_SUCCESS)
+		n = 0, r = rs, what = "cuStreamSynchronize";
 	if (locked)
 		pthread_mutex_unlock(l->copy_lock);
 	if (r != CUDA_SUCCESS)
-		cu_failed("cuMemcpyDtoHAsync", r);
+		cu_failed(what, r);
 	without_ctx();
 	return n;
 }
