@@ -628,41 +628,90 @@ static void *held_receiver(void *arg)
 	return NULL;
 }
 
-static void run_parallel(void)
-{
-	struct bounce_map b = import_bounce();
+/* Two steered socket pairs on one bounce buffer, and their buffers. */
+struct two_pairs {
+	struct bounce_map b;
 	int snd1, rcv1, snd2, rcv2;
-	const size_t len = 256u << 10;
-	uint8_t *src1 = malloc(len), *src2 = malloc(len), *dst1 = malloc(len), *dst2 = malloc(len);
-	struct got *g1 = calloc(1, sizeof(*g1)), *g2 = calloc(1, sizeof(*g2));
-	fill_random(src1, len, 11);
-	fill_random(src2, len, 12);
-	steered_pair(&snd1, &rcv1);
-	steered_pair(&snd2, &rcv2);
+	size_t len;
+	uint8_t *src1, *src2, *dst1, *dst2;
+	struct got *g1, *g2;
+	struct held_recv h;
+	pthread_t t;
+};
+
+/* Pair 1's receive goes in on a thread of its own and stays inside, at
+ * test hook point `what`, until release_first. */
+static void hold_first(struct two_pairs *p, int what, unsigned seed)
+{
+	char c;
+
+	p->b = import_bounce();
+	p->len = 256u << 10;
+	p->src1 = malloc(p->len);
+	p->src2 = malloc(p->len);
+	p->dst1 = malloc(p->len);
+	p->dst2 = malloc(p->len);
+	p->g1 = calloc(1, sizeof(*p->g1));
+	p->g2 = calloc(1, sizeof(*p->g2));
+	fill_random(p->src1, p->len, seed);
+	fill_random(p->src2, p->len, seed + 1);
+	steered_pair(&p->snd1, &p->rcv1);
+	steered_pair(&p->snd2, &p->rcv2);
 	assert_int_equal(pipe(hold.entered), 0);
 	assert_int_equal(pipe(hold.release), 0);
-	hold.fd = rcv1;
+	hold.fd = p->rcv1;
+	hold.what = what;
+	hold.held = 0;
 	tcpxsim_set_test_hook(hold_hook);
 
-	/* Socket 1's receive goes in and stays inside. */
-	assert_int_equal(send(snd1, src1, len, 0), (ssize_t)len);
-	assert_true(wait_readable(rcv1));
-	struct held_recv h = {rcv1, &b, dst1, len, g1, 0};
-	pthread_t t;
-	char c;
-	assert_int_equal(pthread_create(&t, NULL, held_receiver, &h), 0);
+	assert_int_equal(send(p->snd1, p->src1, p->len, 0), (ssize_t)p->len);
+	assert_true(wait_readable(p->rcv1));
+	p->h = (struct held_recv){p->rcv1, &p->b, p->dst1, p->len, p->g1, 0};
+	assert_int_equal(pthread_create(&p->t, NULL, held_receiver, &p->h), 0);
 	assert_int_equal(read(hold.entered[0], &c, 1), 1);
+}
+
+/* Pair 1's receive is still inside (it has not returned); let it go: it
+ * completes with its own bytes, then the rest follow, every token back. */
+static void release_first(struct two_pairs *p)
+{
+	assert_int_equal(p->h.first, 0);
+	assert_int_equal(write(hold.release[1], "", 1), 1);
+	assert_int_equal(pthread_join(p->t, NULL), 0);
+	tcpxsim_set_test_hook(NULL);
+	assert_true(p->h.first > 0);
+	receive_all(p->rcv1, &p->b, p->dst1, p->len, p->g1, 0);
+	assert_memory_equal(p->dst1, p->src1, p->len);
+	assert_int_equal(return_tokens(p->rcv1, p->g1->tokens, p->g1->ntokens), 0);
+	assert_int_equal(stats().tokens_held, 0);
+	close(p->snd1);
+	close(p->rcv1);
+	close(p->snd2);
+	close(p->rcv2);
+	free(p->src1);
+	free(p->src2);
+	free(p->dst1);
+	free(p->dst2);
+	free(p->g1);
+	free(p->g2);
+}
+
+static void run_parallel(void)
+{
+	struct two_pairs p;
+
+	hold_first(&p, 0, 11);
 
 	/* Meanwhile socket 2: receives (same pool), token returns, and a
 	 * devmem send, all complete. */
 	uint64_t recvs = stats().devmem_recvs;
-	assert_int_equal(send(snd2, src2, len, 0), (ssize_t)len);
-	receive_all(rcv2, &b, dst2, len, g2, 1);
-	assert_memory_equal(dst2, src2, len);
+	assert_int_equal(send(p.snd2, p.src2, p.len, 0), (ssize_t)p.len);
+	receive_all(p.rcv2, &p.b, p.dst2, p.len, p.g2, 1);
+	assert_memory_equal(p.dst2, p.src2, p.len);
 	assert_true(stats().devmem_recvs > recvs);
 	{
 		int dmabuf = -1;
-		assert_int_equal(cuMemGetHandleForAddressRange(&dmabuf, (uintptr_t)src2, len, 1, 0), 0);
+		assert_int_equal(cuMemGetHandleForAddressRange(&dmabuf, (uintptr_t)p.src2, p.len, 1, 0), 0);
 		struct devmem_create_pages info = {.dma_buf_fd = dmabuf};
 		int pages = ioctl(dmabuf, DEVMEM_DMA_BUF_CREATE_PAGES, &info);
 		assert_true(pages >= 0);
@@ -677,35 +726,14 @@ static void run_parallel(void)
 		cm->cmsg_type = DEVMEM_SCM_OFFSET;
 		cm->cmsg_len = CMSG_LEN(sizeof(v2));
 		memcpy(CMSG_DATA(cm), v2, sizeof(v2));
-		assert_int_equal(sendmsg(snd2, &m, MSG_DONTWAIT), (ssize_t)sizeof(unused));
-		memset(g2, 0, sizeof(*g2));
-		receive_all(rcv2, &b, dst2, sizeof(unused), g2, 1);
-		assert_memory_equal(dst2, src2, sizeof(unused));
+		assert_int_equal(sendmsg(p.snd2, &m, MSG_DONTWAIT), (ssize_t)sizeof(unused));
+		memset(p.g2, 0, sizeof(*p.g2));
+		receive_all(p.rcv2, &p.b, p.dst2, sizeof(unused), p.g2, 1);
+		assert_memory_equal(p.dst2, p.src2, sizeof(unused));
 		close(pages);
 		close(dmabuf);
 	}
-	/* Still inside: it has not returned. */
-	assert_int_equal(h.first, 0);
-
-	/* Let it go: it completes with its own bytes, then the rest follow. */
-	assert_int_equal(write(hold.release[1], "", 1), 1);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	tcpxsim_set_test_hook(NULL);
-	assert_true(h.first > 0);
-	receive_all(rcv1, &b, dst1, len, g1, 0);
-	assert_memory_equal(dst1, src1, len);
-	assert_int_equal(return_tokens(rcv1, g1->tokens, g1->ntokens), 0);
-	assert_int_equal(stats().tokens_held, 0);
-	close(snd1);
-	close(rcv1);
-	close(snd2);
-	close(rcv2);
-	free(src1);
-	free(src2);
-	free(dst1);
-	free(dst2);
-	free(g1);
-	free(g2);
+	release_first(&p);
 }
 
 /* Two sockets' page-pool work at once: socket 1's receive is held in the
@@ -718,62 +746,23 @@ static void run_parallel(void)
  * never return (the test's timeout fails it). */
 static void run_pool(void)
 {
-	struct bounce_map b = import_bounce();
-	int snd1, rcv1, snd2, rcv2;
-	const size_t len = 256u << 10;
-	uint8_t *src1 = malloc(len), *src2 = malloc(len), *dst1 = malloc(len), *dst2 = malloc(len);
-	struct got *g1 = calloc(1, sizeof(*g1)), *g2 = calloc(1, sizeof(*g2));
-	fill_random(src1, len, 21);
-	fill_random(src2, len, 22);
-	steered_pair(&snd1, &rcv1);
-	steered_pair(&snd2, &rcv2);
-	assert_int_equal(pipe(hold.entered), 0);
-	assert_int_equal(pipe(hold.release), 0);
-	hold.fd = rcv1;
-	hold.what = 2;
-	hold.held = 0;
-	tcpxsim_set_test_hook(hold_hook);
+	struct two_pairs p;
 
-	assert_int_equal(send(snd1, src1, len, 0), (ssize_t)len);
-	assert_true(wait_readable(rcv1));
-	struct held_recv h = {rcv1, &b, dst1, len, g1, 0};
-	pthread_t t;
-	char c;
-	assert_int_equal(pthread_create(&t, NULL, held_receiver, &h), 0);
-	assert_int_equal(read(hold.entered[0], &c, 1), 1);
+	hold_first(&p, 2, 21);
 
 	/* Socket 2, same pool: receives, returns every token, twice over. */
 	struct tcpxsim_stats before = stats();
-	assert_int_equal(send(snd2, src2, len, 0), (ssize_t)len);
-	receive_all(rcv2, &b, dst2, len, g2, 1);
-	assert_memory_equal(dst2, src2, len);
-	memset(g2, 0, sizeof(*g2));
-	assert_int_equal(send(snd2, src1, len, 0), (ssize_t)len);
-	receive_all(rcv2, &b, dst2, len, g2, 1);
-	assert_memory_equal(dst2, src1, len);
+	assert_int_equal(send(p.snd2, p.src2, p.len, 0), (ssize_t)p.len);
+	receive_all(p.rcv2, &p.b, p.dst2, p.len, p.g2, 1);
+	assert_memory_equal(p.dst2, p.src2, p.len);
+	memset(p.g2, 0, sizeof(*p.g2));
+	assert_int_equal(send(p.snd2, p.src1, p.len, 0), (ssize_t)p.len);
+	receive_all(p.rcv2, &p.b, p.dst2, p.len, p.g2, 1);
+	assert_memory_equal(p.dst2, p.src1, p.len);
 	struct tcpxsim_stats after = stats();
 	assert_true(after.devmem_recvs > before.devmem_recvs);
-	assert_true(after.tokens_returned >= before.tokens_returned + 2 * len / DEVMEM_PAGE);
-	assert_int_equal(h.first, 0); /* socket 1's receive is still inside */
-
-	assert_int_equal(write(hold.release[1], "", 1), 1);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	tcpxsim_set_test_hook(NULL);
-	assert_true(h.first > 0);
-	receive_all(rcv1, &b, dst1, len, g1, 0);
-	assert_memory_equal(dst1, src1, len);
-	assert_int_equal(return_tokens(rcv1, g1->tokens, g1->ntokens), 0);
-	assert_int_equal(stats().tokens_held, 0);
-	close(snd1);
-	close(rcv1);
-	close(snd2);
-	close(rcv2);
-	free(src1);
-	free(src2);
-	free(dst1);
-	free(dst2);
-	free(g1);
-	free(g2);
+	assert_true(after.tokens_returned >= before.tokens_returned + 2 * p.len / DEVMEM_PAGE);
+	release_first(&p);
 }
 
 static const char *scenario;
