@@ -56,7 +56,7 @@ static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 #define TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAGS 16
 #define TP_CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE 3
 
-static void *drv_fn(const char *name)
+void *tp__dev_drv_fn(const char *name)
 {
 	enum cudaDriverEntryPointQueryResult q;
 	void *fn = NULL;
@@ -72,11 +72,11 @@ static void *drv_fn(const char *name)
 
 static void drv_resolve(void)
 {
-	ctx_get = (ctx_get_fn)drv_fn("cuCtxGetCurrent");
-	ctx_set = (ctx_set_fn)drv_fn("cuCtxSetCurrent");
-	ptr_attr = (ptr_attr_fn)drv_fn("cuPointerGetAttribute");
-	mem_retain = (mem_retain_fn)drv_fn("cuMemRetainAllocationHandle");
-	mem_release = (mem_release_fn)drv_fn("cuMemRelease");
+	ctx_get = (ctx_get_fn)tp__dev_drv_fn("cuCtxGetCurrent");
+	ctx_set = (ctx_set_fn)tp__dev_drv_fn("cuCtxSetCurrent");
+	ptr_attr = (ptr_attr_fn)tp__dev_drv_fn("cuPointerGetAttribute");
+	mem_retain = (mem_retain_fn)tp__dev_drv_fn("cuMemRetainAllocationHandle");
+	mem_release = (mem_release_fn)tp__dev_drv_fn("cuMemRelease");
 }
 
 void *tp__dev_ctx_save(void)

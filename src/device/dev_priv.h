@@ -38,6 +38,10 @@ struct tp_dev_event {
 	cudaEvent_t ev;
 };
 
+/* A CUDA driver call through cudart (nothing links libcuda), NULL when
+ * the driver lacks it (cuda.c). */
+void *tp__dev_drv_fn(const char *name);
+
 /* 0 for cudaSuccess; else clears the sticky error state, records "call:
  * cudaGetErrorString(err)" as the detail and returns TCPX_P2P_ECUDA. */
 int tp__dev_cuda_check(cudaError_t err, const char *call);

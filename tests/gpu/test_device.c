@@ -64,21 +64,6 @@ static void test_ptr_kinds(void)
 	free(m);
 }
 
-/* A driver call through cudart (the test links no libcuda). */
-static void *drv(const char *name)
-{
-	enum cudaDriverEntryPointQueryResult q;
-	void *fn = NULL;
-
-	if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) !=
-		    cudaSuccess ||
-	    q != cudaDriverEntryPointSuccess) {
-		(void)cudaGetLastError();
-		return NULL;
-	}
-	return fn;
-}
-
 /* Which bounce buffers the library reaches through the GPU (issue #28):
  * device memory and, as TCPX imports its RxDM's buffer, host memory from
  * cuMemCreate (on the GPU's NUMA node, exported as a POSIX fd, what the
@@ -89,18 +74,18 @@ static void *drv(const char *name)
 static void test_ptr_via_gpu(void)
 {
 	CUresult (*gran)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) =
-		drv("cuMemGetAllocationGranularity");
+		tp__dev_drv_fn("cuMemGetAllocationGranularity");
 	CUresult (*create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-			   unsigned long long) = drv("cuMemCreate");
+			   unsigned long long) = tp__dev_drv_fn("cuMemCreate");
 	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
-		drv("cuMemAddressReserve");
+		tp__dev_drv_fn("cuMemAddressReserve");
 	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-			unsigned long long) = drv("cuMemMap");
+			unsigned long long) = tp__dev_drv_fn("cuMemMap");
 	CUresult (*access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t) =
-		drv("cuMemSetAccess");
-	CUresult (*unmap)(CUdeviceptr, size_t) = drv("cuMemUnmap");
-	CUresult (*release)(CUmemGenericAllocationHandle) = drv("cuMemRelease");
-	CUresult (*addr_free)(CUdeviceptr, size_t) = drv("cuMemAddressFree");
+		tp__dev_drv_fn("cuMemSetAccess");
+	CUresult (*unmap)(CUdeviceptr, size_t) = tp__dev_drv_fn("cuMemUnmap");
+	CUresult (*release)(CUmemGenericAllocationHandle) = tp__dev_drv_fn("cuMemRelease");
+	CUresult (*addr_free)(CUdeviceptr, size_t) = tp__dev_drv_fn("cuMemAddressFree");
 	void *d = NULL, *h = NULL, *m = malloc(64);
 	int via = -1, numa = -1, dev = 0;
 	struct cudaPointerAttributes a;
