@@ -203,7 +203,7 @@ static int gpu_lane_init(struct sim_lane *l)
 static void cu_failed(const char *what, CUresult r);
 static int gpu_batch(struct sim_lane *l, size_t first, size_t n);
 
-/* TCPXSIM_COPY_LOCK=1 (the default): the
+/* TCPXSIM_COPY_LOCK=1 (the default with a GPU bounce buffer): the
  * simulator's GPU copies run one at a time per context (device), each
  * waited for before the next starts, as they did under the old
  * process-wide lock (the suite's 23/23, one GPU); only the copies: socket
@@ -211,12 +211,11 @@ static int gpu_batch(struct sim_lane *l, size_t first, size_t n);
  * socket.  0: every lane copies at once (batched copies still issued one
  * at a time), what the ceiling wants and what, with 8 or more sockets of a
  * GPU bounce buffer, failed on an H200 on 2026-11-27 (docs/perf/log.md).
- * With TCPXSIM_BOUNCE=hostmap, 0 is the setting to measure next:
- * receives and poisoning do no GPU copy at all there, and the sends'
- * reads (one cuMemcpyDtoHAsync per piece on a lane's own stream) are not
- * what failed; under one process-wide lock they were what every socket of
- * every GPU waited for (the ~10 GB/s plateau of 8 and 32 sockets, on one
- * GPU or four).  It stays 1 until a GPU run shows 0 safe there. */
+ * With TCPXSIM_BOUNCE=hostmap, 0 is the default: receives and poisoning
+ * do no GPU copy there, the sends' reads (one cuMemcpyDtoHAsync per piece
+ * on a lane's own stream) are all that is left, and on a 4xH200 host on
+ * 2026-11-27 the plugin suite passed 25/25 with them unlocked while one
+ * GPU's ceiling with 8 sockets rose from 13.7 to 18.6 GB/s. */
 static struct {
 	pthread_mutex_t lock; /* adds to the table */
 	int n;
@@ -258,14 +257,7 @@ static int env_on(const char *name, int *cache)
 
 static int copy_locked(void)
 {
-	static int locked = -1;
-	int v = __atomic_load_n(&locked, __ATOMIC_RELAXED);
-	if (v < 0) {
-		const char *e = getenv("TCPXSIM_COPY_LOCK");
-		v = !(e && !strcmp(e, "0"));
-		__atomic_store_n(&locked, v, __ATOMIC_RELAXED);
-	}
-	return v;
+	return sim_cfg.copy_lock;
 }
 
 static int gpu_stream_sync(struct sim_lane *l)

@@ -87,8 +87,9 @@ __attribute__((constructor)) static void tcpxsim_init(void)
 		       sizeof(err)))
 		sim_say("tcpxsim: RxDM not started: %s", err);
 	else if (sim_cfg.verbose)
-		sim_say("tcpxsim: RxDM at %s for %d GPU(s), first %s; bounce in %s memory", I.prefix,
-			sim_cfg.ngpus, sim_cfg.gpus[0], sim_bounce_mode_name(sim_cfg.bounce_mode));
+		sim_say("tcpxsim: RxDM at %s for %d GPU(s), first %s; bounce in %s memory; copy "
+			"lock %s", I.prefix, sim_cfg.ngpus, sim_cfg.gpus[0],
+			sim_bounce_mode_name(sim_cfg.bounce_mode), sim_cfg.copy_lock ? "on" : "off");
 }
 
 __attribute__((destructor)) static void tcpxsim_fini(void)

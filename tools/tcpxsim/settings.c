@@ -82,6 +82,9 @@ void sim_settings_read(void)
 		c->on_gpu = access("/proc/driver/nvidia/gpus", F_OK) == 0;
 	c->bounce_mode = !c->on_gpu ? SIM_BOUNCE_HOST : v && !strcmp(v, "hostmap")
 							     ? SIM_BOUNCE_HOSTMAP : SIM_BOUNCE_GPU;
+	/* Off by default with hostmap, where the only copies are the sends' reads
+	 * of GPU memory: bounce.c says why it stays on with a GPU buffer. */
+	c->copy_lock = (int)env_num("TCPXSIM_COPY_LOCK", c->bounce_mode != SIM_BOUNCE_HOSTMAP, 0, 1);
 }
 
 const char *sim_bounce_mode_name(enum sim_bounce_mode m)

@@ -23,6 +23,7 @@ struct sim_settings {
 	uint64_t tx_delay_ns;
 	int on_gpu;              /* senders' registered memory is GPU memory */
 	enum sim_bounce_mode bounce_mode;
+	int copy_lock;           /* TCPXSIM_COPY_LOCK; 1 with a GPU bounce buffer, 0 with hostmap */
 	int verbose;             /* TCPXSIM_LOG */
 	int backtrace;
 	char gpus[SIM_MAX_GPUS][32]; /* the PCI addresses served, first the default */
