@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The library's own instructions per chunk (issue #11 item 5; method in
-# docs/performance.md "Library cost per chunk").  bench/chunk_cost moves T
+# The library's own instructions per chunk (method in docs/performance.md
+# "Library cost per chunk").  bench/chunk_cost moves T
 # transfers of C chunks between two sessions of one process over MemNet, an
 # in-process plugin that does next to nothing, and runs under callgrind twice,
 # with T1 and T2 transfers: the self instructions of libtcpx_p2p.so (not libc,

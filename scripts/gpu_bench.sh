@@ -32,8 +32,8 @@ for ch in 4 8; do
 	run "$perf" loopback --mem cuda --gpu "$gpus" --channels "$ch" --size 256M -n 10 -w 2 -q
 done
 # TCPX's progress model (strict, the default) against the lenient one, in
-# the same run: the library must keep the plugin fed (issue #7's target:
-# strict >= 0.9x eager).
+# the same run: the library must keep the plugin fed (target: strict >=
+# 0.9x eager).
 for rep in 1 2 3; do
 	for mode in strict eager; do
 		for ch in 2 4; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #11's table in one command: raw loopback TCP (tcp_probe), host
+# The ratio table in one command: raw loopback TCP (tcp_probe), host
 # memory and CUDA memory over the emulator (tcpx_perf loopback) at the same
 # sockets (2 per channel), one line per channel count.
 # Usage: BUILD=build-gpu scripts/ratio_table.sh [size (256M)] [channels (1 2 4 8)]
