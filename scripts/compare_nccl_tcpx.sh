@@ -12,7 +12,9 @@
 # A = B runs the library only: NCCL needs two GPUs), --channels N (default
 # 8), --socks NSxNT (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS, default
 # 4x1: NCCL's tuning for A3), --sizes MIN:MAX (default 1M:256M, factor 2),
-# --iters N (default 5), --warmup N (default 1), --no-ceiling.
+# --iters N (default 5), --warmup N (default 5: the sweep's first size runs
+# just after the connections are made, and with 1 warm-up transfer the
+# library's 256 KiB came out at a fifth of its rate alone), --no-ceiling.
 # Needs python3, tcpx_perf, nccl_pair (CUDA and NCCL) and libtcpxsim.so.
 # Exit status: 0, 1 on a failed run, 2 usage, 77 no usable GPU.
 set -euo pipefail
@@ -25,7 +27,7 @@ channels=8
 socks=4x1
 sizes=1M:256M
 iters=5
-warmup=1
+warmup=5
 ceiling=1
 
 die() { echo "compare_nccl_tcpx: $1" >&2; exit "${2:-1}"; }
