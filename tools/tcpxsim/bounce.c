@@ -255,11 +255,6 @@ static int env_on(const char *name, int *cache)
 	return v;
 }
 
-static int copy_locked(void)
-{
-	return sim_cfg.copy_lock;
-}
-
 static int gpu_stream_sync(struct sim_lane *l)
 {
 	CUresult r = cu.stream_sync(l->stream);
@@ -275,7 +270,7 @@ static int gpu_lane_sync(struct sim_lane *l)
 	int rc;
 	if (with_ctx(l->ctx))
 		return -EIO;
-	if (copy_locked() && l->pend_n) {
+	if (sim_cfg.copy_lock && l->pend_n) {
 		pthread_mutex_lock(l->copy_lock);
 		rc = gpu_batch(l, l->pend_first, l->pend_n);
 		rc = gpu_stream_sync(l) ? -EIO : rc;
@@ -351,7 +346,7 @@ static int gpu_write_frags(struct sim_bounce *b, struct sim_lane *l, const uint8
 		l->src[i] = (uint64_t)(uintptr_t)(src + off);
 		l->len[i] = l->lens[i];
 	}
-	if (copy_locked()) { /* issued at sim_lane_sync, under the copy lock */
+	if (sim_cfg.copy_lock) { /* issued at sim_lane_sync, under the copy lock */
 		if (!l->pend_n)
 			l->pend_first = first;
 		l->pend_n = first + n - l->pend_first;
@@ -389,7 +384,7 @@ static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 			l->src[i] = (uint64_t)(uintptr_t)poison_src;
 			l->len[i] = DEVMEM_PAGE;
 		}
-		if (copy_locked())
+		if (sim_cfg.copy_lock)
 			pthread_mutex_lock(l->copy_lock);
 		if (poison_src) {
 			rc = gpu_batch(l, 0, k);
@@ -403,7 +398,7 @@ static int gpu_poison(struct sim_bounce *b, struct sim_lane *l, const uint32_t *
 			rc = gpu_stream_sync(l);
 			without_ctx();
 		}
-		if (copy_locked())
+		if (sim_cfg.copy_lock)
 			pthread_mutex_unlock(l->copy_lock);
 		if (rc)
 			return rc;
@@ -457,7 +452,7 @@ static size_t gpu_reads(struct sim_lane *l, uint8_t *dst, uint64_t src, size_t l
 	size_t n = 0;
 	if (with_ctx(l->ctx))
 		return 0;
-	int locked = copy_locked();
+	int locked = sim_cfg.copy_lock;
 	if (locked) /* done before the next copy of this context starts */
 		pthread_mutex_lock(l->copy_lock);
 	CUresult r = CUDA_SUCCESS;
