@@ -7,8 +7,10 @@ Every case runs real transfers (or the real failure path) and checks bytes
 through --verify, exit codes and the JSON records.  Exit status: 0 pass,
 1 fail, 77 skip.  TCPX_P2P_PLUGIN must name the emulator plugin.
 """
+import fcntl
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -88,30 +90,40 @@ def check_records(recs, sizes, iters, **cfg):
                   % (k, r["config"].get(k), v))
 
 
+PORT_DIR = os.path.join(tempfile.gettempdir(), "tcpx_p2p-test-ports")
+_port_claims = []  # lock files held open until this process exits
+
+
 def free_port(count=1):
-    """A port P with P .. P + count - 1 all bindable now (multi-pair runs
-    listen on port + k).  The probe binds without SO_REUSEADDR, so a port
-    that another connection's TIME_WAIT entry still holds (they pile up
-    in a busy parallel ctest run and block even SO_REUSEADDR listeners) is
-    skipped too."""
+    """A port P of 127.0.0.1 with P .. P + count - 1 free now (multi-pair
+    runs listen on port + k) and picked by no other test while this one
+    runs.  A port the kernel hands out (bind to 0) is not enough: it comes
+    from the ephemeral range, where any test's outgoing connection may take
+    it between the probe and the listen.  So the ports come from below that
+    range, each claimed with flock on a file under PORT_DIR (the shell
+    tests' tp_free_port uses the same files).  The probe binds without
+    SO_REUSEADDR, so a port that a TIME_WAIT entry still holds is skipped."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        lo, hi = (int(v) for v in f.read().split())
+    first, last = (10000, lo - 1) if lo > 12000 else (hi + 1, 65535)
+    os.makedirs(PORT_DIR, exist_ok=True)
+    rng = random.SystemRandom()
     for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count - 1 > 65535:
-            continue
-        held = []
+        base = rng.randint(first, last - count + 1)
+        claims = []
         try:
             for k in range(count):
-                t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                held.append(t)
-                t.bind(("127.0.0.1", base + k))
-            return base
+                f = open(os.path.join(PORT_DIR, str(base + k)), "a")
+                claims.append(f)
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+                    t.bind(("127.0.0.1", base + k))
         except OSError:
+            for f in claims:
+                f.close()
             continue
-        finally:
-            for t in held:
-                t.close()
+        _port_claims.extend(claims)
+        return base
     raise Fail("no %d consecutive free ports on 127.0.0.1" % count)
 
 

@@ -13,7 +13,7 @@ tp_setup "${1:-}"
 bad=${2:-client}
 mode=${3:-garbage}
 tmo=3000
-port=$(tp_free_port)
+tp_free_port port
 args=(-p "$port" -s 4K -n 2 -w 0 --verify --timeout "$tmo")
 
 # What tcpx_perf must say for each misbehaviour (the library's EPROTO/ETIMEDOUT

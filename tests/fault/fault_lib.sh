@@ -47,12 +47,36 @@ tp_cleanup() {
 	rm -rf "$tmp"
 }
 
-# A TCP port free on 127.0.0.1 right now.
+# tp_free_port VAR: set VAR to a TCP port of 127.0.0.1 that nothing holds
+# and that no other test on this machine picks while this script runs.  A
+# port the kernel hands out itself (bind to 0) is not enough: it comes from
+# the ephemeral range, so any test's outgoing connection may take it between
+# the probe and the listen.  The port comes from below that range instead,
+# and is claimed with flock(1) on a file under $tp_port_dir, held on a file
+# descriptor of this shell (and inherited by what it spawns) until it exits.
+tp_port_dir=${TMPDIR:-/tmp}/tcpx_p2p-test-ports
 tp_free_port() {
-	python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
+	local -n tp_out=$1
+	local lo hi base span p fd
+
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range || lo=32768 hi=60999
+	if [ "$lo" -gt 12000 ]; then
+		base=10000 span=$((lo - 10000))
+	else
+		base=$((hi + 1)) span=$((65535 - hi))
+	fi
+	mkdir -p "$tp_port_dir" || tp_fail "cannot make $tp_port_dir"
+	for _ in $(seq 200); do
+		p=$((base + (RANDOM * 32768 + RANDOM) % span))
+		exec {fd}>>"$tp_port_dir/$p" || continue
+		if flock -n "$fd" && python3 -c 'import socket, sys
+socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$p" 2>/dev/null; then
+			tp_out=$p
+			return 0
+		fi
+		exec {fd}>&-
+	done
+	tp_fail "no free TCP port on 127.0.0.1"
 }
 
 # tp_spawn NAME LIMIT_S [PREFIX...] -- CMD...: run CMD in the background under
@@ -181,7 +205,7 @@ tp_expect_success() {
 tp_start_pair() {
 	local tmo=$1 port args
 
-	port=$(tp_free_port)
+	tp_free_port port
 	args=(-p "$port" -s 16M -n 1000000 -w 1 --verify --timeout "$tmo")
 	tp_spawn server 120 -- "$perf" server --bind 127.0.0.1 "${args[@]}"
 	tp_spawn client 120 -- "$perf" client --host 127.0.0.1 "${args[@]}"
