@@ -17,7 +17,9 @@ static void usage(FILE *f)
 "  1 = client from OMPI_COMM_WORLD_RANK, SLURM_PROCID or PMI_RANK.\n"
 "  -H, --host ADDR        peer to dial (client/auto; env TCPX_P2P_PEER)\n"
 "      --bind ADDR        address to listen on (server; default all)\n"
-"  -p, --port N           rendezvous TCP port (default 18515)\n"
+"  -p, --port N           rendezvous TCP port (default 18515); 0: a server of one\n"
+"                         pair listens on any free port and prints it on stderr\n"
+"                         (\"tcpx_perf: listening on port P\"), for the client's -p\n"
 BENCH_SWEEP_USAGE
 "                         (env TCPX_P2P_PERF_SIZE, TCPX_P2P_PERF_ITERS)\n"
 "      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
@@ -186,7 +188,7 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case 'H': o->host = arg; break;
 	case O_BIND: o->bind = arg; break;
 	case 'p':
-		if (bench_parse_int(arg, 1, 65535, &v))
+		if (bench_parse_int(arg, 0, 65535, &v))
 			return bad("--port", arg);
 		o->port = (uint16_t)v;
 		break;
@@ -433,6 +435,14 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 					    bench_gpu_count() >= 2 ? 1 : o->gpu[0];
 	if (o->mode == PERF_CLIENT && !o->host) {
 		fprintf(stderr, "tcpx_perf client: give the server with --host or TCPX_P2P_PEER\n");
+		return -1;
+	}
+	/* Any port: only a server can take one, and only one pair's (a client
+	 * dials port + k); loopback picks its own. */
+	if (o->port == 0 && o->mode != PERF_LOOPBACK && (o->mode != PERF_SERVER || o->multi ||
+							 !strcmp(argv[optind], "auto"))) {
+		fprintf(stderr, "tcpx_perf: --port 0 (any free port) is for a server of one pair: "
+			"the client dials the port the server printed\n");
 		return -1;
 	}
 	return 0;

@@ -160,8 +160,18 @@ static int run_loopback(const struct perf_opts *o)
 	return lb.failed || !ready || lb.rc[0] || lb.rc[1] ? -1 : 0;
 }
 
+/* A server given --port 0 tells where it listens: the client needs it. */
+static void print_listening(void *arg, int pair, uint16_t port)
+{
+	(void)arg;
+	(void)pair;
+	fprintf(stderr, "tcpx_perf: listening on port %u\n", (unsigned)port);
+	fflush(stderr);
+}
+
 int main(int argc, char **argv)
 {
+	perf_listening_fn *listening;
 	struct perf_opts o;
 	int rc = perf_parse(argc, argv, &o);
 
@@ -184,12 +194,13 @@ int main(int argc, char **argv)
 		rc = run_loopback(&o);
 		break;
 	case PERF_SERVER:
+		listening = o.port ? NULL : print_listening;
 		if (o.kv.on)
-			rc = perf_kv_run(&o, 0, 1, NULL, NULL);
+			rc = perf_kv_run(&o, 0, 1, listening, NULL);
 		else if (o.multi)
 			rc = perf_run_pairs(&o, 0, 1, NULL, NULL);
 		else
-			rc = perf_run(&o, 0, 1, NULL, NULL);
+			rc = perf_run(&o, 0, 1, listening, NULL);
 		break;
 	default:
 		if (o.kv.on)

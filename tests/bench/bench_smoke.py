@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 
@@ -486,22 +487,44 @@ def peer_args():
             "--timeout", "20000"]
 
 
-def case_server_client(c):
-    for attempt in range(3):
-        port = str(free_port())
-        rcs, sj, cj = two_processes(
-            c, "sc", [c.perf, "server", "--bind", "127.0.0.1", "-p", port] + peer_args(),
-            [c.perf, "client", "-H", "127.0.0.1", "-p", port] + peer_args(),
-            clean_env(), clean_env())
-        if rcs == [0, 0]:
+def printed_port(proc, log, timeout=30):
+    """The port a `tcpx_perf server -p 0` printed in its log."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with open(log) as f:
+            m = re.search(r"^tcpx_perf: listening on port (\d+)$", f.read(), re.M)
+        if m:
+            return m.group(1)
+        if proc.poll() is not None:
             break
-        # Someone else may have taken the port between probe and listen.
-        with open(c.path("sc-server.log")) as f:
-            if "listen" not in f.read() or attempt == 2:
-                raise Fail("server/client exit statuses %s" % rcs)
+        time.sleep(0.05)
+    raise Fail("the server printed no port: %s" % open(log).read()[-2000:])
+
+
+def case_server_client(c):
+    # -p 0: the server takes any free port and prints it; the client dials it.
+    sj, cj = c.path("sc-server.json"), c.path("sc-client.json")
+    sl, cl = c.path("sc-server.log"), c.path("sc-client.log")
+    with open(sl, "w") as slog, open(cl, "w") as clog:
+        srv = start([c.perf, "server", "--bind", "127.0.0.1", "-p", "0", "--json", sj]
+                    + peer_args(), clean_env(), slog)
+        try:
+            port = printed_port(srv, sl)
+        except Fail:
+            srv.kill()
+            srv.wait()
+            raise
+        cli = start([c.perf, "client", "-H", "127.0.0.1", "-p", port, "--json", cj]
+                    + peer_args(), clean_env(), clog)
+        rcs = finish([srv, cli], [sl, cl])
+    check(rcs == [0, 0], "server -p 0 / client exit statuses %s" % rcs)
     sizes = sweep(256 << 10, 1 << 20, 2)
     check_records(load_json(sj), sizes, 3, role="server", verify=True)
     check_records(load_json(cj), sizes, 3, role="client", verify=True)
+    # Any port is a server's alone, of one pair.
+    for args in (["client", "-H", "127.0.0.1"], ["server", "--pairs", "2"]):
+        p = run([c.perf] + args + ["-p", "0", "-s", "4K"], expect=2)
+        check("--port 0" in p.stderr, "no reason for refusing -p 0: %s" % p.stderr)
 
 
 def case_auto(c):
