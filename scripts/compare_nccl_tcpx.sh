@@ -14,7 +14,11 @@
 # 4x1: NCCL's tuning for A3), --sizes MIN:MAX (default 1M:256M, factor 2),
 # --iters N (default 5), --warmup N (default 5: the sweep's first size runs
 # just after the connections are made, and with 1 warm-up transfer the
-# library's 256 KiB came out at a fifth of its rate alone), --no-ceiling.
+# library's 256 KiB came out at a fifth of its rate alone), --chunk N (the
+# library's bytes per plugin request, tcpx_perf --chunk; default its own:
+# the plugin's NCCL_DYNAMIC_CHUNK_SIZE, 512 KiB here), --nccl-chunk N
+# (NCCL_P2P_NET_CHUNKSIZE, NCCL's step over the network; default NCCL's own,
+# 128 KiB; Google's A3 guidance sets 512K), --no-ceiling.
 # Needs python3, tcpx_perf, nccl_pair (CUDA and NCCL) and libtcpxsim.so.
 # Exit status: 0, 1 on a failed run, 2 usage, 77 no usable GPU.
 set -euo pipefail
@@ -28,6 +32,8 @@ socks=4x1
 sizes=1M:256M
 iters=5
 warmup=5
+chunk=
+nccl_chunk=
 ceiling=1
 
 die() { echo "compare_nccl_tcpx: $1" >&2; exit "${2:-1}"; }
@@ -49,6 +55,8 @@ while (($#)); do
 	--sizes) sizes=${2:?}; shift 2 ;;
 	--iters) iters=${2:?}; shift 2 ;;
 	--warmup) warmup=${2:?}; shift 2 ;;
+	--chunk) chunk=${2:?}; shift 2 ;;
+	--nccl-chunk) nccl_chunk=${2:?}; shift 2 ;;
 	--no-ceiling) ceiling=0; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
@@ -59,6 +67,13 @@ done
 nsocks=${BASH_REMATCH[1]}
 nthreads=${BASH_REMATCH[2]}
 [[ $gpus =~ ^([0-9]+),([0-9]+)$ ]] || die "--gpu wants A,B" 2
+nccl_bytes=
+if [[ -n $nccl_chunk ]]; then
+	nccl_bytes=$(numfmt --from=iec "$nccl_chunk" 2>/dev/null) ||
+		die "--nccl-chunk wants a size, e.g. 128K" 2
+fi
+tcpx_chunk=()
+[[ -z $chunk ]] || tcpx_chunk=(--chunk "$chunk")
 ga=${BASH_REMATCH[1]}
 gb=${BASH_REMATCH[2]}
 build=$(cd "$build" && pwd) || die "no build directory $build" 2
@@ -81,7 +96,7 @@ out=$(cd "$out" && pwd)
 clean=(-u NCCL_NET -u NCCL_NET_PLUGIN -u NCCL_SOCKET_NTHREADS -u NCCL_NSOCKS_PERTHREAD
 	-u NCCL_MIN_NCHANNELS -u NCCL_MAX_NCHANNELS -u NCCL_NCHANNELS_PER_NET_PEER
 	-u NCCL_MIN_P2P_NCHANNELS -u NCCL_MAX_P2P_NCHANNELS -u TCPX_P2P_NUM_CHANNELS
-	-u TCPX_P2P_CHUNK_BYTES -u LD_PRELOAD)
+	-u TCPX_P2P_CHUNK_BYTES -u NCCL_P2P_NET_CHUNKSIZE -u LD_PRELOAD)
 # The plugin on one host (as scripts/tcpx_sim_suite.sh): lo for data and
 # control, flow steering at once, 512 KiB tasks; its own libraries beside it.
 plug=(NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=lo NCCL_GPUDIRECTTCPX_CTRL_DEV=lo
@@ -97,6 +112,7 @@ nccl_env=(NCCL_NET_PLUGIN=$plugin NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVL
 	NCCL_NET_GDR_LEVEL=SYS NCCL_NET_GDR_READ=1 NCCL_MIN_NCHANNELS=$channels
 	NCCL_MAX_NCHANNELS=$channels NCCL_NCHANNELS_PER_NET_PEER=$channels
 	NCCL_MIN_P2P_NCHANNELS=$channels NCCL_MAX_P2P_NCHANNELS=$channels)
+[[ -z $nccl_bytes ]] || nccl_env+=(NCCL_P2P_NET_CHUNKSIZE="$nccl_bytes")
 sweep=(-b "${sizes%%:*}" -e "${sizes##*:}" -f 2 -n "$iters" -w "$warmup" --verify)
 
 # run NAME env-assignments... -- command...: log and JSON under $out.
@@ -132,13 +148,15 @@ for dir in uni bidir; do
 			"${extra[@]}" -q
 	fi
 	run "tcpx_$dir" "${plug[@]}" TCPX_P2P_PLUGIN="$plugin" -- "$perf" loopback -q --mem cuda \
-		--gpu "$gpus" --channels "$channels" "${sweep[@]}" "${extra[@]}"
+		--gpu "$gpus" --channels "$channels" "${tcpx_chunk[@]}" "${sweep[@]}" "${extra[@]}"
 done
 
-python3 - "$out" "$nccl" "$gpus" "$channels" "$socks" >"$out/compare.txt" <<'EOF' ||
+python3 - "$out" "$nccl" "$gpus" "$channels" "$socks" "${chunk:-default}" \
+	"${nccl_chunk:-default}" >"$out/compare.txt" <<'EOF' ||
 import json, os, re, sys
 
-out, nccl, gpus, channels, socks = sys.argv[1], sys.argv[2] == "1", *sys.argv[3:]
+out, nccl, gpus, channels, socks, chunk, nccl_chunk = (sys.argv[1], sys.argv[2] == "1",
+                                                      *sys.argv[3:])
 def load(n):
     p = os.path.join(out, n + ".json")
     if not os.path.exists(p):
@@ -174,6 +192,7 @@ if os.path.exists(p):
 print("# GB/s (10^9 bytes/s), GPU %s over Google's TCPX plugin under libtcpxsim, verified;" % gpus)
 print("# %s channels, %s sockets per comm (NSOCKS_PERTHREAD x SOCKET_NTHREADS); bidir sums both"
       % (channels, socks))
+print("# chunks: tcpx_p2p %s, NCCL P2P_NET_CHUNKSIZE %s" % (chunk, nccl_chunk))
 if ceil:
     print(ceil)
 if not nccl:
