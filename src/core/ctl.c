@@ -215,7 +215,7 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 	if (!n)
 		return 0;
 	sl->unpack = TP_UNPACK_DEVICE;
-	return tp__devq_copies(c->s, t->cp, n, false, &sl->launch);
+	return tp__devq_copies(c->s, t->cp, n, TP_LIST_MAPPED, &sl->launch);
 }
 
 /* Frames whose bytes are in host memory: append to the stream, hand the

@@ -9,6 +9,7 @@
 #include "core/items/items.h"
 #include "core/pass.h"
 #include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
 #include "core/pipeline/stream.h"
 #include "core/pipeline/vec.h"
 #include "core/session.h"
@@ -76,6 +77,10 @@ void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
 	tp__xfer_set_state(x, TP_XS_DONE);
+	if (x->hold) { /* every byte written: its device work is known done */
+		tp__devq_release(c->s, x->hold - 1);
+		x->hold = 0;
+	}
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -400,6 +405,38 @@ TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)
 		full.struct_size = info->struct_size;
 	memcpy(info, &full, full.struct_size);
 	return 0;
+}
+
+TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream)
+{
+	struct tcpx_p2p_conn *c;
+	void *ctx;
+	int rc, slot;
+
+	if (!x)
+		return tp__error(TCPX_P2P_EINVAL, "stream_wait: NULL xfer");
+	c = x->c;
+	if (!c) /* ended with its connection: nothing to wait for */
+		return xfer_result(x);
+	if (c->s->cfg.gpu < 0)
+		return tp__error(TCPX_P2P_ENOTSUP, "stream_wait: the session has no GPU "
+				 "(config gpu = -1)");
+	pthread_mutex_lock(&c->lock);
+	if (x->state == TP_XS_DONE) {
+		rc = xfer_result(x);
+	} else if (x->hold) {
+		rc = tp__error(TCPX_P2P_EBUSY, "stream_wait: the transfer holds a stream already");
+	} else {
+		ctx = tp__gpu_save(c->s);
+		rc = tp__dev_stream_check(stream);
+		if (!rc)
+			rc = tp__devq_hold(c->s, stream, &slot);
+		if (!rc)
+			x->hold = slot + 1;
+		tp__dev_ctx_restore(ctx);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms)

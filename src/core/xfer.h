@@ -107,6 +107,7 @@ struct tcpx_p2p_xfer {
 	int64_t t_moved;
 	bool stalled;
 	int64_t deadline_ns; /* tcpx_p2p_xfer_deadline's; 0: none */
+	int hold;           /* tcpx_p2p_stream_wait's slot + 1 until DONE; 0: none */
 	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
 	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
 					      * settling) */

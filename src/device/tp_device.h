@@ -160,6 +160,63 @@ int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n
  * takes safely: copy_async.c).  The host reads list. */
 int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n);
 
+/*
+ * Stream waits (swait.cu).  A caller's CUDA stream is held by a kernel (the
+ * hold kernel) until a word in mapped host memory is set.  A held stream
+ * stalls whatever shares its hardware queue, the session's own stream
+ * included, so while any hold kernel lives the session's device work does
+ * not go to its stream: it is published as jobs in a queue that every hold
+ * kernel performs (and, once none is left, one drain kernel on the session's
+ * stream).  Nothing a hold kernel waits for then needs the GPU.
+ */
+#define TP_SWQ_SLOTS 64  /* holds per session at once */
+#define TP_SWQ_CAP 4096u /* jobs published and not yet known done */
+
+enum tp_swq_kind {
+	TP_SWQ_UNPACK = 1, /* a received chunk: src = its records, cnt of them */
+	TP_SWQ_LIST = 2,   /* a copy list: src = cnt struct tp_copy, device-readable */
+	TP_SWQ_COPY = 3,   /* one copy: src, dst, len (<= TP_COPY_MAX_ENTRY) */
+};
+
+struct tp_swq_job {
+	uint32_t kind, cnt;
+	const void *src;
+	const char *bounce; /* TP_SWQ_UNPACK */
+	char *dst;
+	uint64_t len;
+	uint64_t seq; /* its index + 1, written last: published */
+};
+
+/* The queue.  Host side: jobs are published in order (job, then tail);
+ * done[i % TP_SWQ_CAP] becomes i + 1 once job i is complete and its writes
+ * visible to the whole system.  Whoever publishes holds the session's
+ * device-queue lock. */
+struct tp_swq {
+	struct tp_swq_job *job;     /* TP_SWQ_CAP, mapped host memory */
+	volatile uint64_t *done;    /* TP_SWQ_CAP, mapped host memory */
+	volatile uint64_t *tail;    /* jobs published, mapped host memory */
+	volatile uint32_t *word;    /* TP_SWQ_SLOTS: nonzero releases a hold */
+	volatile unsigned *err;     /* set on a record outside its chunk */
+	unsigned long long *head;   /* device memory: jobs claimed by kernels */
+	void *mem;                  /* the mapped allocation behind the first five */
+};
+
+int tp__dev_swq_create(struct tp_swq *q);
+void tp__dev_swq_destroy(struct tp_swq *q);
+/* Is `stream` (a cudaStream_t; NULL = the legacy default stream) usable by
+ * the current device?  TCPX_P2P_EINVAL when it belongs to another device. */
+int tp__dev_stream_check(void *stream);
+/* Hold `stream` after all work now on s: it waits for `ord` recorded on s,
+ * then runs the hold kernel of slot, which performs jobs until word[slot]
+ * is set; `done` is recorded on stream after it. */
+int tp__dev_swait_hold(tp_dev_stream *s, void *stream, struct tp_swq *q, int slot,
+		       tp_dev_event *ord, tp_dev_event *done);
+/* On s: perform every job below `until` that no kernel claimed. */
+int tp__dev_swq_drain(tp_dev_stream *s, struct tp_swq *q, uint64_t until);
+/* *done = 1 once work before the record finished; waits at most
+ * timeout_ms (0: never blocks). */
+int tp__dev_event_wait(tp_dev_event *e, int timeout_ms, int *done);
+
 #ifdef __cplusplus
 }
 #endif

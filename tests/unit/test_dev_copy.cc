@@ -39,6 +39,12 @@ template <typename T> static T __ldg(const T *p)
 	return v;
 }
 
+/* The L2-only load of the stream-wait kernel: the same check. */
+template <typename T> static T __ldcg(const T *p)
+{
+	return __ldg(p);
+}
+
 /* The low 32 bits of hi:lo shifted right by shift & 31. */
 static uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift)
 {
@@ -50,13 +56,14 @@ static uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift)
 
 enum { GUARD = 64, MAXLEN = 4096 + 300 };
 
-template <unsigned W> static void copy_all_threads(char *d, const char *s, uint32_t len)
+template <unsigned W, bool L2>
+static void copy_all_threads(char *d, const char *s, uint32_t len)
 {
 	for (unsigned t = 0; t < W; t++)
-		tp_copy_range<W>(d, s, len, t);
+		tp_copy_range<W, L2>(d, s, len, t);
 }
 
-template <unsigned W> static void check_group(void)
+template <unsigned W, bool L2 = false> static void check_group(void)
 {
 	static const uint32_t lens[] = { 0, 1, 3, 4, 5, 15, 16, 17, 63, 64, 65, 66, 67, 68,
 					 69, 70, 71, 72, 127, 128, 129, 255, 1000, 4093,
@@ -74,7 +81,7 @@ template <unsigned W> static void check_group(void)
 				src_lo = s;
 				src_hi = s + len;
 				loads_outside = 0;
-				copy_all_threads<W>(d, s, len);
+				copy_all_threads<W, L2>(d, s, len);
 				assert_memory_equal(d, s, len);
 				for (char *p = dst; p < dst + sizeof(dst); p++)
 					if (p < d || p >= d + len)
@@ -98,10 +105,17 @@ static void test_block(void **state)
 	check_group<256>(); /* the copy-list kernel */
 }
 
+static void test_block_l2(void **state)
+{
+	(void)state;
+	check_group<256, true>(); /* the stream-wait kernel: loads at L2 */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_warp),
-					    cmocka_unit_test(test_block) };
+					    cmocka_unit_test(test_block),
+					    cmocka_unit_test(test_block_l2) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -2,11 +2,18 @@
  * the bookkeeping that gates the next stage on device work having
  * finished: receive unpacks (irecvConsumed waits for them), the scatters
  * and gathers of copy lists, and the control channel's frame copies.
- * Launches are numbered; all run on one stream, so they finish in order
- * and "launch L done" means every launch up to L is done.  Also here:
+ * Launches are numbered and "launch L done" means every launch up to L is
+ * done: on the stream they finish in order, and poll_events advances over
+ * them in order whatever ran them.
+ *
+ * While a caller's stream is held (tcpx_p2p_stream_wait), launches that
+ * the hold kernels can perform (every operand reached by the GPU) are
+ * published to them as jobs instead (tp_device.h says why), and the first
+ * launch after the last hold ends drains what they left.  Also here:
  * reading a comm's unpack handle (tp__unpack_prepare). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/conn.h"
 #include "core/pipeline/comm.h"
@@ -15,19 +22,46 @@
 #include "core/session.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/time.h"
 
 _Static_assert(TP_WINDOW_SLOTS == TP_UNPACK_QUEUE_DEPTH,
 	       "window slot k % 16 doubles as the meta-ring slot");
 
 #define TP_EVENT_RING 256
+/* How long a session's end waits for a held stream to reach its hold
+ * kernel (work the caller queued before it) before it leaves the queue's
+ * memory to the kernel rather than free it under it. */
+#define TP_HOLD_EXIT_MS 10000
+
+/* What a hold kernel may find in the queue's memory: kept apart so that a
+ * session whose hold never started can leave it behind. */
+struct tp_holds {
+	struct tp_swq q;
+	tp_dev_event *ord;                /* the session's stream, at a hold */
+	tp_dev_event *done[TP_SWQ_SLOTS]; /* after each slot's hold kernel */
+	bool busy[TP_SWQ_SLOTS];          /* its kernel may still run */
+	bool held[TP_SWQ_SLOTS];          /* its word not yet set */
+	int live;                         /* slots held */
+	uint64_t drained;                 /* jobs below it left to the drain */
+};
 
 struct tp_devq {
 	pthread_mutex_t lock;
 	tp_dev_stream *stream;
 	tp_dev_event *ev[TP_EVENT_RING];
+	/* per launch: jobs [first, first + njobs) when it was published, else
+	 * njobs = 0 and its event */
+	struct {
+		uint64_t first;
+		uint32_t njobs;
+	} as_jobs[TP_EVENT_RING];
 	uint64_t launched;  /* last launch number handed out (first is 1) */
 	uint64_t completed; /* every launch <= completed has finished */
+	struct tp_holds *holds; /* made at the first stream wait */
+	uint64_t published, retired; /* jobs published; known done, in order */
 };
+
+static void holds_destroy(struct tp_holds *h, tp_dev_stream *st);
 
 void tp__devq_destroy(struct tp_devq *q)
 {
@@ -37,6 +71,7 @@ void tp__devq_destroy(struct tp_devq *q)
 		return;
 	if (q->stream)
 		tp__dev_stream_sync(q->stream);
+	holds_destroy(q->holds, q->stream);
 	for (i = 0; i < TP_EVENT_RING; i++)
 		tp__dev_event_destroy(q->ev[i]);
 	tp__dev_stream_destroy(q->stream);
@@ -142,19 +177,37 @@ void tp__devq_drain(struct tcpx_p2p_session *s)
 
 /* Advance `completed` over finished launches; a kernel that met a record
  * outside its chunk (skipped it) fails whoever observes it. */
+static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
+{
+	for (uint64_t i = first; i < first + n; i++)
+		if (q->holds->q.done[i % TP_SWQ_CAP] != i + 1)
+			return false;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* before anyone reads their bytes */
+	q->retired = first + n;
+	return true;
+}
+
 static int poll_events(struct tp_devq *q)
 {
 	int done, bad, rc;
 
 	while (q->completed < q->launched) {
-		rc = tp__dev_event_query(q->ev[(q->completed + 1) % TP_EVENT_RING], &done);
-		if (rc)
-			return rc;
+		unsigned k = (q->completed + 1) % TP_EVENT_RING;
+
+		if (q->as_jobs[k].njobs) {
+			done = jobs_done(q, q->as_jobs[k].first, q->as_jobs[k].njobs);
+		} else {
+			rc = tp__dev_event_query(q->ev[k], &done);
+			if (rc)
+				return rc;
+		}
 		if (!done)
 			break;
 		q->completed++;
 	}
 	rc = tp__dev_stream_error(q->stream, &bad);
+	if (!rc && !bad && q->holds)
+		bad = *q->holds->q.err != 0;
 	if (!rc && bad)
 		rc = tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside "
 			       "its chunk (sender and receiver lengths differ?)");
@@ -207,21 +260,109 @@ static int enqueue(struct tcpx_p2p_session *s, struct tp_comm **cms, struct tp_s
 	return nk ? tp__dev_unpack_kernel(st, jobs, nk) : 0;
 }
 
-/* Queue work on the session's stream (enqueue_fn) and number it with an
- * event: launch L done means every launch up to L is done. */
+/* Device work of one launch. */
 struct launch_work {
 	struct tp_comm **cms;
 	struct tp_slot **slots;
 	int n;
 	const struct tp_copy *list;
 	uint32_t ncopies;
-	bool kernel;
+	enum tp_list_how how;
 };
 
+static int on_stream(struct tp_devq *q, struct tcpx_p2p_session *s,
+		     const struct launch_work *w)
+{
+	if (w->slots)
+		return enqueue(s, w->cms, w->slots, w->n);
+	if (w->how == TP_LIST_KERNEL)
+		return tp__dev_copy_kernel(q->stream, w->list, w->ncopies);
+	return tp__dev_copy_async(q->stream, w->list, w->ncopies);
+}
+
+/* A slot the hold kernels can unpack: its records into memory the GPU
+ * writes (the kernel and d2d variants; not host staging). */
+static bool slot_to_jobs(const struct tp_slot *sl)
+{
+	return sl->path == TP_PATH_KERNEL ||
+	       (sl->path == TP_PATH_D2D && !sl->multi && (sl->dst_dev || sl->dst_mapped));
+}
+
+/* Publish w as jobs for the hold kernels; false, publishing nothing, when
+ * part of it needs the stream (an operand the GPU does not reach) or the
+ * queue lacks room. */
+static bool publish(struct tp_devq *q, const struct launch_work *w, uint32_t *njobs)
+{
+	struct tp_swq *sq = &q->holds->q;
+	uint64_t i = q->published;
+	uint32_t need, k;
+
+	if (w->slots) {
+		for (k = 0; k < (uint32_t)w->n; k++)
+			if (!slot_to_jobs(w->slots[k]))
+				return false;
+		need = (uint32_t)w->n;
+	} else {
+		need = w->how == TP_LIST_KERNEL ? 1 : w->how == TP_LIST_MAPPED ? w->ncopies : 0;
+	}
+	if (!need || need > TP_SWQ_CAP - (q->published - q->retired))
+		return false;
+	for (k = 0; k < need; k++, i++) {
+		struct tp_swq_job *j = &sq->job[i % TP_SWQ_CAP];
+
+		if (w->slots)
+			*j = (struct tp_swq_job){ .kind = TP_SWQ_UNPACK,
+						  .cnt = w->slots[k]->meta.cnt,
+						  .src = w->slots[k]->meta.rec,
+						  .bounce = w->cms[k]->bounce,
+						  .dst = w->slots[k]->buf,
+						  .len = w->slots[k]->len };
+		else if (w->how == TP_LIST_KERNEL)
+			*j = (struct tp_swq_job){ .kind = TP_SWQ_LIST, .cnt = w->ncopies,
+						  .src = w->list };
+		else
+			*j = (struct tp_swq_job){ .kind = TP_SWQ_COPY, .src = w->list[k].src,
+						  .dst = w->list[k].dst, .len = w->list[k].len };
+		/* the stamp last: a kernel that claims it finds the job whole */
+		__atomic_store_n(&j->seq, i + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(sq->tail, i, __ATOMIC_RELEASE);
+	q->published = i;
+	*njobs = need;
+	return true;
+}
+
+/* TP_EVENT_RING launches in flight (rare): wait for the oldest.  Jobs are
+ * not on the stream, so with holds the wait polls, bounded. */
+static int wait_oldest(struct tp_devq *q)
+{
+	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
+	int rc;
+
+	TP_WARN_RL("unpack", "%d unpack launches in flight; waiting", TP_EVENT_RING);
+	if (!q->holds) {
+		rc = tp__dev_stream_sync(q->stream);
+		return rc ? rc : poll_events(q);
+	}
+	while (!(rc = poll_events(q)) && q->launched - q->completed >= TP_EVENT_RING) {
+		if (tp__now_ns() >= end)
+			return tp__error(TCPX_P2P_ETIMEDOUT, "unpack: %d launches in flight for "
+					 "%d ms (a held stream that never reaches its hold?)",
+					 TP_EVENT_RING, TP_HOLD_EXIT_MS);
+		usleep(50);
+	}
+	return rc;
+}
+
+/* Queue w: as jobs while a stream is held and w allows, else on the stream
+ * with an event.  Either way it gets the next number: launch L done means
+ * every launch up to L is done. */
 static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint64_t *out)
 {
 	struct tp_devq *q;
+	uint32_t njobs = 0;
 	uint64_t l = 0;
+	unsigned k;
 	int rc;
 
 	rc = devq_get(s);
@@ -232,24 +373,23 @@ static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint6
 	q = s->devq;
 	pthread_mutex_lock(&q->lock);
 	rc = poll_events(q);
-	/* Rare: TP_EVENT_RING launches in flight.  Wait for the oldest. */
-	if (!rc && q->launched - q->completed >= TP_EVENT_RING) {
-		TP_WARN_RL("unpack", "%d unpack launches in flight; waiting", TP_EVENT_RING);
-		rc = tp__dev_stream_sync(q->stream);
+	if (!rc && q->launched - q->completed >= TP_EVENT_RING)
+		rc = wait_oldest(q);
+	k = (q->launched + 1) % TP_EVENT_RING;
+	if (!rc && q->holds && q->holds->live && publish(q, w, &njobs)) {
+		q->as_jobs[k].first = q->published - njobs;
+	} else if (!rc) {
+		if (q->holds && q->holds->live)
+			TP_WARN_RL("unpack", "a stream is held and device work with pageable "
+				   "memory goes to the session's stream, which the held stream "
+				   "may delay (docs/api.md, stream waits)");
+		rc = on_stream(q, s, w);
 		if (!rc)
-			rc = poll_events(q);
+			rc = tp__dev_event_record(q->ev[k], q->stream);
 	}
-	if (!rc && w->slots)
-		rc = enqueue(s, w->cms, w->slots, w->n);
-	else if (!rc && w->kernel)
-		rc = tp__dev_copy_kernel(q->stream, w->list, w->ncopies);
-	else if (!rc)
-		rc = tp__dev_copy_async(q->stream, w->list, w->ncopies);
 	if (!rc) {
-		l = q->launched + 1;
-		rc = tp__dev_event_record(q->ev[l % TP_EVENT_RING], q->stream);
-		if (!rc)
-			q->launched = l;
+		q->as_jobs[k].njobs = njobs;
+		l = ++q->launched;
 	}
 	pthread_mutex_unlock(&q->lock);
 	if (!rc)
@@ -273,9 +413,136 @@ int tp__unpack_start(struct tcpx_p2p_conn *c, struct tp_comm **cms, struct tp_sl
 }
 
 int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint32_t n,
-		      bool kernel, uint64_t *launch_out)
+		    enum tp_list_how how, uint64_t *launch_out)
 {
-	struct launch_work w = { .list = list, .ncopies = n, .kernel = kernel };
+	struct launch_work w = { .list = list, .ncopies = n, .how = how };
 
 	return launch(s, &w, launch_out);
+}
+
+/* Stream holds */
+
+static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
+{
+	int i, done;
+	bool left = false;
+
+	if (!h)
+		return;
+	for (i = 0; i < TP_SWQ_SLOTS; i++) {
+		if (!h->busy[i])
+			continue;
+		h->q.word[i] = 1; /* a transfer still held: its session is going */
+		if (tp__dev_event_wait(h->done[i], TP_HOLD_EXIT_MS, &done) || !done)
+			left = true;
+	}
+	if (!left && st)
+		tp__dev_stream_sync(st); /* a drain */
+	if (left) {
+		TP_WARN("unpack", "a held stream never reached its hold in %d ms: its memory is "
+			"left allocated", TP_HOLD_EXIT_MS);
+		return;
+	}
+	for (i = 0; i < TP_SWQ_SLOTS; i++)
+		tp__dev_event_destroy(h->done[i]);
+	tp__dev_event_destroy(h->ord);
+	tp__dev_swq_destroy(&h->q);
+	free(h);
+}
+
+static int holds_create(struct tp_holds **out)
+{
+	struct tp_holds *h = calloc(1, sizeof(*h));
+	int i, rc;
+
+	if (!h)
+		return tp__error(TCPX_P2P_ENOMEM, "stream wait: out of memory");
+	rc = tp__dev_swq_create(&h->q);
+	if (rc) {
+		free(h);
+		return rc;
+	}
+	rc = tp__dev_event_create(&h->ord);
+	for (i = 0; !rc && i < TP_SWQ_SLOTS; i++)
+		rc = tp__dev_event_create(&h->done[i]);
+	if (rc) {
+		holds_destroy(h, NULL);
+		return rc;
+	}
+	*out = h;
+	return 0;
+}
+
+/* A free slot: one whose kernel is known to have ended. */
+static int free_slot(struct tp_holds *h, int *slot)
+{
+	int i, done, rc;
+
+	for (i = 0; i < TP_SWQ_SLOTS; i++) {
+		if (h->busy[i] && !h->held[i]) {
+			rc = tp__dev_event_query(h->done[i], &done);
+			if (rc)
+				return rc;
+			h->busy[i] = !done;
+		}
+		if (!h->busy[i]) {
+			*slot = i;
+			return 0;
+		}
+	}
+	return tp__error(TCPX_P2P_EAGAIN, "stream wait: %d streams held already (release "
+			 "some: their transfers must end)", TP_SWQ_SLOTS);
+}
+
+int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
+{
+	struct tp_devq *q;
+	struct tp_holds *h;
+	int rc, i = -1;
+
+	rc = devq_get(s);
+	if (rc)
+		return rc;
+	q = s->devq;
+	pthread_mutex_lock(&q->lock);
+	if (!q->holds)
+		rc = holds_create(&q->holds);
+	h = q->holds;
+	if (!rc)
+		rc = free_slot(h, &i);
+	if (!rc) {
+		h->q.word[i] = 0;
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		rc = tp__dev_swait_hold(q->stream, stream, &h->q, i, h->ord, h->done[i]);
+	}
+	if (!rc) {
+		h->busy[i] = h->held[i] = true;
+		h->live++;
+		*slot = i;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+void tp__devq_release(struct tcpx_p2p_session *s, int slot)
+{
+	struct tp_devq *q = s->devq;
+	struct tp_holds *h = q->holds;
+
+	pthread_mutex_lock(&q->lock);
+	__atomic_store_n(&h->q.word[slot], 1, __ATOMIC_RELEASE);
+	h->held[slot] = false;
+	/* The last hold gone: jobs no kernel claimed are the stream's now,
+	 * before anything queued on it later. */
+	if (--h->live == 0 && h->drained < q->published) {
+		void *ctx = tp__gpu_save(s);
+
+		if (tp__dev_swq_drain(q->stream, &h->q, q->published))
+			TP_WARN("unpack", "stream wait: draining the jobs left: %s",
+				tcpx_p2p_last_error());
+		else
+			h->drained = q->published;
+		tp__dev_ctx_restore(ctx);
+	}
+	pthread_mutex_unlock(&q->lock);
 }

@@ -90,7 +90,7 @@ static int stage_clear(struct tcpx_p2p_conn *c, const struct tp_comm *cm, struct
 	for (size_t off = 0; off < n && k < sizeof(cp) / sizeof(cp[0]); off += TP_COPY_MAX_ENTRY)
 		cp[k++] = (struct tp_copy){ c->zero_dev, slot + off,
 					    n - off < TP_COPY_MAX_ENTRY ? n - off : TP_COPY_MAX_ENTRY };
-	return tp__devq_copies(c->s, cp, k, false, &sl->launch);
+	return tp__devq_copies(c->s, cp, k, TP_LIST_MAPPED, &sl->launch);
 }
 
 /* Fill slot sl with the next chunk of x (seq): straight from or into its
@@ -139,7 +139,9 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 				rc = tp__hcopy_submit(s, &sl->hjob, sl->cp, ncp);
 				sl->hjob_wait = !rc;
 			} else if (!rc && ncp) {
-				rc = tp__devq_copies(s, sl->cp, ncp, sl->cp_pinned, &sl->launch);
+				rc = tp__devq_copies(s, sl->cp, ncp,
+						     sl->cp_pinned ? TP_LIST_KERNEL : TP_LIST_ASYNC,
+						     &sl->launch);
 			}
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
@@ -322,8 +324,11 @@ static int unpack_list(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_sl
 		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	}
 	sl->unpack = TP_UNPACK_DEVICE;
-	return tp__devq_copies(s, sl->cp, n, path == TP_PATH_LIST_KERNEL && sl->cp_pinned,
-				 &sl->launch);
+	return tp__devq_copies(s, sl->cp, n,
+			       path != TP_PATH_LIST_KERNEL ? TP_LIST_ASYNC
+			       : sl->cp_pinned	    ? TP_LIST_KERNEL
+						    : TP_LIST_MAPPED,
+			       &sl->launch);
 }
 
 /* Start the unpack of every tested receive; device unpacks of all channels
