@@ -135,6 +135,11 @@ int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n);
 int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
 			 const char *staging, char *bounce, void *stream);
 #if TP_EMU_HAVE_CUDA
+/* emu_scatter.cu: load the kernel into the current context now (its first
+ * launch would, and under CUDA's lazy loading that may wait for every
+ * kernel running, a caller's kernel that waits for this very receive
+ * included); returns the cudaError_t. */
+int tp__emu_scatter_load(void);
 /* emu_scatter.cu: the launch itself; returns the cudaError_t. */
 int tp__emu_scatter_launch(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
 			   const char *staging, char *bounce, void *stream);

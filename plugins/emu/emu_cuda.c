@@ -145,6 +145,12 @@ int tp__emu_cuda_stream_create(void **stream)
 
 	if (checked(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"))
 		return -1;
+	/* Every stream is made before its comm moves data: the scatter kernel
+	 * is loaded here, never at a first launch mid-transfer. */
+	if (checked((cudaError_t)tp__emu_scatter_load(), "loading the scatter kernel")) {
+		(void)cudaStreamDestroy(s);
+		return -1;
+	}
 	*stream = s;
 	return 0;
 }

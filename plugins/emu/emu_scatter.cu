@@ -56,6 +56,13 @@ static __global__ void __launch_bounds__(EMU_SCATTER_THREADS)
 	}
 }
 
+extern "C" int tp__emu_scatter_load(void)
+{
+	cudaFuncAttributes fa;
+
+	return (int)cudaFuncGetAttributes(&fa, emu_scatter);
+}
+
 extern "C" int tp__emu_scatter_launch(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off,
 				      uint64_t len, const char *staging, char *bounce,
 				      void *stream)

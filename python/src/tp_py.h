@@ -35,7 +35,7 @@
 	X(progress) X(test) X(wait) X(wait_any) X(xfer_release) X(mr_export)    \
 	X(rmr_import) X(rmr_query) X(rmr_release) X(write) X(read) X(notify)    \
 	X(notif_poll) X(mr_unexport) X(conn_stats) X(session_stats)             \
-	X(notif_take) X(xfer_query) X(xfer_deadline)
+	X(notif_take) X(xfer_query) X(xfer_deadline) X(stream_wait)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;

@@ -223,6 +223,53 @@ static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* A CUDA stream from Python: an int handle, or an object with a
+ * cuda_stream attribute (torch.cuda.Stream, cupy's streams); None: the
+ * legacy default stream. */
+static int stream_handle(PyObject *o, void **out)
+{
+	PyObject *h = NULL;
+	unsigned long long v;
+
+	if (o == Py_None) {
+		*out = NULL;
+		return 0;
+	}
+	if (!PyLong_Check(o)) {
+		h = PyObject_GetAttrString(o, "cuda_stream");
+		if (!h) {
+			PyErr_Clear();
+			PyErr_SetString(PyExc_TypeError, "stream_wait: want a CUDA stream handle "
+					"(int), an object with cuda_stream, or None");
+			return -1;
+		}
+		o = h;
+	}
+	v = PyLong_AsUnsignedLongLong(o);
+	Py_XDECREF(h);
+	if (v == (unsigned long long)-1 && PyErr_Occurred())
+		return -1;
+	*out = (void *)(uintptr_t)v;
+	return 0;
+}
+
+static PyObject *xfer_stream_wait(XferObject *self, PyObject *arg)
+{
+	void *st;
+	int rc;
+
+	if (stream_handle(arg, &st))
+		return NULL;
+	if (self->status != 1) /* ended: as in C, its result */
+		return result(self, "Xfer.stream_wait");
+	if (self->conn->closing)
+		return tp_busy_error("Xfer.stream_wait", "its connection, being closed,");
+	rc = tp_api.stream_wait(self->x, st);
+	if (rc)
+		return tp_py_raise(rc, "Xfer.stream_wait");
+	Py_RETURN_NONE;
+}
+
 static void xfer_dealloc(XferObject *self)
 {
 	if (self->x && tp_api.xfer_release(self->x) == 0)
@@ -308,6 +355,12 @@ static PyMethodDef xfer_methods[] = {
 	  "negative TCPX_P2P_E* code it failed with), stalled (pending and no chunk moved for "
 	  "the session's stall_ms; not a failure), chunks (its plugin requests) and "
 	  "chunks_done (retired)" },
+	{ "stream_wait", (PyCFunction)xfer_stream_wait, METH_O,
+	  "stream_wait(stream): make a CUDA stream (torch.cuda.Stream, an object with "
+	  "cuda_stream, an int handle, or None for the default stream) of the session's GPU "
+	  "wait until the transfer ended, without blocking (tcpx_p2p_stream_wait); what the "
+	  "stream runs next sees every byte; a failed transfer releases it too: check the "
+	  "transfer before trusting what the stream computed" },
 	{ "set_deadline", (PyCFunction)xfer_set_deadline, METH_O,
 	  "set_deadline(timeout): fail the transfer with TimedOut if it is still pending "
 	  "timeout seconds (> 0) from now; a later call replaces it (tcpx_p2p_xfer_deadline). "

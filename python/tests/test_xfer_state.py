@@ -134,3 +134,24 @@ def test_deadline_ends_an_await(pair):
     with pytest.raises(tp.TimedOut) as e:
         asyncio.run(main())
     assert xr.done and xr.query()["err"] == e.value.code < 0
+
+
+def test_stream_wait_refusals(small_chunks):
+    """Xfer.stream_wait without a GPU: NotSupported for a pending transfer,
+    TypeError for what is no stream, and the transfer's own result once it
+    ended (nothing to wait for).  The waits themselves are checked on a GPU
+    (tests/gpu/test_stream_wait.c)."""
+    a, b, ca, cb = small_chunks
+    src = pattern(CHUNK, 9)
+    dst = np.zeros(CHUNK, dtype=np.uint8)
+    with a.register(src) as ms, b.register(dst) as md:
+        xr = cb.recv(md)
+        with pytest.raises(TypeError):
+            xr.stream_wait("not a stream")
+        with pytest.raises(tp.NotSupported):
+            xr.stream_wait(None)
+        xs = ca.send(ms)
+        complete(xr, xs)
+        assert xr.stream_wait(None) is None
+        assert xr.stream_wait(0) is None
+    assert np.array_equal(dst, src)

@@ -79,6 +79,13 @@ static __global__ void __launch_bounds__(TP_COPY_THREADS, TP_COPY_MIN_BLOCKS)
 	}
 }
 
+extern "C" int tp__dev_copy_load(void)
+{
+	cudaFuncAttributes fa;
+
+	return TP_CUDA(cudaFuncGetAttributes, &fa, tp_copy_list);
+}
+
 extern "C" int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
 {
 	uint32_t per, blocks;

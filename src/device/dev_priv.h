@@ -38,6 +38,10 @@ struct tp_dev_event {
 	cudaEvent_t ev;
 };
 
+/* Load a file's kernels into the current context (kernels_load's parts). */
+int tp__dev_unpack_load(void);
+int tp__dev_copy_load(void);
+
 /* A CUDA driver call through cudart (nothing links libcuda), NULL when
  * the driver lacks it (cuda.c). */
 void *tp__dev_drv_fn(const char *name);

@@ -36,6 +36,7 @@ int tp__dev_copy_kernel(tp_dev_stream *s, const struct tp_copy *list, uint32_t n
 { return TP_NO_CUDA(); }
 int tp__dev_copy_async(tp_dev_stream *s, const struct tp_copy *list, uint32_t n)
 { return TP_NO_CUDA(); }
+int tp__dev_kernels_load(void) { return TP_NO_CUDA(); }
 int tp__dev_swq_create(struct tp_swq *q) { return TP_NO_CUDA(); }
 void tp__dev_swq_destroy(struct tp_swq *q) {}
 int tp__dev_stream_check(void *stream) { return TP_NO_CUDA(); }

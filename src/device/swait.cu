@@ -225,6 +225,18 @@ extern "C" int tp__dev_swq_drain(tp_dev_stream *s, struct tp_swq *q, uint64_t un
 	return tp__dev_cuda_check(cudaGetLastError(), "tp_swait<<<>>> (drain)");
 }
 
+extern "C" int tp__dev_kernels_load(void)
+{
+	cudaFuncAttributes fa;
+	int rc = TP_CUDA(cudaFuncGetAttributes, &fa, tp_swait);
+
+	if (!rc)
+		rc = tp__dev_unpack_load();
+	if (!rc)
+		rc = tp__dev_copy_load();
+	return rc;
+}
+
 extern "C" int tp__dev_event_wait(tp_dev_event *e, int timeout_ms, int *done)
 {
 	int64_t end = tp__now_ns() + (int64_t)timeout_ms * TP_NS_PER_MS;

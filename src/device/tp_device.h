@@ -58,6 +58,12 @@ int tp__dev_memcpy(void *dst, const void *src, size_t n);
 typedef struct tp_dev_stream tp_dev_stream;
 typedef struct tp_dev_event tp_dev_event;
 int tp__dev_stream_create(tp_dev_stream **s); /* non-blocking stream */
+/* Load every kernel of the library into the current context now.  Under
+ * CUDA's lazy loading (the default) a kernel's first launch loads it, and
+ * loading may wait for the whole context: for a held stream's kernel,
+ * which waits for the very work that launch would start (tp_device.h,
+ * stream waits), that is a deadlock. */
+int tp__dev_kernels_load(void);
 void tp__dev_stream_destroy(tp_dev_stream *s);
 int tp__dev_stream_sync(tp_dev_stream *s);
 /* *bad = 1 if a kernel on s met a record outside its chunk (skipped, not

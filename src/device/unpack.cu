@@ -167,6 +167,20 @@ static bool launch_inline(tp_dev_stream *s, const struct tp_unpack_job *jobs, in
 	return true;
 }
 
+extern "C" int tp__dev_unpack_load(void)
+{
+	cudaFuncAttributes fa;
+	int rc = TP_CUDA(cudaFuncGetAttributes, &fa, tp_unpack);
+
+	if (!rc)
+		rc = TP_CUDA(cudaFuncGetAttributes, &fa, tp_unpack_inline<tp_inline_small>);
+#if TP_UNPACK_INLINE_LARGE
+	if (!rc)
+		rc = TP_CUDA(cudaFuncGetAttributes, &fa, tp_unpack_inline<tp_inline_large>);
+#endif
+	return rc;
+}
+
 extern "C" int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs)
 {
 	struct tp_unpack_args a;

@@ -7,7 +7,7 @@
  * and limits are refused as documented.  A delay knob of the emulator
  * (TCPX_EMU_STREAM_DELAY_US, ctest's stream_delays variant) slows the path
  * the held streams wait for.
- * Usage: test_stream_wait [iterations] */
+ * Usage: test_stream_wait [iterations [test-name-pattern]] */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +24,7 @@
 int check_on(cudaStream_t st, const void *got, const void *want, size_t len,
 	     unsigned long long *bad);
 int fill_on(cudaStream_t st, void *buf, size_t len, unsigned char v);
+int load_checks(void);
 
 #define NSTREAMS 4
 #define MAXLEN (6u << 20)
@@ -75,6 +76,10 @@ static void open_bufs(struct bufs *b)
 	assert_int_equal(tcpx_p2p_mr_register(b->p.s[0], b->src, CAP, TCPX_P2P_MEM_CUDA, &b->smr), 0);
 	assert_int_equal(tcpx_p2p_mr_register(b->p.s[1], b->dst, CAP, TCPX_P2P_MEM_CUDA, &b->dmr), 0);
 	assert_non_null(b->host = malloc(CAP));
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(cudaSetDevice(g_gpu[i]), cudaSuccess);
+		assert_int_equal(load_checks(), 0);
+	}
 }
 
 static void close_bufs(struct bufs *b)
@@ -280,5 +285,7 @@ int main(int argc, char **argv)
 	setenv("TCPX_EMU_BOUNCE", "device", 1);
 	if (argc > 1)
 		g_iters = atoi(argv[1]);
+	if (argc > 2)
+		cmocka_set_test_filter(argv[2]);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,8 @@ static int devq_create(struct tcpx_p2p_session *s, struct tp_devq **out)
 	rc = tp__session_use_gpu(s);
 	if (!rc)
 		rc = tp__dev_stream_create(&q->stream);
+	if (!rc)
+		rc = tp__dev_kernels_load();
 	for (i = 0; !rc && i < TP_EVENT_RING; i++)
 		rc = tp__dev_event_create(&q->ev[i]);
 	if (rc) {
