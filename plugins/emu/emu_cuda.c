@@ -139,18 +139,39 @@ void tp__emu_cuda_host_free(void *ptr)
 		(void)checked(cudaFreeHost(ptr), "cudaFreeHost");
 }
 
+/* The scatter kernel turned off for the process (tp__emu_cuda_scatter). */
+static int broken;
+
+static void scatter_off(cudaError_t err, const char *what)
+{
+	if (!__atomic_exchange_n(&broken, 1, __ATOMIC_RELAXED))
+		EMU_WARN("scatter kernel %s failed: %s (%d); copying fragments one by one", what,
+			 cudaGetErrorString(err), (int)err);
+	(void)cudaGetLastError();
+}
+
+/* Every stream is made before its comm moves data: the scatter kernel is
+ * loaded into the current context then, never by a first launch
+ * mid-transfer (CUDA's lazy loading may wait for every running kernel
+ * there, a caller's kernel that waits for this very receive included). */
+static void scatter_load(void)
+{
+	cudaError_t err;
+
+	if (__atomic_load_n(&broken, __ATOMIC_RELAXED))
+		return;
+	err = (cudaError_t)tp__emu_scatter_load();
+	if (err != cudaSuccess)
+		scatter_off(err, "load");
+}
+
 int tp__emu_cuda_stream_create(void **stream)
 {
 	cudaStream_t s;
 
 	if (checked(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"))
 		return -1;
-	/* Every stream is made before its comm moves data: the scatter kernel
-	 * is loaded here, never at a first launch mid-transfer. */
-	if (checked((cudaError_t)tp__emu_scatter_load(), "loading the scatter kernel")) {
-		(void)cudaStreamDestroy(s);
-		return -1;
-	}
+	scatter_load();
 	*stream = s;
 	return 0;
 }
@@ -245,7 +266,6 @@ int tp__emu_cuda_copy_sync(void *dst, const void *src, size_t n)
 int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off, uint64_t len,
 			 const char *staging, char *bounce, void *stream)
 {
-	static int broken;
 	cudaError_t err;
 
 	if (__atomic_load_n(&broken, __ATOMIC_RELAXED))
@@ -254,10 +274,7 @@ int tp__emu_cuda_scatter(const tp_unpack_rec *recs, uint32_t nrec, uint64_t off,
 	err = (cudaError_t)tp__emu_scatter_launch(recs, nrec, off, len, staging, bounce, stream);
 	if (err == cudaSuccess)
 		return 0;
-	if (!__atomic_exchange_n(&broken, 1, __ATOMIC_RELAXED))
-		EMU_WARN("scatter kernel launch failed: %s (%d); copying fragments one by one",
-			 cudaGetErrorString(err), (int)err);
-	(void)cudaGetLastError();
+	scatter_off(err, "launch");
 	return 1;
 }
 

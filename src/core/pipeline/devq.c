@@ -93,8 +93,11 @@ static int devq_create(struct tcpx_p2p_session *s, struct tp_devq **out)
 	rc = tp__session_use_gpu(s);
 	if (!rc)
 		rc = tp__dev_stream_create(&q->stream);
-	if (!rc)
-		rc = tp__dev_kernels_load();
+	/* Loaded now, not by a first launch mid-transfer (tp_device.h); a GPU
+	 * the kernels were not built for fails at their launch, if any comes
+	 * (the d2d and host variants launch none). */
+	if (!rc && tp__dev_kernels_load())
+		TP_WARN("unpack", "loading the library's kernels: %s", tcpx_p2p_last_error());
 	for (i = 0; !rc && i < TP_EVENT_RING; i++)
 		rc = tp__dev_event_create(&q->ev[i]);
 	if (rc) {
