@@ -180,8 +180,8 @@ void tp__devq_drain(struct tcpx_p2p_session *s)
 	pthread_mutex_unlock(&q->lock);
 }
 
-/* Advance `completed` over finished launches; a kernel that met a record
- * outside its chunk (skipped it) fails whoever observes it. */
+/* Jobs [first, first + n) all stamped done by the kernels that claimed
+ * them (they finish in any order; launches are retired in order). */
 static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
 {
 	for (uint64_t i = first; i < first + n; i++)
@@ -192,6 +192,8 @@ static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
 	return true;
 }
 
+/* Advance `completed` over finished launches; a kernel that met a record
+ * outside its chunk (skipped it) fails whoever observes it. */
 static int poll_events(struct tp_devq *q)
 {
 	int done, bad, rc;
