@@ -131,11 +131,29 @@ def decode(args, session):
         rmr = conn.import_rmr(ctrl["desc"][0].tobytes())
         remote = tp.Segments(rmr, block_offsets(ctrl["block"][0][:ctrl["n"][0]]), BLOCK_BYTES)
         local = tp.Segments(pool_mr, mine, BLOCK_BYTES)
+        if args.device == "cuda":
+            # The check below once now: CUDA loads a kernel at its first launch, and
+            # loading may wait for every running kernel, the one holding the stream too.
+            pool[:, :, DECODE_BLOCKS].float().sum().item()
         t0 = time.perf_counter()
-        conn.read(local, remote).wait(TIMEOUT)
-        ms = (time.perf_counter() - t0) * 1e3
+        x = conn.read(local, remote)
+        if args.device == "cuda":
+            # The decode step's stream waits for the blocks on the GPU, not this
+            # thread: what torch queues next runs once every byte is in place.
+            import torch
+            x.stream_wait(torch.cuda.current_stream())
+            got = pool[:, :, DECODE_BLOCKS].float().sum()  # queued behind the wait
+        x.wait(TIMEOUT)   # drives the transfer (no progress thread here): before
+        ms = (time.perf_counter() - t0) * 1e3  # anything that blocks on the stream
         print(f"decode: read {len(local)} blocks ({local.total >> 10} KiB) in one Conn.read, "
               f"{ms:.1f} ms", flush=True)
+        if args.device == "cuda":
+            want = sum(float(block_values(layer, kv, theirs).astype(np.float32).sum())
+                       for layer in range(LAYERS) for kv in range(2)
+                       for theirs in PREFILL_BLOCKS)
+            if abs(got.item() - want) > 1e-3 * max(1.0, abs(want)):
+                raise SystemExit(f"decode: the stream read {got.item()}, want {want}")
+            print("decode: a kernel queued behind Xfer.stream_wait saw every block", flush=True)
         conn.notify(b"request 1 read")
     else:
         ctrl["desc"][0] = np.frombuffer(conn.export(pool_mr, access=tp.ACCESS_WRITE), np.uint8)
