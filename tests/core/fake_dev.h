@@ -1,0 +1,17 @@
+/* fake_dev.c: the device seam on the CPU, and where work ran. */
+#ifndef TP_TESTS_FAKE_DEV_H
+#define TP_TESTS_FAKE_DEV_H
+
+struct fake_counts {
+	unsigned long on_stream; /* operations the session's (or any) stream ran */
+	unsigned long by_hold;   /* jobs performed by hold "kernels" */
+	unsigned long by_drain;  /* jobs performed by drains */
+	unsigned long holds, drains;
+};
+
+extern struct fake_counts fake_counts;
+/* Nonzero: hold kernels claim nothing (a held stream still waiting for its
+ * turn); drains go on. */
+extern volatile int fake_holds_paused;
+
+#endif
