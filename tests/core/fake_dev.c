@@ -14,7 +14,7 @@
 #include "util/time.h"
 
 struct fake_counts fake_counts;
-volatile int fake_holds_paused;
+int fake_holds_paused;
 
 struct op {
 	void (*fn)(struct op *);
@@ -35,7 +35,7 @@ struct tp_dev_stream {
 };
 
 struct tp_dev_event {
-	volatile int done; /* 1: every operation before the record ran */
+	int done; /* 1: every operation before the record ran (atomic) */
 	uint64_t gen;
 };
 
@@ -145,7 +145,7 @@ static void ev_set(struct op *o)
 {
 	tp_dev_event *e = o->a;
 
-	if (e->gen == o->n)
+	if (__atomic_load_n(&e->gen, __ATOMIC_ACQUIRE) == o->n) /* its latest record */
 		__atomic_store_n(&e->done, 1, __ATOMIC_RELEASE);
 }
 
@@ -153,9 +153,9 @@ int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s)
 {
 	struct op *o = op_new(s, ev_set);
 
-	e->done = 0;
+	__atomic_store_n(&e->done, 0, __ATOMIC_RELEASE);
 	o->a = e;
-	o->n = ++e->gen;
+	o->n = __atomic_add_fetch(&e->gen, 1, __ATOMIC_ACQ_REL);
 	push(s, o);
 	return 0;
 }
@@ -294,7 +294,7 @@ static void run_swait(struct op *o)
 		t = __atomic_load_n(q->tail, __ATOMIC_ACQUIRE);
 		if (o->m && h >= until)
 			return;
-		if (h < t && h < until && !(fake_holds_paused && !o->m)) {
+		if (h < t && h < until && !(__atomic_load_n(&fake_holds_paused, __ATOMIC_ACQUIRE) && !o->m)) {
 			unsigned long long want = h;
 
 			if (!__atomic_compare_exchange_n(q->head, &want, h + 1, 0, __ATOMIC_ACQ_REL,
@@ -303,7 +303,7 @@ static void run_swait(struct op *o)
 			struct tp_swq_job j = q->job[h % TP_SWQ_CAP];
 
 			if (__atomic_load_n(&q->job[h % TP_SWQ_CAP].seq, __ATOMIC_ACQUIRE) != h + 1)
-				*q->err = 1;
+				__atomic_store_n(q->err, 1, __ATOMIC_RELEASE);
 			else
 				perform(&j);
 			__atomic_add_fetch(o->m ? &fake_counts.by_drain : &fake_counts.by_hold, 1,

@@ -12,6 +12,13 @@ struct fake_counts {
 extern struct fake_counts fake_counts;
 /* Nonzero: hold kernels claim nothing (a held stream still waiting for its
  * turn); drains go on. */
-extern volatile int fake_holds_paused;
+extern int fake_holds_paused;
+
+/* Read a counter, set the pause, from the test's thread. */
+#define FAKE_COUNT(f) __atomic_load_n(&fake_counts.f, __ATOMIC_ACQUIRE)
+static inline void fake_pause(int on)
+{
+	__atomic_store_n(&fake_holds_paused, on, __ATOMIC_RELEASE);
+}
 
 #endif

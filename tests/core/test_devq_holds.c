@@ -38,7 +38,7 @@ static void rig_open(struct rig *r)
 	assert_int_equal(tp__dev_stream_create(&r->user[0]), 0);
 	assert_int_equal(tp__dev_stream_create(&r->user[1]), 0);
 	memset(&fake_counts, 0, sizeof(fake_counts));
-	fake_holds_paused = 0;
+	fake_pause(0);
 }
 
 static void rig_close(struct rig *r)
@@ -133,8 +133,8 @@ static void test_no_hold(void **state)
 	done_within(&r, copies(&r, &l, 1, TP_LIST_MAPPED));
 	assert_memory_equal(k->dst, k->want, 5 * PAGE);
 	assert_memory_equal(a, b, sizeof(a));
-	assert_int_equal(fake_counts.on_stream, 2);
-	assert_int_equal(fake_counts.by_hold + fake_counts.by_drain, 0);
+	assert_int_equal(FAKE_COUNT(on_stream), 2);
+	assert_int_equal(FAKE_COUNT(by_hold) + FAKE_COUNT(by_drain), 0);
 	rig_close(&r);
 	free(k);
 }
@@ -178,8 +178,8 @@ static void test_held_work_goes_to_holds(void **state)
 	assert_memory_equal(k[1].dst, k[1].want, PAGE);
 	assert_memory_equal(a, b, sizeof(a));
 	assert_memory_equal(c, d, sizeof(c));
-	assert_int_equal(fake_counts.by_hold, 5); /* 2 unpacks, 2 copies, 1 list */
-	assert_int_equal(fake_counts.on_stream, 2); /* the first copy, the pageable one */
+	assert_int_equal(FAKE_COUNT(by_hold), 5); /* 2 unpacks, 2 copies, 1 list */
+	assert_int_equal(FAKE_COUNT(on_stream), 2); /* the first copy, the pageable one */
 	tp__devq_release(&r.s, slot);
 	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0); /* the hold ended */
 	rig_close(&r);
@@ -203,7 +203,7 @@ static void test_release_drains(void **state)
 	for (int i = 0; i < 3; i++)
 		chunk_make(&k[i], 3, 10 + i);
 	done_within(&r, copies(&r, &l, 1, TP_LIST_MAPPED));
-	fake_holds_paused = 1; /* the held stream's kernel not yet claiming */
+	fake_pause(1); /* the held stream's kernel not yet claiming */
 	assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot), 0);
 	l1 = unpack(&r, &k[0]);
 	l2 = unpack(&r, &k[1]);
@@ -217,12 +217,12 @@ static void test_release_drains(void **state)
 	tp__devq_release(&r.s, slot);  /* the last hold: a drain */
 	l3 = unpack(&r, &k[2]);        /* on the stream, after the drain */
 	done_within(&r, l3);
-	assert_int_equal(fake_counts.drains, 1);
-	assert_int_equal(fake_counts.by_drain, 2);
-	assert_int_equal(fake_counts.by_hold, 0);
+	assert_int_equal(FAKE_COUNT(drains), 1);
+	assert_int_equal(FAKE_COUNT(by_drain), 2);
+	assert_int_equal(FAKE_COUNT(by_hold), 0);
 	for (int i = 0; i < 3; i++)
 		assert_memory_equal(k[i].dst, k[i].want, 3 * PAGE);
-	fake_holds_paused = 0;
+	fake_pause(0);
 	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
 	(void)l2;
 	rig_close(&r);
@@ -249,13 +249,13 @@ static void test_two_holds(void **state)
 	tp__devq_release(&r.s, s0);
 	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
 	done_within(&r, unpack(&r, &k[2]));   /* the second hold performs it */
-	assert_int_equal(fake_counts.drains, 0);
+	assert_int_equal(FAKE_COUNT(drains), 0);
 	tp__devq_release(&r.s, s1);
 	done_within(&r, unpack(&r, &k[3]));   /* the stream again */
 	for (int i = 0; i < 4; i++)
 		assert_memory_equal(k[i].dst, k[i].want, 2 * PAGE);
-	assert_int_equal(fake_counts.by_hold, 2);
-	assert_int_equal(fake_counts.on_stream, 2);
+	assert_int_equal(FAKE_COUNT(by_hold), 2);
+	assert_int_equal(FAKE_COUNT(on_stream), 2);
 	rig_close(&r);
 	free(k);
 }

@@ -185,9 +185,8 @@ void tp__devq_drain(struct tcpx_p2p_session *s)
 static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
 {
 	for (uint64_t i = first; i < first + n; i++)
-		if (q->holds->q.done[i % TP_SWQ_CAP] != i + 1)
+		if (__atomic_load_n(&q->holds->q.done[i % TP_SWQ_CAP], __ATOMIC_ACQUIRE) != i + 1)
 			return false;
-	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* before anyone reads their bytes */
 	q->retired = first + n;
 	return true;
 }
@@ -214,7 +213,7 @@ static int poll_events(struct tp_devq *q)
 	}
 	rc = tp__dev_stream_error(q->stream, &bad);
 	if (!rc && !bad && q->holds)
-		bad = *q->holds->q.err != 0;
+		bad = __atomic_load_n(q->holds->q.err, __ATOMIC_ACQUIRE) != 0;
 	if (!rc && bad)
 		rc = tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside "
 			       "its chunk (sender and receiver lengths differ?)");
@@ -439,7 +438,8 @@ static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
 	for (i = 0; i < TP_SWQ_SLOTS; i++) {
 		if (!h->busy[i])
 			continue;
-		h->q.word[i] = 1; /* a transfer still held: its session is going */
+		/* a transfer still held: its session is going */
+		__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
 		if (tp__dev_event_wait(h->done[i], TP_HOLD_EXIT_MS, &done) || !done)
 			left = true;
 	}
@@ -518,8 +518,7 @@ int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
 	if (!rc)
 		rc = free_slot(h, &i);
 	if (!rc) {
-		h->q.word[i] = 0;
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		__atomic_store_n(&h->q.word[i], 0, __ATOMIC_SEQ_CST);
 		rc = tp__dev_swait_hold(q->stream, stream, &h->q, i, h->ord, h->done[i]);
 	}
 	if (!rc) {
