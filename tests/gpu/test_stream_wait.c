@@ -52,6 +52,8 @@ struct bufs {
 	cudaStream_t sst;          /* the sender's GPU */
 };
 
+static struct bufs *g_open; /* for the teardown of a test that failed */
+
 static void open_bufs(struct bufs *b)
 {
 	tcpx_p2p_config cfg[2];
@@ -62,6 +64,7 @@ static void open_bufs(struct bufs *b)
 		cfg[i].gpu = g_gpu[i];
 	}
 	assert_int_equal(tp_pair_open2(&b->p, cfg, 0), 0);
+	g_open = b;
 	assert_int_equal(cudaSetDevice(g_gpu[0]), cudaSuccess);
 	assert_int_equal(cudaMalloc(&b->src, CAP), cudaSuccess);
 	assert_int_equal(cudaStreamCreateWithFlags(&b->sst, cudaStreamNonBlocking), cudaSuccess);
@@ -86,6 +89,7 @@ static void close_bufs(struct bufs *b)
 {
 	int i;
 
+	g_open = NULL;
 	assert_int_equal(tcpx_p2p_mr_deregister(b->smr), 0);
 	assert_int_equal(tcpx_p2p_mr_deregister(b->dmr), 0);
 	tp_pair_close(&b->p);
@@ -115,7 +119,7 @@ static void prepare(struct bufs *b, size_t off, size_t len, uint64_t seed)
  * right after the hold; the sends come later, after a random pause. */
 static void test_receive_then_kernel(void **state)
 {
-	struct bufs b;
+	static struct bufs b; /* static: the teardown may still reach it */
 	tcpx_p2p_xfer *x[2 * NSTREAMS];
 	size_t off[NSTREAMS], len[NSTREAMS];
 	unsigned long long wrong = 0;
@@ -162,7 +166,7 @@ static void test_receive_then_kernel(void **state)
  * after the send ended, so the receiver gets the bytes sent. */
 static void test_send_then_reuse(void **state)
 {
-	struct bufs b;
+	static struct bufs b; /* static: the teardown may still reach it */
 	tcpx_p2p_xfer *x[2];
 	const size_t len = 5u << 20;
 	int it;
@@ -190,7 +194,7 @@ static void test_send_then_reuse(void **state)
 /* The stream is released when its transfer fails (a deadline, no send). */
 static void test_failure_releases(void **state)
 {
-	struct bufs b;
+	static struct bufs b; /* static: the teardown may still reach it */
 	tcpx_p2p_xfer *x;
 	int done = 0, rc = 0, i;
 
@@ -224,7 +228,7 @@ static void test_failure_releases(void **state)
 /* Refusals, an ended transfer, and the limit of held streams. */
 static void test_args_and_limit(void **state)
 {
-	struct bufs b;
+	static struct bufs b; /* static: the teardown may still reach it */
 	tcpx_p2p_xfer *x[2 * 70];
 	int i, n = 0, rc;
 
@@ -265,13 +269,26 @@ static void test_args_and_limit(void **state)
 	close_bufs(&b);
 }
 
+/* After a failed test: its connections and sessions go (their pending
+ * transfers fail, which releases every held stream), so that the next
+ * test and the process's exit do not wait for a hold that never ends. */
+static int teardown(void **state)
+{
+	(void)state;
+	if (g_open) {
+		tp_pair_close(&g_open->p);
+		g_open = NULL;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_receive_then_kernel),
-		cmocka_unit_test(test_send_then_reuse),
-		cmocka_unit_test(test_args_and_limit),
-		cmocka_unit_test(test_failure_releases),
+		cmocka_unit_test_teardown(test_receive_then_kernel, teardown),
+		cmocka_unit_test_teardown(test_send_then_reuse, teardown),
+		cmocka_unit_test_teardown(test_args_and_limit, teardown),
+		cmocka_unit_test_teardown(test_failure_releases, teardown),
 	};
 	int n = 0;
 
