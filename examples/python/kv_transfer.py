@@ -135,14 +135,17 @@ def decode(args, session):
             # The check below once now: CUDA loads a kernel at its first launch, and
             # loading may wait for every running kernel, the one holding the stream too.
             pool[:, :, DECODE_BLOCKS].float().sum().item()
+            import torch
+            decode = torch.cuda.Stream()  # non-blocking: the default stream cannot be held
+            decode.wait_stream(torch.cuda.current_stream())
         t0 = time.perf_counter()
         x = conn.read(local, remote)
         if args.device == "cuda":
             # The decode step's stream waits for the blocks on the GPU, not this
-            # thread: what torch queues next runs once every byte is in place.
-            import torch
-            x.stream_wait(torch.cuda.current_stream())
-            got = pool[:, :, DECODE_BLOCKS].float().sum()  # queued behind the wait
+            # thread: what torch queues on it next runs once every byte is in place.
+            x.stream_wait(decode)
+            with torch.cuda.stream(decode):
+                got = pool[:, :, DECODE_BLOCKS].float().sum()  # queued behind the wait
         x.wait(TIMEOUT)   # drives the transfer (no progress thread here): before
         ms = (time.perf_counter() - t0) * 1e3  # anything that blocks on the stream
         print(f"decode: read {len(local)} blocks ({local.total >> 10} KiB) in one Conn.read, "
@@ -151,6 +154,7 @@ def decode(args, session):
             want = sum(float(block_values(layer, kv, theirs).astype(np.float32).sum())
                        for layer in range(LAYERS) for kv in range(2)
                        for theirs in PREFILL_BLOCKS)
+            decode.synchronize()  # the sum was queued on decode, behind the wait
             if abs(got.item() - want) > 1e-3 * max(1.0, abs(want)):
                 raise SystemExit(f"decode: the stream read {got.item()}, want {want}")
             print("decode: a kernel queued behind Xfer.stream_wait saw every block", flush=True)

@@ -223,9 +223,38 @@ static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
-/* A CUDA stream from Python: an int handle, or an object with a
- * cuda_stream attribute (torch.cuda.Stream, cupy's streams); None: the
- * legacy default stream. */
+/* The handle of a stream object: __cuda_stream__() (the CUDA stream
+ * protocol: a (version, handle) pair), else its cuda_stream (torch) or ptr
+ * (CuPy) attribute; NULL with no exception when it has none. */
+static PyObject *stream_attr(PyObject *o)
+{
+	PyObject *h = PyObject_CallMethod(o, "__cuda_stream__", NULL);
+
+	if (h) {
+		PyObject *v = PyTuple_Check(h) && PyTuple_GET_SIZE(h) == 2 ? PyTuple_GET_ITEM(h, 1)
+									   : NULL;
+
+		Py_XINCREF(v);
+		Py_DECREF(h);
+		if (!v)
+			PyErr_SetString(PyExc_TypeError, "stream_wait: __cuda_stream__() must "
+					"return (version, handle)");
+		return v;
+	}
+	if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+		return NULL;
+	PyErr_Clear();
+	if ((h = PyObject_GetAttrString(o, "cuda_stream")) || !PyErr_ExceptionMatches(PyExc_AttributeError))
+		return h;
+	PyErr_Clear();
+	if ((h = PyObject_GetAttrString(o, "ptr")) || !PyErr_ExceptionMatches(PyExc_AttributeError))
+		return h;
+	PyErr_Clear();
+	return NULL;
+}
+
+/* A CUDA stream from Python: an int handle or a stream object
+ * (stream_attr); None: the legacy default stream. */
 static int stream_handle(PyObject *o, void **out)
 {
 	PyObject *h = NULL;
@@ -236,11 +265,12 @@ static int stream_handle(PyObject *o, void **out)
 		return 0;
 	}
 	if (!PyLong_Check(o)) {
-		h = PyObject_GetAttrString(o, "cuda_stream");
+		h = stream_attr(o);
 		if (!h) {
-			PyErr_Clear();
-			PyErr_SetString(PyExc_TypeError, "stream_wait: want a CUDA stream handle "
-					"(int), an object with cuda_stream, or None");
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_TypeError, "stream_wait: want a CUDA stream "
+						"(torch.cuda.Stream, a CuPy stream, an object with "
+						"__cuda_stream__), an int handle, or None");
 			return -1;
 		}
 		o = h;
@@ -356,8 +386,9 @@ static PyMethodDef xfer_methods[] = {
 	  "the session's stall_ms; not a failure), chunks (its plugin requests) and "
 	  "chunks_done (retired)" },
 	{ "stream_wait", (PyCFunction)xfer_stream_wait, METH_O,
-	  "stream_wait(stream): make a CUDA stream (torch.cuda.Stream, an object with "
-	  "cuda_stream, an int handle, or None for the default stream) of the session's GPU "
+	  "stream_wait(stream): make a CUDA stream (torch.cuda.Stream, a CuPy stream, an "
+	  "object with __cuda_stream__, an int handle, or None for the legacy default "
+	  "stream) of the session's GPU "
 	  "wait until the transfer ended, without blocking (tcpx_p2p_stream_wait); what the "
 	  "stream runs next sees every byte; a failed transfer releases it too: check the "
 	  "transfer before trusting what the stream computed" },

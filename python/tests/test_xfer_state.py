@@ -154,4 +154,28 @@ def test_stream_wait_refusals(small_chunks):
         complete(xr, xs)
         assert xr.stream_wait(None) is None
         assert xr.stream_wait(0) is None
+        # the stream objects of torch, CuPy and the CUDA stream protocol
+        assert xr.stream_wait(TorchLike()) is None
+        assert xr.stream_wait(CupyLike()) is None
+        assert xr.stream_wait(ProtocolLike()) is None
+        with pytest.raises(TypeError):
+            xr.stream_wait(BadProtocol())
     assert np.array_equal(dst, src)
+
+
+class TorchLike:
+    cuda_stream = 0
+
+
+class CupyLike:
+    ptr = 0
+
+
+class ProtocolLike:
+    def __cuda_stream__(self):
+        return (0, 0)
+
+
+class BadProtocol:
+    def __cuda_stream__(self):
+        return 0

@@ -77,8 +77,8 @@ void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
 	tp__xfer_set_state(x, TP_XS_DONE);
-	if (x->hold) { /* every byte written: its device work is known done */
-		tp__devq_release(c->s, x->hold - 1);
+	if (x->hold) { /* every byte written (success: its device work is known done) */
+		tp__devq_release(c->s, x->hold - 1, x->err != 0);
 		x->hold = 0;
 	}
 }

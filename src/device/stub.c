@@ -41,7 +41,7 @@ int tp__dev_swq_create(struct tp_swq *q) { return TP_NO_CUDA(); }
 void tp__dev_swq_destroy(struct tp_swq *q) {}
 int tp__dev_stream_check(void *stream) { return TP_NO_CUDA(); }
 int tp__dev_swait_hold(tp_dev_stream *s, void *stream, struct tp_swq *q, int slot,
-		       tp_dev_event *ord, tp_dev_event *done)
-{ return TP_NO_CUDA(); }
+		       tp_dev_event *ord, tp_dev_event *done, int *launched)
+{ *launched = 0; return TP_NO_CUDA(); }
 int tp__dev_swq_drain(tp_dev_stream *s, struct tp_swq *q, uint64_t until) { return TP_NO_CUDA(); }
 int tp__dev_event_wait(tp_dev_event *e, int timeout_ms, int *done) { return TP_NO_CUDA(); }

@@ -7,8 +7,8 @@
  * the device-memory head, only below the published tail: a claimed job is
  * always performed), performs it with all its threads and stamps it done
  * after a system-wide fence.  A hold kernel outlives many refills of the
- * plugin's bounce pages, so it reads them at L2 (tp_copy_range<..., true>),
- * never through a cache an earlier job may have filled. */
+ * plugin's bounce pages, so it fetches them again on every load
+ * (tp_copy_range<..., true>), never trusting a line an earlier job cached. */
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +26,7 @@ extern "C" {
  * caller's own kernels the GPU, enough for a window of chunks. */
 #define TP_SWAIT_BLOCKS 16
 #define TP_SWAIT_NO_LIMIT (~0ull)
+#define TP_SWAIT_IDLE_NS 8000
 
 static_assert(sizeof(struct tp_swq_job) == 48, "struct tp_swq_job layout");
 
@@ -39,9 +40,14 @@ struct tp_swait_args {
 	uint64_t until; /* drain: stop at this job; hold: TP_SWAIT_NO_LIMIT */
 };
 
-/* Thread 0: the next job for this block, or -1 when it should stop. */
+/* Thread 0: the next job for this block, or -1 when it should stop.  Idle,
+ * it looks again after a pause that doubles up to TP_SWAIT_IDLE_NS: the
+ * words it polls are host memory, read over PCIe, by 16 blocks of up to
+ * 64 kernels. */
 static __device__ long long claim(const struct tp_swait_args &a)
 {
+	unsigned pause = 500;
+
 	for (;;) {
 		/* released: go at once, leaving jobs to the other kernels */
 		if (a.until == TP_SWAIT_NO_LIMIT && *a.word != 0)
@@ -56,7 +62,8 @@ static __device__ long long claim(const struct tp_swait_args &a)
 		}
 		if (h >= a.until)
 			return -1; /* a drain's end */
-		__nanosleep(1000);
+		__nanosleep(pause);
+		pause = min(2 * pause, (unsigned)TP_SWAIT_IDLE_NS);
 	}
 }
 
@@ -178,18 +185,76 @@ extern "C" void tp__dev_swq_destroy(struct tp_swq *q)
 	memset(q, 0, sizeof(*q));
 }
 
+/* The device of `stream`: cudaStreamGetDevice where the toolkit has it, else
+ * through the driver (the stream's context made current for the question). */
+static int stream_device(cudaStream_t st, int *dev)
+{
+#if CUDART_VERSION >= 12080
+	return TP_CUDA(cudaStreamGetDevice, st, dev);
+#else
+	typedef int (*stream_ctx_fn)(cudaStream_t st, void **ctx);
+	typedef int (*ctx_fn)(void *ctx);
+	typedef int (*ctx_dev_fn)(int *dev);
+	stream_ctx_fn get = (stream_ctx_fn)tp__dev_drv_fn("cuStreamGetCtx");
+	ctx_fn push = (ctx_fn)tp__dev_drv_fn("cuCtxPushCurrent");
+	ctx_dev_fn ask = (ctx_dev_fn)tp__dev_drv_fn("cuCtxGetDevice");
+	int (*pop)(void **) = (int (*)(void **))tp__dev_drv_fn("cuCtxPopCurrent");
+	void *ctx = NULL, *was;
+	int rc;
+
+	if (!get || !push || !ask || !pop)
+		return tp__error(TCPX_P2P_ECUDA, "stream_wait: the CUDA driver lacks cuStreamGetCtx");
+	if ((rc = get(st, &ctx)) || (rc = push(ctx)))
+		return tp__error(TCPX_P2P_ECUDA, "stream_wait: cuStreamGetCtx/cuCtxPushCurrent: "
+				 "CUDA driver error %d", rc);
+	rc = ask(dev);
+	pop(&was);
+	return rc ? tp__error(TCPX_P2P_ECUDA, "stream_wait: cuCtxGetDevice: CUDA driver error %d",
+			      rc) : 0;
+#endif
+}
+
 extern "C" int tp__dev_stream_check(void *stream)
 {
+	cudaStream_t st = (cudaStream_t)stream;
+	cudaStreamCaptureStatus cap;
+	unsigned flags = 0;
 	int dev, mine;
 	int rc = TP_CUDA(cudaGetDevice, &mine);
 
-	if (rc || !stream)
+	if (!rc)
+		rc = TP_CUDA(cudaStreamIsCapturing, st, &cap);
+	if (!rc && cap != cudaStreamCaptureStatusNone)
+		return tp__error(TCPX_P2P_EINVAL, "stream_wait: the stream is being captured into "
+				 "a CUDA graph (a wait for a transfer cannot be replayed)");
+	if (!rc)
+		rc = TP_CUDA(cudaStreamGetFlags, st, &flags);
+	/* A blocking stream (the default streams too) orders the legacy default
+	 * stream behind it, and with it every synchronous CUDA call of the
+	 * process, the library's own and the plugin's among them. */
+	if (!rc && !(flags & cudaStreamNonBlocking))
+		return tp__error(TCPX_P2P_EINVAL, "stream_wait: a %s stream cannot be held (every "
+				 "synchronous CUDA call of the process would wait for the transfer): "
+				 "use a stream made with cudaStreamNonBlocking (torch.cuda.Stream())",
+				 stream ? "blocking" : "default");
+	if (rc)
 		return rc;
-	rc = TP_CUDA(cudaStreamGetDevice, (cudaStream_t)stream, &dev);
+	rc = stream_device(st, &dev);
 	if (!rc && dev != mine)
 		rc = tp__error(TCPX_P2P_EINVAL, "stream_wait: the stream belongs to GPU %d, the "
 			       "session to GPU %d", dev, mine);
 	return rc;
+}
+
+/* One hold or drain kernel on st: cudaLaunchKernel's own result, not an
+ * error some earlier call of the caller's thread left behind. */
+static int launch_swait(cudaStream_t st, struct tp_swait_args a, const char *what)
+{
+	void *params[] = { &a };
+
+	return tp__dev_cuda_check(cudaLaunchKernel((const void *)tp_swait, dim3(TP_SWAIT_BLOCKS),
+						   dim3(TP_SWAIT_THREADS), params, 0, st),
+				  what);
 }
 
 static struct tp_swait_args args(struct tp_swq *q, const volatile uint32_t *word,
@@ -199,30 +264,28 @@ static struct tp_swait_args args(struct tp_swq *q, const volatile uint32_t *word
 }
 
 extern "C" int tp__dev_swait_hold(tp_dev_stream *s, void *stream, struct tp_swq *q, int slot,
-				  tp_dev_event *ord, tp_dev_event *done)
+				  tp_dev_event *ord, tp_dev_event *done, int *launched)
 {
 	cudaStream_t st = (cudaStream_t)stream;
 	int rc;
 
+	*launched = 0;
 	if (slot < 0 || slot >= TP_SWQ_SLOTS)
 		return tp__error(TCPX_P2P_EINVAL, "stream wait slot %d", slot);
 	rc = TP_CUDA(cudaEventRecord, ord->ev, s->st);
 	if (!rc)
 		rc = TP_CUDA(cudaStreamWaitEvent, st, ord->ev, 0);
+	if (!rc)
+		rc = launch_swait(st, args(q, q->word + slot, TP_SWAIT_NO_LIMIT), "tp_swait (hold)");
 	if (rc)
 		return rc;
-	tp_swait<<<TP_SWAIT_BLOCKS, TP_SWAIT_THREADS, 0, st>>>(
-		args(q, q->word + slot, TP_SWAIT_NO_LIMIT));
-	rc = tp__dev_cuda_check(cudaGetLastError(), "tp_swait<<<>>>");
-	if (!rc)
-		rc = TP_CUDA(cudaEventRecord, done->ev, st);
-	return rc;
+	*launched = 1;
+	return TP_CUDA(cudaEventRecord, done->ev, st);
 }
 
 extern "C" int tp__dev_swq_drain(tp_dev_stream *s, struct tp_swq *q, uint64_t until)
 {
-	tp_swait<<<TP_SWAIT_BLOCKS, TP_SWAIT_THREADS, 0, s->st>>>(args(q, NULL, until));
-	return tp__dev_cuda_check(cudaGetLastError(), "tp_swait<<<>>> (drain)");
+	return launch_swait(s->st, args(q, NULL, until), "tp_swait (drain)");
 }
 
 extern "C" int tp__dev_kernels_load(void)

@@ -209,14 +209,17 @@ struct tp_swq {
 
 int tp__dev_swq_create(struct tp_swq *q);
 void tp__dev_swq_destroy(struct tp_swq *q);
-/* Is `stream` (a cudaStream_t; NULL = the legacy default stream) usable by
- * the current device?  TCPX_P2P_EINVAL when it belongs to another device. */
+/* May `stream` (a cudaStream_t) be held by the current device?
+ * TCPX_P2P_EINVAL for a blocking stream (the default streams included),
+ * one of another device, or one being captured into a graph. */
 int tp__dev_stream_check(void *stream);
 /* Hold `stream` after all work now on s: it waits for `ord` recorded on s,
  * then runs the hold kernel of slot, which performs jobs until word[slot]
- * is set; `done` is recorded on stream after it. */
+ * is set; `done` is recorded on stream after it.  *launched = 1 once the
+ * kernel is queued, even if what follows failed: the caller must then
+ * release it and cannot know when it ends. */
 int tp__dev_swait_hold(tp_dev_stream *s, void *stream, struct tp_swq *q, int slot,
-		       tp_dev_event *ord, tp_dev_event *done);
+		       tp_dev_event *ord, tp_dev_event *done, int *launched);
 /* On s: perform every job below `until` that no kernel claimed. */
 int tp__dev_swq_drain(tp_dev_stream *s, struct tp_swq *q, uint64_t until);
 /* *done = 1 once work before the record finished; waits at most

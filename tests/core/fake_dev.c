@@ -324,10 +324,12 @@ static void wait_event(struct op *o)
 }
 
 int tp__dev_swait_hold(tp_dev_stream *s, void *stream, struct tp_swq *q, int slot,
-		       tp_dev_event *ord, tp_dev_event *done)
+		       tp_dev_event *ord, tp_dev_event *done, int *launched)
 {
 	tp_dev_stream *us = stream;
 	struct op *o;
+
+	*launched = 1;
 
 	tp__dev_event_record(ord, s);
 	o = op_new(us, wait_event);

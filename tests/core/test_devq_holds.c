@@ -4,7 +4,9 @@
  * stream is held, the work the GPU can reach goes to the holds as jobs
  * (bytes right, launches done in order), pageable work still goes to the
  * stream, the last release drains what the holds left, the 64-hold limit
- * and slot reuse, and a session ending with a stream still held. */
+ * and slot reuse, a session ending with a stream still held, a teardown
+ * and a failed transfer's release waiting for jobs no hold claimed, a full
+ * queue waited on, and host bounce pages kept from the holds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,7 +182,7 @@ static void test_held_work_goes_to_holds(void **state)
 	assert_memory_equal(c, d, sizeof(c));
 	assert_int_equal(FAKE_COUNT(by_hold), 5); /* 2 unpacks, 2 copies, 1 list */
 	assert_int_equal(FAKE_COUNT(on_stream), 2); /* the first copy, the pageable one */
-	tp__devq_release(&r.s, slot);
+	tp__devq_release(&r.s, slot, false);
 	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0); /* the hold ended */
 	rig_close(&r);
 	free(k);
@@ -214,7 +216,7 @@ static void test_release_drains(void **state)
 		assert_int_equal(tp__devq_done(&r.s, l1, &done), 0);
 		assert_false(done);
 	}
-	tp__devq_release(&r.s, slot);  /* the last hold: a drain */
+	tp__devq_release(&r.s, slot, false);  /* the last hold: a drain */
 	l3 = unpack(&r, &k[2]);        /* on the stream, after the drain */
 	done_within(&r, l3);
 	assert_int_equal(FAKE_COUNT(drains), 1);
@@ -246,11 +248,11 @@ static void test_two_holds(void **state)
 	assert_int_equal(tp__devq_hold(&r.s, r.user[1], &s1), 0);
 	assert_int_not_equal(s0, s1);
 	done_within(&r, unpack(&r, &k[1]));
-	tp__devq_release(&r.s, s0);
+	tp__devq_release(&r.s, s0, false);
 	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
 	done_within(&r, unpack(&r, &k[2]));   /* the second hold performs it */
 	assert_int_equal(FAKE_COUNT(drains), 0);
-	tp__devq_release(&r.s, s1);
+	tp__devq_release(&r.s, s1, false);
 	done_within(&r, unpack(&r, &k[3]));   /* the stream again */
 	for (int i = 0; i < 4; i++)
 		assert_memory_equal(k[i].dst, k[i].want, 2 * PAGE);
@@ -275,10 +277,10 @@ static void test_hold_limit(void **state)
 		assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot[i]), 0);
 	assert_int_equal(tp__devq_hold(&r.s, r.user[1], &extra), TCPX_P2P_EAGAIN);
 	for (i = 0; i < TP_SWQ_SLOTS; i++)
-		tp__devq_release(&r.s, slot[i]);
+		tp__devq_release(&r.s, slot[i], false);
 	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
 	assert_int_equal(tp__devq_hold(&r.s, r.user[1], &extra), 0);
-	tp__devq_release(&r.s, extra);
+	tp__devq_release(&r.s, extra, false);
 	rig_close(&r);
 	free(k);
 }
@@ -302,6 +304,131 @@ static void test_destroy_releases(void **state)
 	free(k);
 }
 
+/* A connection's teardown waits for every job, also those no hold kernel
+ * has claimed (a held stream still waiting for its turn): a drain on the
+ * session's stream performs them, beside the holds. */
+static void test_teardown_drains_jobs(void **state)
+{
+	struct rig r;
+	struct chunk *k = malloc(2 * sizeof(*k));
+	uint64_t l2;
+	int slot;
+
+	(void)state;
+	rig_open(&r);
+	for (int i = 0; i < 2; i++)
+		chunk_make(&k[i], 4, 50 + i);
+	done_within(&r, unpack(&r, &k[0]));
+	memset(k[0].dst, 0, sizeof(k[0].dst));
+	fake_pause(1);
+	assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot), 0);
+	(void)unpack(&r, &k[0]);
+	l2 = unpack(&r, &k[1]);
+	tp__devq_drain(&r.s);
+	{
+		bool done = false;
+
+		assert_int_equal(tp__devq_done(&r.s, l2, &done), 0);
+		assert_true(done);
+	}
+	for (int i = 0; i < 2; i++)
+		assert_memory_equal(k[i].dst, k[i].want, 4 * PAGE);
+	assert_int_equal(FAKE_COUNT(by_drain), 2);
+	fake_pause(0);
+	tp__devq_release(&r.s, slot, false);
+	assert_int_equal(FAKE_COUNT(drains), 1); /* nothing left for a second one */
+	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
+	rig_close(&r);
+	free(k);
+}
+
+/* A failed transfer's stream goes on only after the device work queued
+ * before the failure, which may write the transfer's buffer, is done. */
+static void test_failed_release_waits(void **state)
+{
+	struct rig r;
+	struct chunk *k = malloc(sizeof(*k));
+	int slot;
+
+	(void)state;
+	rig_open(&r);
+	chunk_make(k, 6, 60);
+	done_within(&r, copies(&r, &(struct tp_copy){ k->bounce, k->want, 1 }, 1,
+			       TP_LIST_MAPPED));
+	fake_pause(1);
+	assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot), 0);
+	(void)unpack(&r, k);
+	tp__devq_release(&r.s, slot, true);
+	assert_memory_equal(k->dst, k->want, 6 * PAGE); /* written before the release */
+	assert_int_equal(FAKE_COUNT(by_drain), 1);
+	fake_pause(0);
+	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
+	rig_close(&r);
+	free(k);
+}
+
+/* A full job queue makes the next launch wait for room, never sends work
+ * the holds can perform to the stream a held stream may block. */
+static void test_full_queue_waits(void **state)
+{
+	enum { N = TP_SWQ_CAP - 100, M = 300 };
+	struct rig r;
+	struct chunk *k = malloc(sizeof(*k));
+	char *a = malloc(N + M), *b = calloc(1, N + M);
+	struct tp_copy *l = malloc((N + M) * sizeof(*l));
+	unsigned long stream_ops;
+	uint64_t l2;
+	int slot;
+
+	(void)state;
+	rig_open(&r);
+	fill(a, N + M, 70);
+	for (unsigned i = 0; i < N + M; i++)
+		l[i] = (struct tp_copy){ a + i, b + i, 1 };
+	chunk_make(k, 1, 71);
+	done_within(&r, unpack(&r, k));
+	stream_ops = FAKE_COUNT(on_stream);
+	assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot), 0);
+	(void)copies(&r, l, N, TP_LIST_MAPPED);
+	l2 = copies(&r, l + N, M, TP_LIST_MAPPED); /* room only once the first retire */
+	done_within(&r, l2);
+	assert_memory_equal(a, b, N + M);
+	assert_int_equal(FAKE_COUNT(on_stream), stream_ops);
+	assert_int_equal(FAKE_COUNT(by_hold), N + M);
+	tp__devq_release(&r.s, slot, false);
+	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
+	rig_close(&r);
+	free(k);
+	free(a);
+	free(b);
+	free(l);
+}
+
+/* A d2d unpack from host bounce pages (the emulator's host bounce on a GPU
+ * session) is no job: a kernel cannot read those pages. */
+static void test_host_bounce_stays_on_stream(void **state)
+{
+	struct rig r;
+	struct chunk *k = malloc(sizeof(*k));
+	int slot;
+
+	(void)state;
+	rig_open(&r);
+	chunk_make(k, 2, 80);
+	k->cm.bounce_on_device = false;
+	k->sl.path = TP_PATH_D2D;
+	done_within(&r, copies(&r, &(struct tp_copy){ k->bounce, k->want, 1 }, 1,
+			       TP_LIST_MAPPED));
+	assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot), 0);
+	done_within(&r, unpack(&r, k));
+	assert_memory_equal(k->dst, k->want, 2 * PAGE);
+	assert_int_equal(FAKE_COUNT(by_hold), 0);
+	tp__devq_release(&r.s, slot, false);
+	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
+	rig_close(&r);
+	free(k);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +438,10 @@ int main(void)
 		cmocka_unit_test(test_two_holds),
 		cmocka_unit_test(test_hold_limit),
 		cmocka_unit_test(test_destroy_releases),
+		cmocka_unit_test(test_teardown_drains_jobs),
+		cmocka_unit_test(test_failed_release_waits),
+		cmocka_unit_test(test_full_queue_waits),
+		cmocka_unit_test(test_host_bounce_stays_on_stream),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,8 @@
  * once; the stream is checked to be held while the bytes cannot be there
  * yet (the send not posted), a send's stream waits before its buffer is
  * overwritten, a failed transfer releases its stream, and the arguments
- * and limits are refused as documented.  A delay knob of the emulator
+ * and limits are refused as documented (blocking and default streams,
+ * streams being captured into a graph).  A delay knob of the emulator
  * (TCPX_EMU_STREAM_DELAY_US, ctest's stream_delays variant) slows the path
  * the held streams wait for.
  * Usage: test_stream_wait [iterations [test-name-pattern]] */
@@ -247,6 +248,26 @@ static void test_args_and_limit(void **state)
 	print_message("held %d streams, then: %s\n", i, tcpx_p2p_last_error());
 	assert_int_equal(i, 64);
 	assert_int_equal(tcpx_p2p_stream_wait(x[0], b.st[1]), TCPX_P2P_EBUSY);
+	{
+		/* the last transfer holds nothing: streams it must refuse */
+		cudaStream_t blocking, cap = b.st[1];
+		cudaGraph_t g = NULL;
+
+		assert_int_equal(cudaStreamCreate(&blocking), cudaSuccess);
+		assert_int_equal(tcpx_p2p_stream_wait(x[n - 1], blocking), TCPX_P2P_EINVAL);
+		print_message("blocking: %s\n", tcpx_p2p_last_error());
+		assert_int_equal(tcpx_p2p_stream_wait(x[n - 1], NULL), TCPX_P2P_EINVAL);
+		assert_int_equal(tcpx_p2p_stream_wait(x[n - 1], cudaStreamPerThread),
+				 TCPX_P2P_EINVAL);
+		assert_int_equal(cudaStreamBeginCapture(cap, cudaStreamCaptureModeRelaxed),
+				 cudaSuccess);
+		rc = tcpx_p2p_stream_wait(x[n - 1], cap);
+		assert_int_equal(cudaStreamEndCapture(cap, &g), cudaSuccess);
+		assert_int_equal(rc, TCPX_P2P_EINVAL);
+		print_message("captured: %s\n", tcpx_p2p_last_error());
+		cudaGraphDestroy(g);
+		cudaStreamDestroy(blocking);
+	}
 	if (g_gpu[0] != g_gpu[1]) {
 		/* a stream of the sender's GPU, for the receiver's session */
 		assert_int_equal(tcpx_p2p_stream_wait(x[n - 1], b.sst), TCPX_P2P_EINVAL);

@@ -39,8 +39,8 @@ template <typename T> static T __ldg(const T *p)
 	return v;
 }
 
-/* The L2-only load of the stream-wait kernel: the same check. */
-template <typename T> static T __ldcg(const T *p)
+/* The fetch-again load of the stream-wait kernel: the same check. */
+template <typename T> static T __ldcv(const T *p)
 {
 	return __ldg(p);
 }
@@ -56,14 +56,14 @@ static uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift)
 
 enum { GUARD = 64, MAXLEN = 4096 + 300 };
 
-template <unsigned W, bool L2>
+template <unsigned W, bool Fresh>
 static void copy_all_threads(char *d, const char *s, uint32_t len)
 {
 	for (unsigned t = 0; t < W; t++)
-		tp_copy_range<W, L2>(d, s, len, t);
+		tp_copy_range<W, Fresh>(d, s, len, t);
 }
 
-template <unsigned W, bool L2 = false> static void check_group(void)
+template <unsigned W, bool Fresh = false> static void check_group(void)
 {
 	static const uint32_t lens[] = { 0, 1, 3, 4, 5, 15, 16, 17, 63, 64, 65, 66, 67, 68,
 					 69, 70, 71, 72, 127, 128, 129, 255, 1000, 4093,
@@ -81,7 +81,7 @@ template <unsigned W, bool L2 = false> static void check_group(void)
 				src_lo = s;
 				src_hi = s + len;
 				loads_outside = 0;
-				copy_all_threads<W, L2>(d, s, len);
+				copy_all_threads<W, Fresh>(d, s, len);
 				assert_memory_equal(d, s, len);
 				for (char *p = dst; p < dst + sizeof(dst); p++)
 					if (p < d || p >= d + len)
@@ -108,7 +108,7 @@ static void test_block(void **state)
 static void test_block_l2(void **state)
 {
 	(void)state;
-	check_group<256, true>(); /* the stream-wait kernel: loads at L2 */
+	check_group<256, true>(); /* the stream-wait kernel: every load fetched again */
 }
 
 int main(void)

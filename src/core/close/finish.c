@@ -108,8 +108,8 @@ void tp__close_finish(struct tcpx_p2p_conn *c, const char *reason)
 	}
 	tp__close_drop_xfers(c);
 	for (i = 0; i < c->nchan; i++) {
-		tp__stage_free(&c->send[i]);
-		tp__stage_free(&c->recv[i]);
+		tp__stage_free(c->s, &c->send[i]);
+		tp__stage_free(c->s, &c->recv[i]);
 	}
 	tp__land_destroy(c->land, c->landmr);
 	if (c->closing.drain_mr)

@@ -41,8 +41,13 @@ struct tp_holds {
 	tp_dev_event *done[TP_SWQ_SLOTS]; /* after each slot's hold kernel */
 	bool busy[TP_SWQ_SLOTS];          /* its kernel may still run */
 	bool held[TP_SWQ_SLOTS];          /* its word not yet set */
+	bool lost[TP_SWQ_SLOTS];          /* released, its end unknowable: never reused */
 	int live;                         /* slots held */
 	uint64_t drained;                 /* jobs below it left to the drain */
+	/* Pinned host memory freed once no stream is held: cudaFreeHost waits
+	 * for the whole GPU, a hold kernel included. */
+	void **later;
+	size_t nlater, later_cap;
 };
 
 struct tp_devq {
@@ -59,6 +64,7 @@ struct tp_devq {
 	uint64_t completed; /* every launch <= completed has finished */
 	struct tp_holds *holds; /* made at the first stream wait */
 	uint64_t published, retired; /* jobs published; known done, in order */
+	int kernels_rc; /* loading the kernels failed: no stream is held */
 };
 
 static void holds_destroy(struct tp_holds *h, tp_dev_stream *st);
@@ -69,9 +75,10 @@ void tp__devq_destroy(struct tp_devq *q)
 
 	if (!q)
 		return;
+	/* the holds first: the stream's last work may be a drain of theirs */
+	holds_destroy(q->holds, q->stream);
 	if (q->stream)
 		tp__dev_stream_sync(q->stream);
-	holds_destroy(q->holds, q->stream);
 	for (i = 0; i < TP_EVENT_RING; i++)
 		tp__dev_event_destroy(q->ev[i]);
 	tp__dev_stream_destroy(q->stream);
@@ -96,7 +103,7 @@ static int devq_create(struct tcpx_p2p_session *s, struct tp_devq **out)
 	/* Loaded now, not by a first launch mid-transfer (tp_device.h); a GPU
 	 * the kernels were not built for fails at their launch, if any comes
 	 * (the d2d and host variants launch none). */
-	if (!rc && tp__dev_kernels_load())
+	if (!rc && (q->kernels_rc = tp__dev_kernels_load()))
 		TP_WARN("unpack", "loading the library's kernels: %s", tcpx_p2p_last_error());
 	for (i = 0; !rc && i < TP_EVENT_RING; i++)
 		rc = tp__dev_event_create(&q->ev[i]);
@@ -168,6 +175,33 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 	return devq_get(s);
 }
 
+static int poll_events(struct tp_devq *q);
+
+/* Jobs no hold kernel claimed yet go to a drain kernel on the stream (it
+ * claims as the holds do, so the two may run at once); then every launch
+ * is waited for, those the holds perform at most TP_HOLD_EXIT_MS. */
+static int wait_all(struct tp_devq *q)
+{
+	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
+	struct tp_holds *h = q->holds;
+	int rc;
+
+	if (h && h->drained < q->published) {
+		rc = tp__dev_swq_drain(q->stream, &h->q, q->published);
+		if (rc)
+			return rc;
+		h->drained = q->published;
+	}
+	rc = tp__dev_stream_sync(q->stream);
+	while (!rc && !(rc = poll_events(q)) && q->completed < q->launched) {
+		if (tp__now_ns() >= end)
+			return tp__error(TCPX_P2P_ETIMEDOUT, "unpack: device work still running "
+					 "after %d ms", TP_HOLD_EXIT_MS);
+		usleep(50);
+	}
+	return rc;
+}
+
 void tp__devq_drain(struct tcpx_p2p_session *s)
 {
 	struct tp_devq *q = s->devq;
@@ -175,7 +209,7 @@ void tp__devq_drain(struct tcpx_p2p_session *s)
 	if (!q)
 		return;
 	pthread_mutex_lock(&q->lock);
-	if (tp__session_use_gpu(s) || tp__dev_stream_sync(q->stream))
+	if (tp__session_use_gpu(s) || wait_all(q))
 		TP_WARN("unpack", "draining the unpack stream: %s", tcpx_p2p_last_error());
 	pthread_mutex_unlock(&q->lock);
 }
@@ -212,8 +246,9 @@ static int poll_events(struct tp_devq *q)
 		q->completed++;
 	}
 	rc = tp__dev_stream_error(q->stream, &bad);
+	/* taken, as the stream's own flag is: one bad record fails one poll */
 	if (!rc && !bad && q->holds)
-		bad = __atomic_load_n(q->holds->q.err, __ATOMIC_ACQUIRE) != 0;
+		bad = __atomic_exchange_n(q->holds->q.err, 0, __ATOMIC_ACQ_REL) != 0;
 	if (!rc && bad)
 		rc = tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside "
 			       "its chunk (sender and receiver lengths differ?)");
@@ -286,33 +321,55 @@ static int on_stream(struct tp_devq *q, struct tcpx_p2p_session *s,
 	return tp__dev_copy_async(q->stream, w->list, w->ncopies);
 }
 
-/* A slot the hold kernels can unpack: its records into memory the GPU
- * writes (the kernel and d2d variants; not host staging). */
-static bool slot_to_jobs(const struct tp_slot *sl)
+/* A slot the hold kernels can unpack: bounce pages and records the GPU
+ * reads (a device bounce: its meta ring is read by the GPU too, as NCCL's
+ * own unpack does) into memory the GPU writes.  The kernel variant always;
+ * the d2d one, which also serves host bounce pages, only so; never host
+ * staging. */
+static bool slot_to_jobs(const struct tp_comm *cm, const struct tp_slot *sl)
 {
 	return sl->path == TP_PATH_KERNEL ||
-	       (sl->path == TP_PATH_D2D && !sl->multi && (sl->dst_dev || sl->dst_mapped));
+	       (sl->path == TP_PATH_D2D && cm->bounce_on_device && !sl->multi &&
+		(sl->dst_dev || sl->dst_mapped));
 }
 
-/* Publish w as jobs for the hold kernels; false, publishing nothing, when
- * part of it needs the stream (an operand the GPU does not reach) or the
- * queue lacks room. */
-static bool publish(struct tp_devq *q, const struct launch_work *w, uint32_t *njobs)
+/* Jobs w makes for the hold kernels; 0 when part of it needs the stream (an
+ * operand the GPU does not reach, or a variant the kernels lack). */
+static uint32_t jobs_of(const struct launch_work *w)
+{
+	uint32_t k;
+
+	if (!w->slots)
+		return w->how == TP_LIST_KERNEL ? 1 : w->how == TP_LIST_MAPPED ? w->ncopies : 0;
+	for (k = 0; k < (uint32_t)w->n; k++)
+		if (!slot_to_jobs(w->cms[k], w->slots[k]))
+			return 0;
+	return (uint32_t)w->n;
+}
+
+/* Room for `need` more jobs, waiting (at most TP_HOLD_EXIT_MS) for the
+ * kernels to retire earlier ones rather than sending w to the stream. */
+static bool room_for(struct tp_devq *q, uint32_t need)
+{
+	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
+
+	if (need > TP_SWQ_CAP)
+		return false;
+	while (need > TP_SWQ_CAP - (q->published - q->retired)) {
+		if (poll_events(q) || tp__now_ns() >= end)
+			return false;
+		usleep(50);
+	}
+	return true;
+}
+
+/* Publish w as `need` jobs for the hold kernels. */
+static void publish(struct tp_devq *q, const struct launch_work *w, uint32_t need)
 {
 	struct tp_swq *sq = &q->holds->q;
 	uint64_t i = q->published;
-	uint32_t need, k;
+	uint32_t k;
 
-	if (w->slots) {
-		for (k = 0; k < (uint32_t)w->n; k++)
-			if (!slot_to_jobs(w->slots[k]))
-				return false;
-		need = (uint32_t)w->n;
-	} else {
-		need = w->how == TP_LIST_KERNEL ? 1 : w->how == TP_LIST_MAPPED ? w->ncopies : 0;
-	}
-	if (!need || need > TP_SWQ_CAP - (q->published - q->retired))
-		return false;
 	for (k = 0; k < need; k++, i++) {
 		struct tp_swq_job *j = &sq->job[i % TP_SWQ_CAP];
 
@@ -334,8 +391,6 @@ static bool publish(struct tp_devq *q, const struct launch_work *w, uint32_t *nj
 	}
 	__atomic_store_n(sq->tail, i, __ATOMIC_RELEASE);
 	q->published = i;
-	*njobs = need;
-	return true;
 }
 
 /* TP_EVENT_RING launches in flight (rare): wait for the oldest.  Jobs are
@@ -382,13 +437,19 @@ static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint6
 	if (!rc && q->launched - q->completed >= TP_EVENT_RING)
 		rc = wait_oldest(q);
 	k = (q->launched + 1) % TP_EVENT_RING;
-	if (!rc && q->holds && q->holds->live && publish(q, w, &njobs)) {
+	if (!rc && q->holds && q->holds->live)
+		njobs = jobs_of(w);
+	if (njobs && room_for(q, njobs)) {
+		publish(q, w, njobs);
 		q->as_jobs[k].first = q->published - njobs;
 	} else if (!rc) {
 		if (q->holds && q->holds->live)
-			TP_WARN_RL("unpack", "a stream is held and device work with pageable "
-				   "memory goes to the session's stream, which the held stream "
-				   "may delay (docs/api.md, stream waits)");
+			TP_WARN_RL("unpack", "a stream is held and device work the holding kernels "
+				   "cannot perform (%s) goes to the session's stream, which the "
+				   "held stream may block (docs/api.md, stream waits)",
+				   njobs ? "their queue stayed full" : "pageable memory or host "
+				   "staging");
+		njobs = 0;
 		rc = on_stream(q, s, w);
 		if (!rc)
 			rc = tp__dev_event_record(q->ev[k], q->stream);
@@ -428,6 +489,13 @@ int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint
 
 /* Stream holds */
 
+static void free_later(struct tp_holds *h)
+{
+	for (size_t i = 0; i < h->nlater; i++)
+		tp__dev_host_free(h->later[i]);
+	h->nlater = 0;
+}
+
 static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
 {
 	int i, done;
@@ -435,14 +503,16 @@ static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
 
 	if (!h)
 		return;
-	for (i = 0; i < TP_SWQ_SLOTS; i++) {
-		if (!h->busy[i])
-			continue;
-		/* a transfer still held: its session is going */
-		__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
-		if (tp__dev_event_wait(h->done[i], TP_HOLD_EXIT_MS, &done) || !done)
+	/* Every word first (transfers still held: their session is going),
+	 * then the waits: a hold queued behind another on one stream ends
+	 * only after it. */
+	for (i = 0; i < TP_SWQ_SLOTS; i++)
+		if (h->busy[i])
+			__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
+	for (i = 0; i < TP_SWQ_SLOTS; i++)
+		if (h->busy[i] && (h->lost[i] || tp__dev_event_wait(h->done[i], TP_HOLD_EXIT_MS,
+								     &done) || !done))
 			left = true;
-	}
 	if (!left && st)
 		tp__dev_stream_sync(st); /* a drain */
 	if (left) {
@@ -450,6 +520,8 @@ static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
 			"left allocated", TP_HOLD_EXIT_MS);
 		return;
 	}
+	free_later(h);
+	free(h->later);
 	for (i = 0; i < TP_SWQ_SLOTS; i++)
 		tp__dev_event_destroy(h->done[i]);
 	tp__dev_event_destroy(h->ord);
@@ -486,6 +558,8 @@ static int free_slot(struct tp_holds *h, int *slot)
 	int i, done, rc;
 
 	for (i = 0; i < TP_SWQ_SLOTS; i++) {
+		if (h->lost[i])
+			continue;
 		if (h->busy[i] && !h->held[i]) {
 			rc = tp__dev_event_query(h->done[i], &done);
 			if (rc)
@@ -505,12 +579,15 @@ int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
 {
 	struct tp_devq *q;
 	struct tp_holds *h;
-	int rc, i = -1;
+	int rc, i = -1, launched = 0;
 
 	rc = devq_get(s);
 	if (rc)
 		return rc;
 	q = s->devq;
+	if (q->kernels_rc)
+		return tp__error(TCPX_P2P_ECUDA, "stream_wait: the library's kernels could not be "
+				 "loaded on this GPU (warned when the session first used it)");
 	pthread_mutex_lock(&q->lock);
 	if (!q->holds)
 		rc = holds_create(&q->holds);
@@ -519,23 +596,39 @@ int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
 		rc = free_slot(h, &i);
 	if (!rc) {
 		__atomic_store_n(&h->q.word[i], 0, __ATOMIC_SEQ_CST);
-		rc = tp__dev_swait_hold(q->stream, stream, &h->q, i, h->ord, h->done[i]);
+		rc = tp__dev_swait_hold(q->stream, stream, &h->q, i, h->ord, h->done[i],
+					&launched);
 	}
 	if (!rc) {
 		h->busy[i] = h->held[i] = true;
 		h->live++;
 		*slot = i;
+	} else if (launched) {
+		/* queued, but its end cannot be observed: released at once, its
+		 * slot never reused (a new word 0 could hold it again) */
+		__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
+		h->busy[i] = h->lost[i] = true;
 	}
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
-void tp__devq_release(struct tcpx_p2p_session *s, int slot)
+void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed)
 {
 	struct tp_devq *q = s->devq;
 	struct tp_holds *h = q->holds;
 
 	pthread_mutex_lock(&q->lock);
+	/* A failed transfer may still have device work queued that writes its
+	 * buffer: the stream goes on only after it (bounded). */
+	if (failed && q->completed < q->launched) {
+		void *ctx = tp__gpu_save(s);
+
+		if (wait_all(q))
+			TP_WARN("unpack", "stream wait: releasing a failed transfer's stream before "
+				"its device work ended: %s", tcpx_p2p_last_error());
+		tp__dev_ctx_restore(ctx);
+	}
 	__atomic_store_n(&h->q.word[slot], 1, __ATOMIC_RELEASE);
 	h->held[slot] = false;
 	/* The last hold gone: jobs no kernel claimed are the stream's now,
@@ -550,5 +643,39 @@ void tp__devq_release(struct tcpx_p2p_session *s, int slot)
 			h->drained = q->published;
 		tp__dev_ctx_restore(ctx);
 	}
+	if (h->live == 0)
+		free_later(h);
 	pthread_mutex_unlock(&q->lock);
+}
+
+void tp__devq_host_free(struct tcpx_p2p_session *s, void *p)
+{
+	struct tp_devq *q = s->devq;
+	struct tp_holds *h;
+	bool now = true;
+
+	if (!p)
+		return;
+	if (q) {
+		pthread_mutex_lock(&q->lock);
+		h = q->holds;
+		if (h && h->live) {
+			if (h->nlater == h->later_cap) {
+				size_t cap = h->later_cap ? 2 * h->later_cap : 16;
+				void **v = realloc(h->later, cap * sizeof(*v));
+
+				if (v) {
+					h->later = v;
+					h->later_cap = cap;
+				}
+			}
+			if (h->nlater < h->later_cap) {
+				h->later[h->nlater++] = p;
+				now = false;
+			}
+		}
+		pthread_mutex_unlock(&q->lock);
+	}
+	if (now) /* no stream held (or no room to remember it: free it all the same) */
+		tp__dev_host_free(p);
 }

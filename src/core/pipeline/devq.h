@@ -35,9 +35,14 @@ int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint
  * work a hold waits for goes to the hold kernels meanwhile.  EAGAIN when
  * TP_SWQ_SLOTS holds are in place. */
 int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot);
-/* Release a hold: its transfer ended and every byte of it was written. */
-void tp__devq_release(struct tcpx_p2p_session *s, int slot);
-/* Wait for all work queued on the session's device queue (conn teardown). */
+/* Release a hold: its transfer ended and every byte of it was written, or
+ * it failed (then after the device work queued so far, bounded). */
+void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed);
+/* Free pinned host memory (tp__dev_host_alloc), once no stream is held:
+ * freeing it waits for the whole GPU, a hold kernel included. */
+void tp__devq_host_free(struct tcpx_p2p_session *s, void *p);
+/* Wait for all work queued on the session's device queue (conn teardown),
+ * jobs published to hold kernels included (bounded). */
 void tp__devq_drain(struct tcpx_p2p_session *s);
 /* Has device work number `launch` finished?  Never blocks. */
 int tp__devq_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done);

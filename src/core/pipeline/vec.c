@@ -10,6 +10,7 @@
 #include "core/conn.h"
 #include "core/mr.h"
 #include "core/pipeline/comm.h"
+#include "core/pipeline/devq.h"
 #include "core/pipeline/vec.h"
 #include "core/pipeline/window.h"
 #include "core/session.h"
@@ -153,10 +154,10 @@ char *tp__seg_single(const struct tcpx_p2p_xfer *x, size_t o, size_t n, struct t
 	return seg_ptr(&x->seg[i], o);
 }
 
-static void cp_free(struct tp_slot *sl)
+static void cp_free(struct tcpx_p2p_session *s, struct tp_slot *sl)
 {
 	if (sl->cp_pinned)
-		tp__dev_host_free(sl->cp);
+		tp__devq_host_free(s, sl->cp);
 	else
 		free(sl->cp);
 	sl->cp = NULL;
@@ -191,7 +192,7 @@ static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, b
 				return tp__error(TCPX_P2P_ENOMEM, "vectored transfer: no memory for "
 						 "%u copies", cap);
 			memcpy(v, sl->cp, *n * sizeof(*v));
-			cp_free(sl);
+			cp_free(s, sl);
 			sl->cp = v;
 			sl->cp_cap = cap;
 			sl->cp_pinned = pinned;
@@ -332,7 +333,7 @@ void tp__stage_give(struct tp_comm *cm, const char *slot)
 	}
 }
 
-void tp__stage_free(struct tp_comm *cm)
+void tp__stage_free(struct tcpx_p2p_session *s, struct tp_comm *cm)
 {
 	for (int k = 0; k < 2; k++) {
 		struct tp_stage *st = &cm->stage[k];
@@ -347,5 +348,5 @@ void tp__stage_free(struct tp_comm *cm)
 		st->mr = NULL;
 	}
 	for (unsigned i = 0; i < TP_WINDOW_SLOTS; i++)
-		cp_free(&cm->slot[i]);
+		cp_free(s, &cm->slot[i]);
 }

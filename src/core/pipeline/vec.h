@@ -36,6 +36,6 @@ int tp__vec_copies_recs(struct tcpx_p2p_session *s, const struct tcpx_p2p_xfer *
 int tp__stage_take(struct tcpx_p2p_session *s, struct tp_comm *cm, int mtype, char **slot,
 		   struct tcpx_p2p_mr **mr);
 void tp__stage_give(struct tp_comm *cm, const char *slot);
-void tp__stage_free(struct tp_comm *cm);
+void tp__stage_free(struct tcpx_p2p_session *s, struct tp_comm *cm);
 
 #endif
