@@ -54,6 +54,7 @@ struct tp_devq {
 	pthread_mutex_t lock;
 	tp_dev_stream *stream;
 	tp_dev_event *ev[TP_EVENT_RING];
+	tp_dev_event *fence; /* wait_all's: the stream's work so far */
 	/* per launch: jobs [first, first + njobs) when it was published, else
 	 * njobs = 0 and its event */
 	struct {
@@ -81,6 +82,7 @@ void tp__devq_destroy(struct tp_devq *q)
 		tp__dev_stream_sync(q->stream);
 	for (i = 0; i < TP_EVENT_RING; i++)
 		tp__dev_event_destroy(q->ev[i]);
+	tp__dev_event_destroy(q->fence);
 	tp__dev_stream_destroy(q->stream);
 	pthread_mutex_destroy(&q->lock);
 	free(q);
@@ -107,6 +109,8 @@ static int devq_create(struct tcpx_p2p_session *s, struct tp_devq **out)
 		TP_WARN("unpack", "loading the library's kernels: %s", tcpx_p2p_last_error());
 	for (i = 0; !rc && i < TP_EVENT_RING; i++)
 		rc = tp__dev_event_create(&q->ev[i]);
+	if (!rc)
+		rc = tp__dev_event_create(&q->fence);
 	if (rc) {
 		tp__devq_destroy(q);
 		return rc;
@@ -179,12 +183,13 @@ static int poll_events(struct tp_devq *q);
 
 /* Jobs no hold kernel claimed yet go to a drain kernel on the stream (it
  * claims as the holds do, so the two may run at once); then every launch
- * is waited for, those the holds perform at most TP_HOLD_EXIT_MS. */
+ * and the stream are waited for, at most TP_HOLD_EXIT_MS: a held stream
+ * sharing the stream's hardware queue can block it (docs/api.md). */
 static int wait_all(struct tp_devq *q)
 {
 	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
 	struct tp_holds *h = q->holds;
-	int rc;
+	int rc, bad = 0, idle = 0;
 
 	if (h && h->drained < q->published) {
 		rc = tp__dev_swq_drain(q->stream, &h->q, q->published);
@@ -192,14 +197,23 @@ static int wait_all(struct tp_devq *q)
 			return rc;
 		h->drained = q->published;
 	}
-	rc = tp__dev_stream_sync(q->stream);
-	while (!rc && !(rc = poll_events(q)) && q->completed < q->launched) {
+	rc = tp__dev_event_record(q->fence, q->stream);
+	while (!rc) {
+		/* a bad record is reported once all is done, not instead */
+		if ((rc = poll_events(q)) == TCPX_P2P_EPLUGIN) {
+			bad = rc;
+			rc = 0;
+		}
+		if (!rc && q->completed == q->launched)
+			rc = tp__dev_event_query(q->fence, &idle);
+		if (rc || idle)
+			break;
 		if (tp__now_ns() >= end)
 			return tp__error(TCPX_P2P_ETIMEDOUT, "unpack: device work still running "
 					 "after %d ms", TP_HOLD_EXIT_MS);
 		usleep(50);
 	}
-	return rc;
+	return rc ? rc : bad;
 }
 
 void tp__devq_drain(struct tcpx_p2p_session *s)
