@@ -6,6 +6,8 @@
  * is taken once it is final: the C handle is released then and the
  * result kept, so wait() and test() may be called again and the regions
  * it used are let go at once. */
+#include <string.h>
+
 #include "tp_py.h"
 
 #define SLICE_MS 50
@@ -223,62 +225,78 @@ static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* Is o one of CuPy's streams (which give their handle as ptr, as do CuPy
+ * objects that are no streams)? */
+static int cupy_stream(PyObject *o)
+{
+	PyObject *m = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__module__");
+	const char *mod = m && PyUnicode_Check(m) ? PyUnicode_AsUTF8(m) : NULL;
+	int yes = mod && (!strcmp(mod, "cupy") || !strncmp(mod, "cupy.", 5)) &&
+		  strstr(Py_TYPE(o)->tp_name, "Stream");
+
+	Py_XDECREF(m);
+	PyErr_Clear();
+	return yes;
+}
+
 /* The handle of a stream object: __cuda_stream__() (the CUDA stream
- * protocol: a (version, handle) pair), else its cuda_stream (torch) or ptr
- * (CuPy) attribute; NULL with no exception when it has none. */
+ * protocol: (0, handle)), else its cuda_stream (torch) or, for CuPy's
+ * streams, ptr attribute; NULL with no exception when it is none. */
 static PyObject *stream_attr(PyObject *o)
 {
-	PyObject *h = PyObject_CallMethod(o, "__cuda_stream__", NULL);
+	PyObject *h, *v;
 
-	if (h) {
-		PyObject *v = PyTuple_Check(h) && PyTuple_GET_SIZE(h) == 2 ? PyTuple_GET_ITEM(h, 1)
-									   : NULL;
-
+	if (PyObject_HasAttrString(o, "__cuda_stream__")) {
+		h = PyObject_CallMethod(o, "__cuda_stream__", NULL);
+		if (!h)
+			return NULL;
+		v = PyTuple_Check(h) && PyTuple_GET_SIZE(h) == 2 &&
+				    PyLong_Check(PyTuple_GET_ITEM(h, 0)) &&
+				    PyLong_AsLong(PyTuple_GET_ITEM(h, 0)) == 0
+			    ? PyTuple_GET_ITEM(h, 1)
+			    : NULL;
 		Py_XINCREF(v);
 		Py_DECREF(h);
 		if (!v)
 			PyErr_SetString(PyExc_TypeError, "stream_wait: __cuda_stream__() must "
-					"return (version, handle)");
+					"return (0, handle)");
 		return v;
 	}
-	if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-		return NULL;
-	PyErr_Clear();
-	if ((h = PyObject_GetAttrString(o, "cuda_stream")) || !PyErr_ExceptionMatches(PyExc_AttributeError))
-		return h;
-	PyErr_Clear();
-	if ((h = PyObject_GetAttrString(o, "ptr")) || !PyErr_ExceptionMatches(PyExc_AttributeError))
-		return h;
-	PyErr_Clear();
+	if (PyObject_HasAttrString(o, "cuda_stream"))
+		return PyObject_GetAttrString(o, "cuda_stream");
+	if (cupy_stream(o) && PyObject_HasAttrString(o, "ptr"))
+		return PyObject_GetAttrString(o, "ptr");
 	return NULL;
 }
 
 /* A CUDA stream from Python: an int handle or a stream object
- * (stream_attr); None: the legacy default stream. */
+ * (stream_attr).  The default streams (None, handles 0, 1 and 2) are
+ * refused here, whatever the transfer's state: they cannot be held. */
 static int stream_handle(PyObject *o, void **out)
 {
 	PyObject *h = NULL;
 	unsigned long long v;
 
-	if (o == Py_None) {
-		*out = NULL;
-		return 0;
-	}
-	if (!PyLong_Check(o)) {
+	if (o != Py_None && !PyLong_Check(o)) {
 		h = stream_attr(o);
 		if (!h) {
 			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_TypeError, "stream_wait: want a CUDA stream "
-						"(torch.cuda.Stream, a CuPy stream, an object with "
-						"__cuda_stream__), an int handle, or None");
+				PyErr_SetString(PyExc_TypeError, "stream_wait: want a non-blocking "
+						"CUDA stream (torch.cuda.Stream, a CuPy stream, an "
+						"object with __cuda_stream__) or its int handle");
 			return -1;
 		}
 		o = h;
 	}
-	v = PyLong_AsUnsignedLongLong(o);
+	v = o == Py_None ? 0 : PyLong_AsUnsignedLongLong(o);
 	Py_XDECREF(h);
 	if (v == (unsigned long long)-1 && PyErr_Occurred())
 		return -1;
+	if (v <= 2) {
+		PyErr_SetString(PyExc_ValueError, "stream_wait: a default CUDA stream cannot be "
+				"held; pass a non-blocking stream (torch.cuda.Stream())");
+		return -1;
+	}
 	*out = (void *)(uintptr_t)v;
 	return 0;
 }
@@ -294,7 +312,9 @@ static PyObject *xfer_stream_wait(XferObject *self, PyObject *arg)
 		return result(self, "Xfer.stream_wait");
 	if (self->conn->closing)
 		return tp_busy_error("Xfer.stream_wait", "its connection, being closed,");
+	Py_BEGIN_ALLOW_THREADS
 	rc = tp_api.stream_wait(self->x, st);
+	Py_END_ALLOW_THREADS
 	if (rc)
 		return tp_py_raise(rc, "Xfer.stream_wait");
 	Py_RETURN_NONE;
@@ -386,9 +406,9 @@ static PyMethodDef xfer_methods[] = {
 	  "the session's stall_ms; not a failure), chunks (its plugin requests) and "
 	  "chunks_done (retired)" },
 	{ "stream_wait", (PyCFunction)xfer_stream_wait, METH_O,
-	  "stream_wait(stream): make a CUDA stream (torch.cuda.Stream, a CuPy stream, an "
-	  "object with __cuda_stream__, an int handle, or None for the legacy default "
-	  "stream) of the session's GPU "
+	  "stream_wait(stream): make a non-blocking CUDA stream (torch.cuda.Stream, a CuPy "
+	  "stream made with non_blocking=True, an object with __cuda_stream__, or its int "
+	  "handle; never a default stream) of the session's GPU "
 	  "wait until the transfer ended, without blocking (tcpx_p2p_stream_wait); what the "
 	  "stream runs next sees every byte; a failed transfer releases it too: check the "
 	  "transfer before trusting what the stream computed" },

@@ -138,8 +138,8 @@ def test_deadline_ends_an_await(pair):
 
 def test_stream_wait_refusals(small_chunks):
     """Xfer.stream_wait without a GPU: NotSupported for a pending transfer,
-    TypeError for what is no stream, and the transfer's own result once it
-    ended (nothing to wait for).  The waits themselves are checked on a GPU
+    TypeError for what is no stream, ValueError for a default stream, and
+    the transfer's own result once it ended (nothing to wait for).  The waits themselves are checked on a GPU
     (tests/gpu/test_stream_wait.c)."""
     a, b, ca, cb = small_chunks
     src = pattern(CHUNK, 9)
@@ -149,33 +149,40 @@ def test_stream_wait_refusals(small_chunks):
         with pytest.raises(TypeError):
             xr.stream_wait("not a stream")
         with pytest.raises(tp.NotSupported):
-            xr.stream_wait(None)
+            xr.stream_wait(0x1000)
         xs = ca.send(ms)
         complete(xr, xs)
-        assert xr.stream_wait(None) is None
-        assert xr.stream_wait(0) is None
-        # the stream objects of torch, CuPy and the CUDA stream protocol
+        assert xr.stream_wait(0x1000) is None
+        # the stream objects of torch and the CUDA stream protocol
         assert xr.stream_wait(TorchLike()) is None
-        assert xr.stream_wait(CupyLike()) is None
         assert xr.stream_wait(ProtocolLike()) is None
-        with pytest.raises(TypeError):
-            xr.stream_wait(BadProtocol())
+        for bad in (BadProtocol(), NotCupy(), object()):
+            with pytest.raises(TypeError):
+                xr.stream_wait(bad)
+        # the default streams, whatever the transfer's state
+        for default in (None, 0, 1, 2, TorchDefault()):
+            with pytest.raises(ValueError):
+                xr.stream_wait(default)
     assert np.array_equal(dst, src)
 
 
 class TorchLike:
+    cuda_stream = 0x1000
+
+
+class TorchDefault:
     cuda_stream = 0
-
-
-class CupyLike:
-    ptr = 0
 
 
 class ProtocolLike:
     def __cuda_stream__(self):
-        return (0, 0)
+        return (0, 0x1000)
 
 
 class BadProtocol:
     def __cuda_stream__(self):
-        return 0
+        return 0x1000
+
+
+class NotCupy:
+    ptr = 0x1000  # ptr alone is no stream (CuPy's memory has one too)

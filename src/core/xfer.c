@@ -421,6 +421,16 @@ TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream)
 	if (c->s->cfg.gpu < 0)
 		return tp__error(TCPX_P2P_ENOTSUP, "stream_wait: the session has no GPU "
 				 "(config gpu = -1)");
+	if (c->s->cfg.unpack == TCPX_P2P_UNPACK_HOST)
+		return tp__error(TCPX_P2P_ENOTSUP, "stream_wait: not with unpack = host (its host "
+				 "staging needs the session's stream and synchronous CUDA calls, which "
+				 "a held stream blocks)");
+	/* NULL, cudaStreamLegacy, cudaStreamPerThread: refused whatever x's
+	 * state, so that a caller meets it at once (tp__dev_stream_check says
+	 * why, for them and for every blocking stream) */
+	if ((uintptr_t)stream <= 2)
+		return tp__error(TCPX_P2P_EINVAL, "stream_wait: a default CUDA stream cannot be "
+				 "held: use a stream made with cudaStreamNonBlocking");
 	pthread_mutex_lock(&c->lock);
 	if (x->state == TP_XS_DONE) {
 		rc = xfer_result(x);

@@ -233,10 +233,10 @@ extern "C" int tp__dev_stream_check(void *stream)
 	 * stream behind it, and with it every synchronous CUDA call of the
 	 * process, the library's own and the plugin's among them. */
 	if (!rc && !(flags & cudaStreamNonBlocking))
-		return tp__error(TCPX_P2P_EINVAL, "stream_wait: a %s stream cannot be held (every "
-				 "synchronous CUDA call of the process would wait for the transfer): "
-				 "use a stream made with cudaStreamNonBlocking (torch.cuda.Stream())",
-				 stream ? "blocking" : "default");
+		return tp__error(TCPX_P2P_EINVAL, "stream_wait: a blocking stream cannot be held "
+				 "(every synchronous CUDA call of the process would wait for the "
+				 "transfer): use a stream made with cudaStreamNonBlocking "
+				 "(torch.cuda.Stream())");
 	if (rc)
 		return rc;
 	rc = stream_device(st, &dev);

@@ -283,8 +283,9 @@ static void test_args_and_limit(void **state)
 	assert_int_equal(tcpx_p2p_send(b.p.c[0], b.smr, 0, 4096, &x[1]), 0);
 	assert_int_equal(tcpx_p2p_wait(x[1], TP_TEST_TIMEOUT_MS), 0);
 	assert_int_equal(tcpx_p2p_wait(x[0], TP_TEST_TIMEOUT_MS), 0);
-	assert_int_equal(tcpx_p2p_stream_wait(x[0], NULL), 0);
-	assert_int_equal(cudaStreamQuery(NULL), cudaSuccess);
+	assert_int_equal(tcpx_p2p_stream_wait(x[0], b.st[0]), 0);
+	assert_int_equal(cudaStreamQuery(b.st[0]), cudaSuccess);
+	assert_int_equal(tcpx_p2p_stream_wait(x[0], NULL), TCPX_P2P_EINVAL); /* whatever its state */
 	tcpx_p2p_xfer_release(x[0]);
 	tcpx_p2p_xfer_release(x[1]);
 	close_bufs(&b);

@@ -44,8 +44,9 @@ struct tp_holds {
 	bool lost[TP_SWQ_SLOTS];          /* released, its end unknowable: never reused */
 	int live;                         /* slots held */
 	uint64_t drained;                 /* jobs below it left to the drain */
-	/* Pinned host memory freed once no stream is held: cudaFreeHost waits
-	 * for the whole GPU, a hold kernel included. */
+	/* Pinned host memory given up while a stream was held, freed with the
+	 * session: cudaFreeHost waits for the whole GPU, a hold kernel (of any
+	 * session) included, and these are old copy lists, few and small. */
 	void **later;
 	size_t nlater, later_cap;
 };
@@ -66,6 +67,7 @@ struct tp_devq {
 	struct tp_holds *holds; /* made at the first stream wait */
 	uint64_t published, retired; /* jobs published; known done, in order */
 	int kernels_rc; /* loading the kernels failed: no stream is held */
+	bool bad; /* a kernel met a record outside its chunk: the next report fails */
 };
 
 static void holds_destroy(struct tp_holds *h, tp_dev_stream *st);
@@ -181,39 +183,44 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 
 static int poll_events(struct tp_devq *q);
 
-/* Jobs no hold kernel claimed yet go to a drain kernel on the stream (it
- * claims as the holds do, so the two may run at once); then every launch
- * and the stream are waited for, at most TP_HOLD_EXIT_MS: a held stream
- * sharing the stream's hardware queue can block it (docs/api.md). */
+/* Wait for every launch so far, at most TP_HOLD_EXIT_MS.  Jobs no hold
+ * kernel claimed go to a drain kernel on the stream (it claims as the holds
+ * do, so the two may run at once; a launch done as jobs is known done by
+ * their stamps, whoever performed them).  With no stream held, the stream
+ * itself is waited for too (a fence after its last work); with streams
+ * held it is not: one of them may share the stream's hardware queue and
+ * block it until a release this wait would delay. */
 static int wait_all(struct tp_devq *q)
 {
 	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
 	struct tp_holds *h = q->holds;
-	int rc, bad = 0, idle = 0;
+	bool held = h && h->live;
+	int rc = 0, idle = 0;
 
 	if (h && h->drained < q->published) {
-		rc = tp__dev_swq_drain(q->stream, &h->q, q->published);
-		if (rc)
-			return rc;
-		h->drained = q->published;
+		if (tp__dev_swq_drain(q->stream, &h->q, q->published))
+			TP_WARN("unpack", "launching a drain: %s (waiting for the holds alone)",
+				tcpx_p2p_last_error());
+		else
+			h->drained = q->published;
 	}
-	rc = tp__dev_event_record(q->fence, q->stream);
+	if (!held)
+		rc = tp__dev_event_record(q->fence, q->stream);
 	while (!rc) {
-		/* a bad record is reported once all is done, not instead */
-		if ((rc = poll_events(q)) == TCPX_P2P_EPLUGIN) {
-			bad = rc;
-			rc = 0;
-		}
-		if (!rc && q->completed == q->launched)
+		rc = poll_events(q);
+		if (!rc && q->completed == q->launched) {
+			if (held)
+				break;
 			rc = tp__dev_event_query(q->fence, &idle);
-		if (rc || idle)
-			break;
+			if (rc || idle)
+				break;
+		}
 		if (tp__now_ns() >= end)
 			return tp__error(TCPX_P2P_ETIMEDOUT, "unpack: device work still running "
 					 "after %d ms", TP_HOLD_EXIT_MS);
 		usleep(50);
 	}
-	return rc ? rc : bad;
+	return rc;
 }
 
 void tp__devq_drain(struct tcpx_p2p_session *s)
@@ -239,8 +246,8 @@ static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
 	return true;
 }
 
-/* Advance `completed` over finished launches; a kernel that met a record
- * outside its chunk (skipped it) fails whoever observes it. */
+/* Advance `completed` over finished launches, and note a kernel that met a
+ * record outside its chunk (and skipped it) for take_bad. */
 static int poll_events(struct tp_devq *q)
 {
 	int done, bad, rc;
@@ -259,14 +266,23 @@ static int poll_events(struct tp_devq *q)
 			break;
 		q->completed++;
 	}
+	/* both flags are taken when read: one bad record fails one report */
 	rc = tp__dev_stream_error(q->stream, &bad);
-	/* taken, as the stream's own flag is: one bad record fails one poll */
 	if (!rc && !bad && q->holds)
 		bad = __atomic_exchange_n(q->holds->q.err, 0, __ATOMIC_ACQ_REL) != 0;
-	if (!rc && bad)
-		rc = tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside "
-			       "its chunk (sender and receiver lengths differ?)");
+	q->bad |= !rc && bad;
 	return rc;
+}
+
+/* Report a bad record noted by poll_events, once, to whoever reports
+ * device work's outcome to a transfer (tp__devq_done, launch). */
+static int take_bad(struct tp_devq *q)
+{
+	if (!q->bad)
+		return 0;
+	q->bad = false;
+	return tp__error(TCPX_P2P_EPLUGIN, "unpack: the plugin described a fragment outside its "
+			 "chunk (sender and receiver lengths differ?)");
 }
 
 int tp__devq_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done)
@@ -277,6 +293,8 @@ int tp__devq_done(struct tcpx_p2p_session *s, uint64_t launch, bool *done)
 	pthread_mutex_lock(&q->lock);
 	if (launch > q->completed)
 		rc = poll_events(q);
+	if (!rc)
+		rc = take_bad(q);
 	*done = launch <= q->completed;
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -448,6 +466,8 @@ static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint6
 	q = s->devq;
 	pthread_mutex_lock(&q->lock);
 	rc = poll_events(q);
+	if (!rc)
+		rc = take_bad(q);
 	if (!rc && q->launched - q->completed >= TP_EVENT_RING)
 		rc = wait_oldest(q);
 	k = (q->launched + 1) % TP_EVENT_RING;
@@ -512,6 +532,7 @@ static void free_later(struct tp_holds *h)
 
 static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
 {
+	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
 	int i, done;
 	bool left = false;
 
@@ -523,10 +544,13 @@ static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
 	for (i = 0; i < TP_SWQ_SLOTS; i++)
 		if (h->busy[i])
 			__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
-	for (i = 0; i < TP_SWQ_SLOTS; i++)
-		if (h->busy[i] && (h->lost[i] || tp__dev_event_wait(h->done[i], TP_HOLD_EXIT_MS,
+	for (i = 0; i < TP_SWQ_SLOTS; i++) {
+		int64_t ms = (end - tp__now_ns()) / TP_NS_PER_MS;
+
+		if (h->busy[i] && (h->lost[i] || tp__dev_event_wait(h->done[i], ms > 0 ? (int)ms : 0,
 								     &done) || !done))
 			left = true;
+	}
 	if (!left && st)
 		tp__dev_stream_sync(st); /* a drain */
 	if (left) {
@@ -657,8 +681,6 @@ void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed)
 			h->drained = q->published;
 		tp__dev_ctx_restore(ctx);
 	}
-	if (h->live == 0)
-		free_later(h);
 	pthread_mutex_unlock(&q->lock);
 }
 
@@ -674,6 +696,7 @@ void tp__devq_host_free(struct tcpx_p2p_session *s, void *p)
 		pthread_mutex_lock(&q->lock);
 		h = q->holds;
 		if (h && h->live) {
+			now = false;
 			if (h->nlater == h->later_cap) {
 				size_t cap = h->later_cap ? 2 * h->later_cap : 16;
 				void **v = realloc(h->later, cap * sizeof(*v));
@@ -683,13 +706,13 @@ void tp__devq_host_free(struct tcpx_p2p_session *s, void *p)
 					h->later_cap = cap;
 				}
 			}
-			if (h->nlater < h->later_cap) {
+			if (h->nlater < h->later_cap)
 				h->later[h->nlater++] = p;
-				now = false;
-			}
+			else /* leaked rather than a free that waits for the hold */
+				TP_WARN("unpack", "out of memory: %p stays allocated", p);
 		}
 		pthread_mutex_unlock(&q->lock);
 	}
-	if (now) /* no stream held (or no room to remember it: free it all the same) */
+	if (now)
 		tp__dev_host_free(p);
 }

@@ -38,8 +38,9 @@ int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot);
 /* Release a hold: its transfer ended and every byte of it was written, or
  * it failed (then after the device work queued so far, bounded). */
 void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed);
-/* Free pinned host memory (tp__dev_host_alloc), once no stream is held:
- * freeing it waits for the whole GPU, a hold kernel included. */
+/* Free pinned host memory (tp__dev_host_alloc); while a stream is held, not
+ * before the session ends: freeing it waits for the whole GPU, a hold
+ * kernel included. */
 void tp__devq_host_free(struct tcpx_p2p_session *s, void *p);
 /* Wait for all work queued on the session's device queue (conn teardown),
  * jobs published to hold kernels included (bounded). */
