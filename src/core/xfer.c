@@ -436,6 +436,11 @@ TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream)
 		rc = xfer_result(x);
 	} else if (x->hold) {
 		rc = tp__error(TCPX_P2P_EBUSY, "stream_wait: the transfer holds a stream already");
+	} else if (x->mtype == TCPX_P2P_MEM_HOST && !x->mapped) {
+		/* its copies would go to the stream as synchronous device-to-pageable
+		 * copies, which a held stream can block forever (docs/api.md) */
+		rc = tp__error(TCPX_P2P_EINVAL, "stream_wait: the transfer's memory is pageable; "
+			       "register it page-locked (TCPX_P2P_MR_PIN) to hold a stream for it");
 	} else {
 		ctx = tp__gpu_save(c->s);
 		rc = tp__dev_stream_check(stream);
