@@ -17,7 +17,11 @@ try:
 except ImportError:  # main() skips: the tests need NumPy and torch
     np = None
 
-import tcpx_p2p as tp
+# Before CUDA starts: the emulator copies on streams of its own, which a held
+# stream sharing their hardware queue blocks (docs/api.md, stream waits).
+os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+
+import tcpx_p2p as tp  # noqa: E402
 
 TIMEOUT = 60.0
 
@@ -79,6 +83,46 @@ def test_cuda_tensors_in_and_out():
         back = torch.zeros(n, dtype=torch.uint8, device="cuda")
         complete(cb.recv(b.register(back)), ca.send(a.register(host)))
         assert torch.equal(back, src)
+    finally:
+        b.close()
+        a.close()
+
+
+def test_stream_wait_torch_stream():
+    """Xfer.stream_wait on a torch stream: a sum queued right behind the wait,
+    before the send is even posted, sees every received byte; the default
+    stream is refused."""
+    torch = need_gpu()
+    a, b, ca, cb = pair(progress_thread=True)
+    try:
+        n = 4 << 20
+        src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+        dst = torch.zeros(n, dtype=torch.uint8, device="cuda")
+        ms, md = b.register(src), a.register(dst)
+        want = int(src.sum().item())
+        dst.sum().item()  # the sum's kernels loaded before any stream is held
+        st = torch.cuda.Stream()
+        st.wait_stream(torch.cuda.current_stream())
+        torch.cuda.synchronize()
+        for _ in range(5):
+            dst.zero_()
+            torch.cuda.synchronize()
+            xr = ca.recv(md)
+            try:
+                xr.stream_wait(torch.cuda.default_stream())
+                raise AssertionError("the default stream was held")
+            except ValueError:
+                pass
+            xr.stream_wait(st)
+            with torch.cuda.stream(st):
+                got = dst.sum()  # queued behind the wait
+            time.sleep(0.05)     # the stream must still be held: no send yet
+            assert not st.query(), "the stream ran before the transfer ended"
+            xs = cb.send(ms)
+            xs.wait(TIMEOUT)
+            xr.wait(TIMEOUT)
+            st.synchronize()
+            assert int(got.item()) == want
     finally:
         b.close()
         a.close()
