@@ -217,7 +217,12 @@ static int wait_all(struct tp_devq *q)
 		}
 		if (tp__now_ns() >= end)
 			return tp__error(TCPX_P2P_ETIMEDOUT, "unpack: device work still running "
-					 "after %d ms", TP_HOLD_EXIT_MS);
+					 "after %d ms (launches %llu of %llu done, jobs %llu of %llu, "
+					 "%d streams held)", TP_HOLD_EXIT_MS,
+					 (unsigned long long)q->completed,
+					 (unsigned long long)q->launched,
+					 (unsigned long long)q->retired,
+					 (unsigned long long)q->published, h ? h->live : 0);
 		usleep(50);
 	}
 	return rc;
