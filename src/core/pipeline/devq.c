@@ -65,7 +65,9 @@ struct tp_devq {
 	uint64_t launched;  /* last launch number handed out (first is 1) */
 	uint64_t completed; /* every launch <= completed has finished */
 	struct tp_holds *holds; /* made at the first stream wait */
-	uint64_t published, retired; /* jobs published; known done, in order */
+	/* Jobs published, and every job below `low` done: its queue slot free,
+	 * whatever the launches before it (retired in order) are waiting for. */
+	uint64_t published, low;
 	int kernels_rc; /* loading the kernels failed: no stream is held */
 	bool bad; /* a kernel met a record outside its chunk: the next report fails */
 };
@@ -221,7 +223,7 @@ static int wait_all(struct tp_devq *q)
 					 "%d streams held)", TP_HOLD_EXIT_MS,
 					 (unsigned long long)q->completed,
 					 (unsigned long long)q->launched,
-					 (unsigned long long)q->retired,
+					 (unsigned long long)q->low,
 					 (unsigned long long)q->published, h ? h->live : 0);
 		usleep(50);
 	}
@@ -240,14 +242,21 @@ void tp__devq_drain(struct tcpx_p2p_session *s)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/* Is job i done?  Its slot's stamp is i + 1 once it is, and grows by
+ * TP_SWQ_CAP with each later job in the slot, which is published only after
+ * job i is done (room_for): a stamp past i + 1 means done as well. */
+static bool job_done(struct tp_devq *q, uint64_t i)
+{
+	return __atomic_load_n(&q->holds->q.done[i % TP_SWQ_CAP], __ATOMIC_ACQUIRE) >= i + 1;
+}
+
 /* Jobs [first, first + n) all stamped done by the kernels that claimed
  * them (they finish in any order; launches are retired in order). */
 static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
 {
 	for (uint64_t i = first; i < first + n; i++)
-		if (__atomic_load_n(&q->holds->q.done[i % TP_SWQ_CAP], __ATOMIC_ACQUIRE) != i + 1)
+		if (!job_done(q, i))
 			return false;
-	q->retired = first + n;
 	return true;
 }
 
@@ -392,12 +401,15 @@ static bool room_for(struct tp_devq *q, uint32_t need)
 
 	if (need > TP_SWQ_CAP)
 		return false;
-	while (need > TP_SWQ_CAP - (q->published - q->retired)) {
+	for (;;) {
+		while (q->low < q->published && job_done(q, q->low))
+			q->low++;
+		if (need <= TP_SWQ_CAP - (q->published - q->low))
+			return true;
 		if (poll_events(q) || tp__now_ns() >= end)
 			return false;
 		usleep(50);
 	}
-	return true;
 }
 
 /* Publish w as `need` jobs for the hold kernels. */
