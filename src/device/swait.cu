@@ -185,20 +185,18 @@ extern "C" void tp__dev_swq_destroy(struct tp_swq *q)
 	memset(q, 0, sizeof(*q));
 }
 
-/* The device of `stream`: cudaStreamGetDevice where the toolkit has it, else
- * through the driver (the stream's context made current for the question). */
-static int stream_device(cudaStream_t st, int *dev)
+/* The device of `stream` through the driver: its context made current for
+ * the question. */
+static int stream_device_drv(cudaStream_t st, int *dev)
 {
-#if CUDART_VERSION >= 12080
-	return TP_CUDA(cudaStreamGetDevice, st, dev);
-#else
 	typedef int (*stream_ctx_fn)(cudaStream_t st, void **ctx);
 	typedef int (*ctx_fn)(void *ctx);
 	typedef int (*ctx_dev_fn)(int *dev);
+	typedef int (*ctx_pop_fn)(void **ctx);
 	stream_ctx_fn get = (stream_ctx_fn)tp__dev_drv_fn("cuStreamGetCtx");
 	ctx_fn push = (ctx_fn)tp__dev_drv_fn("cuCtxPushCurrent");
 	ctx_dev_fn ask = (ctx_dev_fn)tp__dev_drv_fn("cuCtxGetDevice");
-	int (*pop)(void **) = (int (*)(void **))tp__dev_drv_fn("cuCtxPopCurrent");
+	ctx_pop_fn pop = (ctx_pop_fn)tp__dev_drv_fn("cuCtxPopCurrent");
 	void *ctx = NULL, *was;
 	int rc;
 
@@ -211,7 +209,21 @@ static int stream_device(cudaStream_t st, int *dev)
 	pop(&was);
 	return rc ? tp__error(TCPX_P2P_ECUDA, "stream_wait: cuCtxGetDevice: CUDA driver error %d",
 			      rc) : 0;
+}
+
+/* The device of `stream`: cudaStreamGetDevice where the toolkit has it and
+ * the driver serves it (an older driver under minor-version compatibility
+ * may not), else the driver's way. */
+static int stream_device(cudaStream_t st, int *dev)
+{
+#if CUDART_VERSION >= 12080
+	cudaError_t e = cudaStreamGetDevice(st, dev);
+
+	if (e != cudaErrorCallRequiresNewerDriver)
+		return tp__dev_cuda_check(e, "cudaStreamGetDevice");
+	(void)cudaGetLastError();
 #endif
+	return stream_device_drv(st, dev);
 }
 
 extern "C" int tp__dev_stream_check(void *stream)

@@ -15,6 +15,7 @@
 
 struct fake_counts fake_counts;
 int fake_holds_paused;
+int fake_lists_gated;
 
 struct op {
 	void (*fn)(struct op *);
@@ -212,6 +213,8 @@ static void run_list(struct op *o)
 {
 	const struct tp_copy *l = o->list ? o->list : o->a;
 
+	while (__atomic_load_n(&fake_lists_gated, __ATOMIC_ACQUIRE))
+		usleep(20);
 	for (uint64_t i = 0; i < o->n; i++)
 		memcpy(l[i].dst, l[i].src, l[i].len);
 	__atomic_add_fetch(&fake_counts.on_stream, 1, __ATOMIC_RELAXED);

@@ -14,11 +14,19 @@ extern struct fake_counts fake_counts;
  * turn); drains go on. */
 extern int fake_holds_paused;
 
-/* Read a counter, set the pause, from the test's thread. */
+/* Nonzero: copy lists queued on a stream wait before they run (a stream
+ * behind a held one on its hardware queue). */
+extern int fake_lists_gated;
+
+/* Read a counter, set the pause or the gate, from the test's thread. */
 #define FAKE_COUNT(f) __atomic_load_n(&fake_counts.f, __ATOMIC_ACQUIRE)
 static inline void fake_pause(int on)
 {
 	__atomic_store_n(&fake_holds_paused, on, __ATOMIC_RELEASE);
+}
+static inline void fake_gate(int on)
+{
+	__atomic_store_n(&fake_lists_gated, on, __ATOMIC_RELEASE);
 }
 
 #endif

@@ -6,7 +6,8 @@
  * stream, the last release drains what the holds left, the 64-hold limit
  * and slot reuse, a session ending with a stream still held, a teardown
  * and a failed transfer's release waiting for jobs no hold claimed, a full
- * queue waited on, and host bounce pages kept from the holds. */
+ * queue waited on (its slots freed by job, not in launch order), and host
+ * bounce pages kept from the holds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -429,6 +430,49 @@ static void test_host_bounce_stays_on_stream(void **state)
 	free(k);
 }
 
+/* A job's queue slot frees once that job is done, even while a launch
+ * queued before it on the stream cannot finish (retired in launch order,
+ * it would keep the whole queue "full"). */
+static void test_room_out_of_order(void **state)
+{
+	enum { N = TP_SWQ_CAP - 100, M = 300 };
+	struct rig r;
+	struct chunk *k = malloc(sizeof(*k));
+	char *a = malloc(N + M), *b = calloc(1, N + M), p[64], q[64];
+	struct tp_copy *l = malloc((N + M) * sizeof(*l)), pl = { p, q, sizeof(p) };
+	unsigned long stream_ops;
+	uint64_t l2;
+	int slot;
+
+	(void)state;
+	rig_open(&r);
+	fill(a, N + M, 90);
+	fill(p, sizeof(p), 91);
+	for (unsigned i = 0; i < N + M; i++)
+		l[i] = (struct tp_copy){ a + i, b + i, 1 };
+	chunk_make(k, 1, 92);
+	done_within(&r, unpack(&r, k));
+	assert_int_equal(tp__devq_hold(&r.s, r.user[0], &slot), 0);
+	fake_gate(1);
+	(void)copies(&r, &pl, 1, TP_LIST_ASYNC); /* pageable: the stream, stuck */
+	stream_ops = FAKE_COUNT(on_stream);
+	(void)copies(&r, l, N, TP_LIST_MAPPED);
+	l2 = copies(&r, l + N, M, TP_LIST_MAPPED); /* room from the first N's stamps */
+	assert_int_equal(FAKE_COUNT(on_stream), stream_ops); /* none fell back */
+	fake_gate(0);
+	done_within(&r, l2);
+	assert_memory_equal(a, b, N + M);
+	assert_memory_equal(p, q, sizeof(p));
+	assert_int_equal(FAKE_COUNT(by_hold), N + M);
+	tp__devq_release(&r.s, slot, false);
+	assert_int_equal(tp__dev_stream_sync(r.user[0]), 0);
+	rig_close(&r);
+	free(k);
+	free(a);
+	free(b);
+	free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -442,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_failed_release_waits),
 		cmocka_unit_test(test_full_queue_waits),
 		cmocka_unit_test(test_host_bounce_stays_on_stream),
+		cmocka_unit_test(test_room_out_of_order),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
