@@ -93,7 +93,7 @@ def test_stream_wait_torch_stream():
     before the send is even posted, sees every received byte; the default
     stream is refused."""
     torch = need_gpu()
-    a, b, ca, cb = pair(progress_thread=True)
+    a, b, ca, cb = pair(progress_thread=True, num_channels=1)  # few emulator streams
     try:
         n = 4 << 20
         src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
