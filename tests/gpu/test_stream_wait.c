@@ -108,10 +108,12 @@ static void close_bufs(struct bufs *b)
 	free(b->host);
 }
 
-/* The pattern of `seed` at src and want [off, off + len); dst poisoned. */
+/* The pattern of `seed` at src and want [off, off + len); dst poisoned.
+ * Leaves the receiver's GPU current (cudaMemset needs its buffer's). */
 static void prepare(struct bufs *b, size_t off, size_t len, uint64_t seed)
 {
 	tp_fill(b->host, len, seed);
+	assert_int_equal(cudaSetDevice(g_gpu[1]), cudaSuccess);
 	assert_int_equal(cudaMemcpy((char *)b->src + off, b->host, len, cudaMemcpyDefault),
 			 cudaSuccess);
 	assert_int_equal(cudaMemcpy((char *)b->want + off, b->host, len, cudaMemcpyDefault),
