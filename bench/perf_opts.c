@@ -23,6 +23,8 @@ static void usage(FILE *f)
 BENCH_SWEEP_USAGE
 "                         (env TCPX_P2P_PERF_SIZE, TCPX_P2P_PERF_ITERS)\n"
 "      --chunk N          bytes per plugin request (TCPX_P2P_CHUNK_BYTES)\n"
+"      --chunks-per-channel N  cut each channel's share of a transfer into up to N\n"
+"                         chunks of at least 128 KiB (TCPX_P2P_CHUNKS_PER_CHANNEL)\n"
 "      --channels N       channels per connection, 1..16 (TCPX_P2P_NUM_CHANNELS)\n"
 "      --conns N          connections between the peers, 1..64 (default 1; env\n"
 "                         TCPX_P2P_PERF_CONNS): each size is split evenly over them\n"
@@ -79,7 +81,7 @@ static int launcher_rank(void)
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
        O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS, O_LAYERS, O_BLOCK_SIZE,
-       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_SEED, O_STATS };
+       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_SEED, O_STATS, O_DEPTH };
 
 static int bad(const char *opt, const char *val)
 {
@@ -195,6 +197,10 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case O_CHUNK:
 		if (bench_parse_size(arg, &o->cfg.chunk_bytes))
 			return bad("--chunk", arg);
+		break;
+	case O_DEPTH:
+		if (bench_parse_int(arg, 1, 16, &o->cfg.chunks_per_channel))
+			return bad("--chunks-per-channel", arg);
 		break;
 	case O_CHANNELS:
 		/* The library's range, refused here rather than at session creation. */
@@ -358,7 +364,8 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	static const struct option longs[] = {
 		{ "host", 1, NULL, 'H' }, { "bind", 1, NULL, O_BIND }, { "port", 1, NULL, 'p' },
 		BENCH_SWEEP_LONGOPTS,
-		{ "chunk", 1, NULL, O_CHUNK }, { "channels", 1, NULL, O_CHANNELS },
+		{ "chunk", 1, NULL, O_CHUNK }, { "chunks-per-channel", 1, NULL, O_DEPTH },
+		{ "channels", 1, NULL, O_CHANNELS },
 		{ "conns", 1, NULL, O_CONNS }, { "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },

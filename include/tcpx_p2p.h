@@ -190,6 +190,16 @@ typedef struct tcpx_p2p_config {
 	 * many ms is reported stalled (tcpx_p2p_xfer_query, the stats' stalls),
 	 * not failed; 0 = never. */
 	int stall_ms;
+	/* The 0.7 struct's tail padding, named so that it stays: struct_size
+	 * then tells a 0.7 caller (which ends here) from a 0.8 one. */
+	int reserved_07;
+	/* Added in 0.8: each channel's share of a transfer is cut into up to
+	 * this many chunks, none smaller than 128 KiB (nor larger than
+	 * chunk_bytes), so that a channel receives its next chunk while the
+	 * last one is unpacked; 1 (default) = one share per channel.  Must
+	 * match the peer. */
+	int chunks_per_channel;
+	int reserved_08;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the

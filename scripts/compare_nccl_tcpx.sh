@@ -18,7 +18,9 @@
 # library's bytes per plugin request, tcpx_perf --chunk; default its own:
 # the plugin's NCCL_DYNAMIC_CHUNK_SIZE, 512 KiB here), --nccl-chunk N
 # (NCCL_P2P_NET_CHUNKSIZE, NCCL's step over the network; default NCCL's own,
-# 128 KiB; Google's A3 guidance sets 512K), --no-ceiling.
+# 128 KiB; Google's A3 guidance sets 512K), --chunks-per-channel N (the
+# library's pieces per channel share, tcpx_perf --chunks-per-channel;
+# default its own), --no-ceiling.
 # Needs python3, tcpx_perf, nccl_pair (CUDA and NCCL) and libtcpxsim.so.
 # Exit status: 0, 1 on a failed run, 2 usage, 77 no usable GPU.
 set -euo pipefail
@@ -34,6 +36,7 @@ iters=5
 warmup=5
 chunk=
 nccl_chunk=
+depth=
 ceiling=1
 
 die() { echo "compare_nccl_tcpx: $1" >&2; exit "${2:-1}"; }
@@ -57,6 +60,7 @@ while (($#)); do
 	--warmup) warmup=${2:?}; shift 2 ;;
 	--chunk) chunk=${2:?}; shift 2 ;;
 	--nccl-chunk) nccl_chunk=${2:?}; shift 2 ;;
+	--chunks-per-channel) depth=${2:?}; shift 2 ;;
 	--no-ceiling) ceiling=0; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
@@ -74,6 +78,7 @@ if [[ -n $nccl_chunk ]]; then
 fi
 tcpx_chunk=()
 [[ -z $chunk ]] || tcpx_chunk=(--chunk "$chunk")
+[[ -z $depth ]] || tcpx_chunk+=(--chunks-per-channel "$depth")
 ga=${BASH_REMATCH[1]}
 gb=${BASH_REMATCH[2]}
 build=$(cd "$build" && pwd) || die "no build directory $build" 2
@@ -152,11 +157,11 @@ for dir in uni bidir; do
 done
 
 python3 - "$out" "$nccl" "$gpus" "$channels" "$socks" "${chunk:-default}" \
-	"${nccl_chunk:-default}" >"$out/compare.txt" <<'EOF' ||
+	"${depth:-default}" "${nccl_chunk:-default}" >"$out/compare.txt" <<'EOF' ||
 import json, os, re, sys
 
-out, nccl, gpus, channels, socks, chunk, nccl_chunk = (sys.argv[1], sys.argv[2] == "1",
-                                                      *sys.argv[3:])
+out, nccl, gpus, channels, socks, chunk, depth, nccl_chunk = (sys.argv[1], sys.argv[2] == "1",
+                                                             *sys.argv[3:])
 def load(n):
     p = os.path.join(out, n + ".json")
     if not os.path.exists(p):
@@ -192,7 +197,8 @@ if os.path.exists(p):
 print("# GB/s (10^9 bytes/s), GPU %s over Google's TCPX plugin under libtcpxsim, verified;" % gpus)
 print("# %s channels, %s sockets per comm (NSOCKS_PERTHREAD x SOCKET_NTHREADS); bidir sums both"
       % (channels, socks))
-print("# chunks: tcpx_p2p %s, NCCL P2P_NET_CHUNKSIZE %s" % (chunk, nccl_chunk))
+print("# chunks: tcpx_p2p %s, up to %s per channel share; NCCL P2P_NET_CHUNKSIZE %s"
+      % (chunk, depth, nccl_chunk))
 if ceil:
     print(ceil)
 if not nccl:

@@ -15,6 +15,7 @@ static const struct cfg_field {
 	{ "net_dev", CFG_INT, offsetof(tcpx_p2p_config, net_dev) },
 	{ "num_channels", CFG_INT, offsetof(tcpx_p2p_config, num_channels) },
 	{ "chunk_bytes", CFG_SIZE, offsetof(tcpx_p2p_config, chunk_bytes) },
+	{ "chunks_per_channel", CFG_INT, offsetof(tcpx_p2p_config, chunks_per_channel) },
 	{ "send_window", CFG_INT, offsetof(tcpx_p2p_config, send_window) },
 	{ "recv_window", CFG_INT, offsetof(tcpx_p2p_config, recv_window) },
 	{ "unpack", CFG_UNPACK, offsetof(tcpx_p2p_config, unpack) },
@@ -787,8 +788,8 @@ PyTypeObject tp_SessionType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "Session(**config): one process and one GPU (gpu=-1: host memory only).\n\n"
 		  "Keyword arguments set fields of tcpx_p2p_config (gpu, net_dev, num_channels, "
-		  "chunk_bytes, send_window, recv_window, unpack, timeout_ms, plugin_path, "
-		  "progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
+		  "chunk_bytes, chunks_per_channel, send_window, recv_window, unpack, timeout_ms, "
+		  "plugin_path, progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
 		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin, "
 		  "close_timeout_ms, heartbeat_ms, dead_after_ms, notif_max_bytes, stall_ms); "
 		  "the others keep their defaults and TCPX_P2P_* environment values.",

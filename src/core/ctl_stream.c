@@ -106,7 +106,8 @@ static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t
 	if (len <= TP_CTL_LEN_MAX) /* else refused as malformed, or dropped */
 		c->ctl->peer_chunks += tp_chunk_count(
 			(size_t)len, tp_chunk_size((size_t)len, (unsigned)c->nchan,
-						   c->s->cfg.chunk_bytes));
+						   c->s->cfg.chunk_bytes,
+						   (unsigned)c->s->cfg.chunks_per_channel));
 }
 
 /* Parse every complete message of the incoming stream. */

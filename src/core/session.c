@@ -295,8 +295,9 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	if (rc)
 		goto destroy_close_lock;
 	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s) of %d striped, gpu %d, "
-		"%d channels, chunk %zu", s->net->name, s->net->path, s->net->abi, s->net_dev,
-		s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels, s->cfg.chunk_bytes);
+		"%d channels, chunk %zu, up to %d a channel's share", s->net->name, s->net->path,
+		s->net->abi, s->net_dev, s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels,
+		s->cfg.chunk_bytes, s->cfg.chunks_per_channel);
 	tp__close_register(s);
 	tp__dev_ctx_restore(ctx);
 	*out = s;

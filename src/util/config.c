@@ -59,6 +59,12 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  TP_OFF(chunk_bytes), 1, TP_MAX_CHUNK, 0, NULL, 0,
 	  "2097152", "1..4194304 (K, M, KiB, MiB suffixes = 1024-multiples)",
 	  "bytes per plugin request; must match the peer" },
+	{ "TCPX_P2P_CHUNKS_PER_CHANNEL", NULL, "chunks_per_channel", TP_CFG_INT,
+	  TP_OFF(chunks_per_channel), 1, TP_MAX_WINDOW, 0, NULL, 0,
+	  "1", "1..16",
+	  "each channel's share of a transfer is cut into up to this many chunks of at least "
+	  "128 KiB, so that a channel can receive while it unpacks; 1 = one share per "
+	  "channel; must match the peer" },
 	{ "TCPX_P2P_SEND_WINDOW", NULL, "send_window", TP_CFG_INT, TP_OFF(send_window), 1,
 	  TP_MAX_WINDOW, 0, NULL, 0,
 	  "16", "1..16",
@@ -361,6 +367,14 @@ static int config_init(tcpx_p2p_config *cfg)
 #define TP_CONFIG_V02_SIZE offsetof(tcpx_p2p_config, peer_max_items) /* the first 0.5 field */
 #define TP_CONFIG_V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms) /* the first 0.6 one */
 #define TP_CONFIG_V06_SIZE offsetof(tcpx_p2p_config, heartbeat_ms) /* the first 0.7 one */
+#define TP_CONFIG_V07_SIZE offsetof(tcpx_p2p_config, chunks_per_channel) /* the first 0.8 one */
+/* The 0.7 struct ended with stall_ms, padded to the struct's alignment
+ * (reserved_07 names that padding): a 0.7 caller's sizeof is exactly the
+ * offset of the first 0.8 field. */
+_Static_assert(TP_CONFIG_V07_SIZE ==
+		       ((offsetof(tcpx_p2p_config, stall_ms) + sizeof(int) +
+			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
+	       "chunks_per_channel must start after the 0.7 struct's padding");
 #define TP_CONFIG_V06_PADDED                                                                   \
 	((TP_CONFIG_V06_SIZE + _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1))
 _Static_assert(TP_CONFIG_V06_PADDED < sizeof(tcpx_p2p_config),
@@ -373,11 +387,8 @@ _Static_assert(TP_CONFIG_V05_SIZE ==
 			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
 	       "close_timeout_ms must start after the 0.5 struct's padding");
 
-/* The 0.6 struct ended with close_timeout_ms; 0.7's first field follows
- * it directly, so a 0.6 caller's sizeof (padded) would cover it: its
- * entry point writes and says the size up to there. */
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.7")))
-int tp__config_init_v07(tcpx_p2p_config *cfg)
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.8")))
+int tp__config_init_v08(tcpx_p2p_config *cfg)
 {
 	return config_init(cfg);
 }
@@ -396,6 +407,15 @@ static int config_init_size(tcpx_p2p_config *cfg, size_t n)
 	return rc;
 }
 
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.7")))
+int tp__config_init_v07(tcpx_p2p_config *cfg)
+{
+	return config_init_size(cfg, TP_CONFIG_V07_SIZE);
+}
+
+/* The 0.6 struct ended with close_timeout_ms; 0.7's first field follows
+ * it directly, so a 0.6 caller's sizeof (padded) would cover it: its
+ * entry point writes and says the size up to there. */
 TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.6")))
 int tp__config_init_v06(tcpx_p2p_config *cfg)
 {

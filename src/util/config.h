@@ -17,6 +17,7 @@ int tp__config_init_v02(tcpx_p2p_config *cfg);
 int tp__config_init_v05(tcpx_p2p_config *cfg);
 int tp__config_init_v06(tcpx_p2p_config *cfg);
 int tp__config_init_v07(tcpx_p2p_config *cfg);
+int tp__config_init_v08(tcpx_p2p_config *cfg);
 
 /* Check every field; on error the detail names the field and its range.
  * Callers with an older, smaller struct get defaults for the missing

@@ -25,6 +25,7 @@ static inline void tp_bare_conn_init(struct tcpx_p2p_session *s, struct tcpx_p2p
 				     struct tcpx_p2p_mr **mrs, size_t n)
 {
 	s->cfg.chunk_bytes = 64 << 10;
+	s->cfg.chunks_per_channel = 1;
 	s->cfg.num_channels = 2;
 	s->cfg.peer_max_items = 64;
 	s->cfg.peer_max_segments = 4096;

@@ -54,21 +54,71 @@ static void test_chunk_size(void **state)
 {
 	const size_t M = 1u << 20, K = 1u << 10;
 
-	assert_int_equal(tp_chunk_size(256 * M, 2, 2 * M), 2 * M);
-	assert_int_equal(tp_chunk_size(4 * M, 2, 2 * M), 2 * M);
-	assert_int_equal(tp_chunk_size(M, 2, 2 * M), 512 * K);
-	assert_int_equal(tp_chunk_count(M, tp_chunk_size(M, 2, 2 * M)), 2);
-	assert_int_equal(tp_chunk_size(M + 1, 2, 2 * M), 516 * K);
-	assert_int_equal(tp_chunk_size(3 * M, 4, 2 * M), 768 * K);
-	assert_int_equal(tp_chunk_size(100 * K, 2, 2 * M), 64 * K);
-	assert_int_equal(tp_chunk_size(1, 8, 2 * M), 64 * K);
-	assert_int_equal(tp_chunk_size(0, 2, 2 * M), 64 * K);
-	assert_int_equal(tp_chunk_size(M, 1, 2 * M), M);
+	assert_int_equal(tp_chunk_size(256 * M, 2, 2 * M, 1), 2 * M);
+	assert_int_equal(tp_chunk_size(4 * M, 2, 2 * M, 1), 2 * M);
+	assert_int_equal(tp_chunk_size(M, 2, 2 * M, 1), 512 * K);
+	assert_int_equal(tp_chunk_count(M, tp_chunk_size(M, 2, 2 * M, 1)), 2);
+	assert_int_equal(tp_chunk_size(M + 1, 2, 2 * M, 1), 516 * K);
+	assert_int_equal(tp_chunk_size(3 * M, 4, 2 * M, 1), 768 * K);
+	assert_int_equal(tp_chunk_size(100 * K, 2, 2 * M, 1), 64 * K);
+	assert_int_equal(tp_chunk_size(1, 8, 2 * M, 1), 64 * K);
+	assert_int_equal(tp_chunk_size(0, 2, 2 * M, 1), 64 * K);
+	assert_int_equal(tp_chunk_size(M, 1, 2 * M, 1), M);
 	/* never above chunk_bytes, however small that is */
-	assert_int_equal(tp_chunk_size(M, 2, 4096), 4096);
-	assert_int_equal(tp_chunk_size(M, 2, 1), 1);
-	assert_int_equal(tp_chunk_size(SIZE_MAX, 16, 4 * M), 4 * M);
+	assert_int_equal(tp_chunk_size(M, 2, 4096, 1), 4096);
+	assert_int_equal(tp_chunk_size(M, 2, 1, 1), 1);
+	assert_int_equal(tp_chunk_size(SIZE_MAX, 16, 4 * M, 1), 4 * M);
+	/* depth 0 (a zeroed config) is depth 1 */
+	assert_int_equal(tp_chunk_size(4 * M, 8, 2 * M, 0), 512 * K);
 }
+
+/* chunks_per_channel: a channel's share cut into up to that many even
+ * chunks, none under 128 KiB (a share under 256 KiB stays whole), none above
+ * chunk_bytes. */
+static void test_chunk_depth(void **state)
+{
+	const size_t M = 1u << 20, K = 1u << 10;
+
+	(void)state;
+	/* 8 channels, TCPX's 512 KiB requests, depth 4 */
+	assert_int_equal(tp_chunk_size(512 * K, 8, 512 * K, 4), 64 * K);
+	assert_int_equal(tp_chunk_size(M, 8, 512 * K, 4), 128 * K);
+	assert_int_equal(tp_chunk_size(M + 64 * K, 8, 512 * K, 4), 136 * K); /* not 128 + 8 */
+	assert_int_equal(tp_chunk_size(3 * M, 8, 512 * K, 4), 128 * K);      /* 3 a channel */
+	assert_int_equal(tp_chunk_size(2400 * K, 8, 512 * K, 4), 152 * K);   /* 300 K: 2 */
+	assert_int_equal(tp_chunk_size(2 * M, 8, 512 * K, 4), 128 * K);
+	assert_int_equal(tp_chunk_count(2 * M, tp_chunk_size(2 * M, 8, 512 * K, 4)), 16);
+	assert_int_equal(tp_chunk_size(4 * M, 8, 512 * K, 4), 128 * K);
+	assert_int_equal(tp_chunk_size(8 * M, 8, 512 * K, 4), 256 * K);
+	assert_int_equal(tp_chunk_size(16 * M, 8, 512 * K, 4), 512 * K);
+	assert_int_equal(tp_chunk_size(256 * M, 8, 512 * K, 4), 512 * K);
+	/* the emulator's defaults: 4 channels, 2 MiB */
+	assert_int_equal(tp_chunk_size(16 * M, 4, 2 * M, 4), M);
+	assert_int_equal(tp_chunk_size(64 * M, 4, 2 * M, 4), 2 * M);
+	/* depth 2; an odd share rounds each cut up to 4 KiB */
+	assert_int_equal(tp_chunk_size(4 * M, 8, 2 * M, 2), 256 * K);
+	assert_int_equal(tp_chunk_size(3 * M + 1, 2, 4 * M, 2), 772 * K);
+	/* never above chunk_bytes */
+	assert_int_equal(tp_chunk_size(4 * M, 8, 64 * K, 4), 64 * K);
+	assert_int_equal(tp_chunk_size(SIZE_MAX, 16, 4 * M, 16), 4 * M);
+	/* every cut of every length covers it with at most depth chunks a channel */
+	for (size_t len = 0; len <= 64 * M; len += 4093 * 7) {
+		for (unsigned depth = 1; depth <= 16; depth *= 2) {
+			size_t ch = tp_chunk_size(len, 8, 2 * M, depth);
+			size_t share = (len / 8 + 4095) & ~(size_t)4095;
+
+			assert_true(ch >= 64 * K && ch <= 2 * M);
+			assert_true(ch % 4096 == 0);
+			if (share < 64 * K)
+				share = 64 * K;
+			if (share >= 256 * K && depth > 1 && share / depth <= 2 * M)
+				assert_true(ch >= 128 * K); /* cut, never below the floor */
+			if (share <= 2 * M * (size_t)depth) /* about depth a channel, at most */
+				assert_true(tp_chunk_count(len, ch) <= 8 * (uint64_t)depth);
+		}
+	}
+}
+
 
 /* Both peers derive the same channel and tag for every chunk from the
  * sequence alone; consecutive chunks use every channel in turn and each
@@ -141,6 +191,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_count),
 		cmocka_unit_test(test_chunk_ranges_tile),
 		cmocka_unit_test(test_chunk_size),
+		cmocka_unit_test(test_chunk_depth),
 		cmocka_unit_test(test_channel_and_tag),
 		cmocka_unit_test(test_window),
 	};

@@ -22,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	want.nchan = 1 + (data[0] & 3);
 	want.chunk_bytes = 524288;
+	want.chunks_per_channel = 4;
 	want.plugin = plugins[(data[0] >> 2) & 3];
 	want.token = (data[0] & 0x10) ? "fuzz-token-0123456789" : NULL;
 	data++;

@@ -153,6 +153,11 @@ static void test_mismatch_over_rendezvous(void **state)
 		cfg[i].chunk_bytes = (size_t)(i + 1) << 20;
 	}
 	mismatch_over_rendezvous(cfg, "TCPX_P2P_CHUNK_BYTES");
+	for (i = 0; i < 2; i++) {
+		tcpx_p2p_config_init(&cfg[i]);
+		cfg[i].chunks_per_channel = 1 + 3 * i;
+	}
+	mismatch_over_rendezvous(cfg, "TCPX_P2P_CHUNKS_PER_CHANNEL");
 }
 
 static void test_bad_arguments_and_busy(void **state)

@@ -244,7 +244,8 @@ static void test_silent_write(void **state)
 	/* As a real write would have (its chunks numbered), so that its own
 	 * close, once it lets go, is an honest one. */
 	h->dir[TP_SEND].next_seq += tp_chunk_count(LEN, tp_chunk_size(LEN, (unsigned)h->nchan,
-									h->s->cfg.chunk_bytes));
+									h->s->cfg.chunk_bytes,
+									(unsigned)h->s->cfg.chunks_per_channel));
 	pthread_mutex_unlock(&h->lock);
 	/* The target posts the write's receives. */
 	for (int spin = 0; spin < 200000 && !tp__stream_inflight(t); spin++) {

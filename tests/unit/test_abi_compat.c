@@ -3,7 +3,8 @@
  * to plugin_path) and says so in struct_size, and session_create then
  * reads no further; the 0.2 entry point (binaries built against 0.2 to
  * 0.4) writes the struct up to the 0.5 fields, the 0.5 one up to
- * close_timeout_ms (0.6), the 0.6 one up to heartbeat_ms (0.7).  The old
+ * close_timeout_ms (0.6), the 0.6 one up to heartbeat_ms (0.7), the 0.7 one
+ * up to chunks_per_channel (0.8).  The old
  * entry points are
  * reached with dlvsym, as the dynamic linker would bind an old binary. */
 #define _GNU_SOURCE /* dlvsym */
@@ -22,6 +23,7 @@
 #define V02_SIZE offsetof(tcpx_p2p_config, peer_max_items)
 #define V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms)
 #define V06_SIZE offsetof(tcpx_p2p_config, heartbeat_ms)
+#define V07_SIZE offsetof(tcpx_p2p_config, chunks_per_channel)
 
 static void test_config_init_v01(void **state)
 {
@@ -31,6 +33,7 @@ static void test_config_init_v01(void **state)
 	int (*init05)(tcpx_p2p_config *);
 	int (*init06)(tcpx_p2p_config *);
 	int (*init07)(tcpx_p2p_config *);
+	int (*init08)(tcpx_p2p_config *);
 	tcpx_p2p_config *cfg = (tcpx_p2p_config *)(void *)buf;
 	tcpx_p2p_session *s;
 	void *lib = dlopen(TP_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -46,7 +49,9 @@ static void test_config_init_v01(void **state)
 	assert_non_null(init06);
 	init07 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.7");
 	assert_non_null(init07);
-	assert_ptr_equal((void *)init07, (void *)dlsym(lib, "tcpx_p2p_config_init"));
+	init08 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.8");
+	assert_non_null(init08);
+	assert_ptr_equal((void *)init08, (void *)dlsym(lib, "tcpx_p2p_config_init"));
 
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init01(cfg), 0);
@@ -92,11 +97,22 @@ static void test_config_init_v01(void **state)
 	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
 	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
 
+	/* 0.7 binaries: the struct ends before chunks_per_channel. */
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init07(cfg), 0);
-	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->struct_size, V07_SIZE);
 	assert_int_equal(cfg->heartbeat_ms, 1000);
 	assert_int_equal(cfg->dead_after_ms, 10000);
+	for (size_t i = V07_SIZE; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0x5a);
+	cfg->gpu = -1;
+	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(init08(cfg), 0);
+	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->chunks_per_channel, 1);
 	dlclose(lib);
 }
 

@@ -59,6 +59,7 @@ static void assert_defaults(const tcpx_p2p_config *c)
 	assert_int_equal(c->net_dev, -1);
 	assert_int_equal(c->num_channels, 4);
 	assert_int_equal(c->chunk_bytes, 2097152);
+	assert_int_equal(c->chunks_per_channel, 1);
 	assert_int_equal(c->send_window, 16);
 	assert_int_equal(c->recv_window, 16);
 	assert_int_equal(c->unpack, TCPX_P2P_UNPACK_KERNEL);
@@ -376,6 +377,7 @@ static void test_resolve_old_struct(void **state)
 	assert_int_equal(out.dead_after_ms, 10000);
 	assert_int_equal(out.notif_max_bytes, 65536);
 	assert_int_equal(out.stall_ms, 2000);
+	assert_int_equal(out.chunks_per_channel, 1);
 
 	/* A newer, larger caller: the known part is used. */
 	in.struct_size = sizeof(in) + 64;
@@ -393,13 +395,25 @@ static void test_resolve_old_struct(void **state)
 	in.dead_after_ms = 0;
 	in.notif_max_bytes = 4096;
 	in.stall_ms = 0;
+	in.chunks_per_channel = 3;
+	in.reserved_08 = 0;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.chunks_per_channel, 3);
 	assert_int_equal(out.heartbeat_ms, 100);
 	assert_int_equal(out.dead_after_ms, 0);
 	assert_int_equal(out.require_plugin, 1);
 	assert_int_equal(out.close_timeout_ms, 500);
 	assert_int_equal(out.struct_size, sizeof(out));
 	assert_int_equal(out.num_channels, 8);
+
+	/* A 0.7 caller (its sizeof: stall_ms and the padding after it): the
+	 * 0.8 fields get their defaults, not the bytes behind its struct. */
+	in.struct_size = offsetof(tcpx_p2p_config, chunks_per_channel);
+	in.stall_ms = 100;
+	in.chunks_per_channel = 0x5a5a5a5a;
+	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.stall_ms, 100);
+	assert_int_equal(out.chunks_per_channel, 1);
 
 	in.struct_size = 0;
 	assert_int_equal(tp__config_resolve(&in, &out), TCPX_P2P_EINVAL);
@@ -461,6 +475,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_NET_DEV", "-1" },
 		{ "TCPX_P2P_NUM_CHANNELS", "4" },
 		{ "TCPX_P2P_CHUNK_BYTES", "2097152" },
+		{ "TCPX_P2P_CHUNKS_PER_CHANNEL", "1" },
 		{ "TCPX_P2P_SEND_WINDOW", "16" },
 		{ "TCPX_P2P_RECV_WINDOW", "16" },
 		{ "TCPX_P2P_UNPACK", "kernel" },
@@ -507,19 +522,19 @@ static void test_describe(void **state)
 	c.unpack = TCPX_P2P_UNPACK_D2D;
 	c.chunk_bytes = 1 << 20;
 	c.plugin_path = "/usr/local/tcpx/lib64/libnccl-net-tcpx.so";
-	assert_int_equal(tcpx_p2p_config_describe(&c, 6, NULL, NULL, value, sizeof(value)), 0);
+	assert_int_equal(tcpx_p2p_config_describe(&c, 7, NULL, NULL, value, sizeof(value)), 0);
 	assert_string_equal(value, "d2d");
 	assert_int_equal(tcpx_p2p_config_describe(&c, 3, NULL, NULL, value, sizeof(value)), 0);
 	assert_string_equal(value, "1048576");
-	assert_int_equal(tcpx_p2p_config_describe(&c, 9, NULL, NULL, value, sizeof(value)), 0);
+	assert_int_equal(tcpx_p2p_config_describe(&c, 10, NULL, NULL, value, sizeof(value)), 0);
 	assert_string_equal(value, "/usr/local/tcpx/lib64/libnccl-net-tcpx.so");
 	c.unpack = 9;
-	assert_int_equal(tcpx_p2p_config_describe(&c, 6, NULL, NULL, value, sizeof(value)), 0);
+	assert_int_equal(tcpx_p2p_config_describe(&c, 7, NULL, NULL, value, sizeof(value)), 0);
 	assert_string_equal(value, "9");
 
 	/* Too small a buffer: EINVAL, buffer untouched. */
 	strcpy(value, "keep");
-	assert_int_equal(tcpx_p2p_config_describe(&c, 9, NULL, NULL, value, 10), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_config_describe(&c, 10, NULL, NULL, value, 10), TCPX_P2P_EINVAL);
 	assert_string_equal(value, "keep");
 	assert_int_equal(tcpx_p2p_config_describe(&c, -1, &name, NULL, value, sizeof(value)),
 			 TCPX_P2P_EINVAL);

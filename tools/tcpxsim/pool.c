@@ -16,13 +16,30 @@ static uint64_t next_random(uint64_t *s)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* Zeroed memory whose pages are written once here.  calloc's large blocks
+ * are fresh mappings: the first read of such a page maps the shared zero
+ * page and the first write then replaces it, which flushes that address
+ * from the TLB of every CPU running a thread of the process — on the data
+ * path (a token table is read before it is written), thousands of such
+ * flushes, each an interrupt to every core, held four GPUs' sockets in one
+ * process back.  Written first, a page is simply allocated. */
+static void *zalloc_touched(size_t n, size_t size)
+{
+	volatile unsigned char *m = calloc(n, size);
+
+	/* volatile: a compiler may not drop these stores to zeroed memory */
+	for (size_t i = 0; m && i < n * size; i += 4096)
+		m[i] = 0;
+	return (void *)m;
+}
+
 int sim_pool_init(struct sim_pool *p, uint32_t npages, uint64_t seed)
 {
 	p->npages = npages;
 	p->nfree = npages;
 	p->rng = seed ? seed : 0x9E3779B97F4A7C15ULL;
 	p->free = malloc(sizeof(*p->free) * (npages ? npages : 1));
-	p->refs = calloc(npages ? npages : 1, sizeof(*p->refs));
+	p->refs = zalloc_touched(npages ? npages : 1, sizeof(*p->refs));
 	if (!p->free || !p->refs) {
 		sim_pool_fini(p);
 		return -ENOMEM;
@@ -75,7 +92,7 @@ int sim_tokens_init(struct sim_tokens *t, uint32_t cap)
 	t->cap = cap;
 	t->cursor = 0;
 	t->held = 0;
-	t->slot = calloc(cap ? cap : 1, sizeof(*t->slot));
+	t->slot = zalloc_touched(cap ? cap : 1, sizeof(*t->slot));
 	return t->slot ? 0 : -ENOMEM;
 }
 

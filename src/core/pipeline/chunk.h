@@ -19,17 +19,35 @@ static inline uint64_t tp_chunk_count(size_t len, size_t chunk)
  * smaller): a request costs a test() round trip, so tiny ones do not pay. */
 #define TP_CHUNK_SPLIT_MIN (64u << 10)
 
-/* The chunk size of one transfer: chunk_bytes, but no more than an even
- * share of the transfer per channel (rounded up to 4 KiB, at least
- * TP_CHUNK_SPLIT_MIN), so that a transfer smaller than nchan x chunk_bytes
- * still spreads over every channel while a large one gets the full-size
- * requests.  Both peers compute it from the same len, nchan and
- * chunk_bytes (all three must match). */
-static inline size_t tp_chunk_size(size_t len, unsigned nchan, size_t chunk_bytes)
-{
-	size_t share = len / nchan + (len % nchan != 0);
+/* The smallest piece a channel's share is cut into (chunks_per_channel >
+ * 1): NCCL's own step over the network, and a receive that still takes
+ * longer than the unpack it overlaps. */
+#define TP_CHUNK_DEPTH_MIN (128u << 10)
 
-	share = (share + 4095) & ~(size_t)4095;
+static inline size_t tp_chunk_round(size_t n)
+{
+	return (n + 4095) & ~(size_t)4095;
+}
+
+/* The chunk size of one transfer.  Each channel's even share of the
+ * transfer (rounded up to 4 KiB, at least TP_CHUNK_SPLIT_MIN) is cut into
+ * k = min(depth, share / TP_CHUNK_DEPTH_MIN) even pieces (at least 1, each
+ * rounded up to 4 KiB), and no chunk is larger than chunk_bytes: a small
+ * transfer still spreads over every channel, a mid-sized one gives each
+ * channel several chunks of at least TP_CHUNK_DEPTH_MIN (its next receive
+ * overlaps the unpack of the last), a large one gets full-size requests.
+ * depth 1 (or 0) is one share per channel.  Both peers compute it from the
+ * same len, nchan, chunk_bytes and depth (all four must match). */
+static inline size_t tp_chunk_size(size_t len, unsigned nchan, size_t chunk_bytes,
+				   unsigned depth)
+{
+	size_t share = tp_chunk_round(len / nchan + (len % nchan != 0));
+	size_t k = share / TP_CHUNK_DEPTH_MIN;
+
+	if (k > depth)
+		k = depth;
+	if (k > 1)
+		share = tp_chunk_round(share / k + (share % k != 0));
 	if (share < TP_CHUNK_SPLIT_MIN)
 		share = TP_CHUNK_SPLIT_MIN;
 	return share < chunk_bytes ? share : chunk_bytes;

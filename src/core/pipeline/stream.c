@@ -30,7 +30,8 @@ void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	int i;
 
 	/* Both peers derive the cut from the same length (chunk.h). */
-	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes);
+	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes,
+				 (unsigned)c->s->cfg.chunks_per_channel);
 	x->nchunks = tp_chunk_count(x->len, x->chunk);
 	x->first_seq = d->next_seq;
 	d->next_seq += x->nchunks;

@@ -25,8 +25,8 @@ int tp__blob_seal(const char *token, unsigned char *blob, size_t len)
 	return tp__auth_mac(token, TP_BLOB_LABEL, &part, 1, blob + len);
 }
 
-void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin,
-		     uint32_t max_notifs, uint32_t max_notif_bytes)
+void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunks_per_channel,
+		     const char *plugin, uint32_t max_notifs, uint32_t max_notif_bytes)
 {
 	struct tp_blob_hdr hdr;
 
@@ -35,6 +35,7 @@ void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *pl
 	hdr.version = htons(TP_BLOB_VERSION);
 	hdr.nchan = htons((uint16_t)nchan);
 	hdr.chunk_bytes = htonl(chunk_bytes);
+	hdr.chunks_per_channel = htonl(chunks_per_channel);
 	hdr.handle_size = htonl(NCCL_NET_HANDLE_MAXSIZE);
 	strncpy(hdr.plugin, plugin, sizeof(hdr.plugin) - 1);
 	hdr.max_notifs = htonl(max_notifs);
@@ -85,6 +86,10 @@ int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len
 		return tp__error(TCPX_P2P_EPROTO, "peer chunk is %u bytes, ours %u "
 				 "(set TCPX_P2P_CHUNK_BYTES alike on both sides)",
 				 ntohl(hdr.chunk_bytes), want->chunk_bytes);
+	if (ntohl(hdr.chunks_per_channel) != want->chunks_per_channel)
+		return tp__error(TCPX_P2P_EPROTO, "peer cuts a channel's share into up to %u chunks, "
+				 "we into %u (set TCPX_P2P_CHUNKS_PER_CHANNEL alike on both sides)",
+				 ntohl(hdr.chunks_per_channel), want->chunks_per_channel);
 	if (!hdr.max_notifs)
 		return tp__error(TCPX_P2P_EPROTO, "peer blob holds no notifications (max_notifs 0)");
 	if (strncmp(hdr.plugin, want->plugin, sizeof(hdr.plugin) - 1) != 0)

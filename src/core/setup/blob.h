@@ -13,8 +13,9 @@
 /* 5: the close handshake (CLOSE on the control channel); 6: notification
  * credits (max_notifs below, CREDIT on the control channel); 7: HEARTBEAT
  * on the control channel (an older peer would refuse it mid-stream) and
- * max_notif_bytes (notifications longer than 1 KiB). */
-#define TP_BLOB_VERSION 7u
+ * max_notif_bytes (notifications longer than 1 KiB); 8: chunks_per_channel
+ * (the chunk sizes both sides compute depend on it). */
+#define TP_BLOB_VERSION 8u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow
@@ -28,6 +29,7 @@ struct tp_blob_hdr {
 	char plugin[TP_BLOB_NAME];
 	uint32_t max_notifs; /* its peer_max_notifs: the notifications we may send it */
 	uint32_t max_notif_bytes; /* its notif_max_bytes: the longest one it takes */
+	uint32_t chunks_per_channel;
 };
 
 /* What a peer's blob must match.  With a token, blobs end in an
@@ -35,6 +37,7 @@ struct tp_blob_hdr {
 struct tp_blob_want {
 	int nchan;
 	uint32_t chunk_bytes;
+	uint32_t chunks_per_channel;
 	const char *plugin;
 	const char *token; /* NULL: none */
 };
@@ -43,7 +46,8 @@ struct tp_blob_want {
 size_t tp__blob_size(int nchan, bool mac);
 /* Append the MAC to a blob of len bytes (the buffer has room for it). */
 int tp__blob_seal(const char *token, unsigned char *blob, size_t len);
-void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, const char *plugin,
+void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunks_per_channel,
+		     const char *plugin,
 		     uint32_t max_notifs, uint32_t max_notif_bytes);
 /* The notifications a checked blob's owner holds for us (its max_notifs),
  * and the longest it takes (its max_notif_bytes). */

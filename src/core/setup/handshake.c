@@ -304,7 +304,8 @@ int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool ser
 			if (rc == TCPX_P2P_ECLOSED)
 				tp__error(rc, "%s: the server closed before sending its blob: it "
 					  "refused this peer (TCPX_P2P_NUM_CHANNELS, "
-					  "TCPX_P2P_CHUNK_BYTES or the plugin differ%s) or failed; "
+					  "TCPX_P2P_CHUNK_BYTES, TCPX_P2P_CHUNKS_PER_CHANNEL or "
+					  "the plugin differ%s) or failed; "
 					  "its log says which", tcpx_p2p_last_error(),
 					  a.token ? "" : ", or it requires TCPX_P2P_AUTH_TOKEN");
 		}

@@ -42,7 +42,8 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		rc = tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 		goto free_listener;
 	}
-	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes, s->net->name,
+	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes,
+			(uint32_t)s->cfg.chunks_per_channel, s->net->name,
 			(uint32_t)s->cfg.peer_max_notifs, (uint32_t)s->cfg.notif_max_bytes);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
@@ -129,6 +130,7 @@ int tp__peer_blob_check(const struct tcpx_p2p_session *s, const void *blob, size
 
 	want.nchan = s->cfg.num_channels + 1;
 	want.chunk_bytes = (uint32_t)s->cfg.chunk_bytes;
+	want.chunks_per_channel = (uint32_t)s->cfg.chunks_per_channel;
 	want.plugin = s->net->name;
 	want.token = s->cfg.auth_token;
 	rc = tp__blob_check(&want, blob, len);
