@@ -39,9 +39,10 @@ void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *p
 	       pi->role ? "client (sender)" : "server (receiver)", info->plugin_name,
 	       info->plugin_abi, info->plugin_path, info->net_dev,
 	       nic_list(info, nics, sizeof(nics)));
-	fprintf(out, "# mem %s (gpu %d), conns %d, channels %d, chunk %zu, window %d/%d, unpack %s, "
-	       "%s, warm-up %d, iters %d%s\n", perf_mem_name(o), info->gpu, o->conns,
-	       o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
+	fprintf(out, "# mem %s (gpu %d), conns %d, channels %d, chunk %zu (up to %d a channel's "
+	       "share), window %d/%d, unpack %s, %s, warm-up %d, iters %d%s\n", perf_mem_name(o),
+	       info->gpu, o->conns, o->cfg.num_channels, o->cfg.chunk_bytes,
+	       o->cfg.chunks_per_channel, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
 	fprintf(out, "# set-up %.1f ms (%s until %d conn%s existed)\n", pi->setup_ms,
@@ -120,9 +121,11 @@ static void json_config(FILE *f, const struct perf_opts *o, const struct perf_pe
 	if (o->multi)
 		fprintf(f, "\"pairs\": %d, ", o->npairs);
 	fprintf(f, "\"conns\": %d, \"channels\": %d, \"chunk_bytes\": %zu, "
+		"\"chunks_per_channel\": %d, "
 		"\"send_window\": %d, \"recv_window\": %d, \"unpack\": \"%s\", \"bidir\": %s, "
 		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, ",
-		o->conns, o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window,
+		o->conns, o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.chunks_per_channel,
+		o->cfg.send_window,
 		o->cfg.recv_window, unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
 		o->verify ? "true" : "false", o->sweep.warmup, p0->session.plugin_name,
 		p0->session.plugin_abi);
@@ -194,9 +197,10 @@ void perf_group_header(struct perf_group *g)
 		p0->session.plugin_abi, p0->session.plugin_path);
 	fprintf(out, "# %d pair%s in one process: a session and a thread each, all transferring at "
 		"once\n", o->npairs, o->npairs > 1 ? "s" : "");
-	fprintf(out, "# mem %s, conns %d per pair, channels %d, chunk %zu, window %d/%d, unpack %s, "
-		"%s, warm-up %d, iters %d%s\n", perf_mem_name(o), o->conns,
-		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
+	fprintf(out, "# mem %s, conns %d per pair, channels %d, chunk %zu (up to %d a channel's "
+		"share), window %d/%d, unpack %s, %s, warm-up %d, iters %d%s\n", perf_mem_name(o),
+		o->conns, o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.chunks_per_channel,
+		o->cfg.send_window, o->cfg.recv_window,
 		unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 		o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
 	fprintf(out, "# set-up %.1f ms (slowest pair, %s until its %d conn%s existed)\n",

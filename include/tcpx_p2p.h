@@ -501,26 +501,28 @@ TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)
  * RETURN VALUE: 0; EINVAL (NULL x, timeout_ms <= 0). */
 TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
 
-/* (0.8) Make the CUDA stream `stream` (a cudaStream_t of the session's GPU;
- * NULL: the legacy default stream) wait until x has ended: work queued on
+/* (0.8) Make the CUDA stream `stream` (a cudaStream_t of the session's GPU,
+ * made with cudaStreamNonBlocking) wait until x has ended: work queued on
  * it after this call starts once every byte of x is written and visible
  * (a receive or read: in its buffer; a send or write: its buffer may be
  * reused).  The call does not block: a small kernel holds the stream and,
  * while any stream is held, performs the session's own device work (the
  * unpacks of received chunks, copies of vectored transfers), so that what
- * the held stream waits for never queues behind it on the GPU.  Device
- * work with pageable host memory still runs on the session's stream; a
- * held stream sharing its hardware queue delays it (docs/api.md, "Stream
- * waits").  If x fails, the stream is released all the same: test/wait
- * report the failure, and what the stream runs next must check it.  The
- * stream is held until x ends, however long: a transfer that may never
- * end wants a deadline (tcpx_p2p_xfer_deadline).  x must stay unreleased
- * until it ended, as always; one stream per transfer.  Thread-safe.
+ * the held stream waits for never queues behind it on the GPU.  Work with
+ * host bounce pages still runs on the session's stream; a held stream
+ * sharing its hardware queue delays it (docs/api.md, "Stream waits").  If
+ * x fails, the stream is released all the same: test/wait report the
+ * failure, and what the stream runs next must check it.  The stream is
+ * held until x ends, however long: a transfer that may never end wants a
+ * deadline (tcpx_p2p_xfer_deadline).  x must stay unreleased until it
+ * ended, as always; one stream per transfer.  Thread-safe.
  * RETURN VALUE: 0 (held, or x had already succeeded: nothing to wait for);
- * x's error if it had already failed; EINVAL (NULL x, a stream of another
- * GPU); EBUSY (x holds a stream already); EAGAIN (64 streams of the
- * session held); ENOTSUP (a session without a GPU, a build without CUDA);
- * ECUDA. */
+ * x's error if it had already failed; EINVAL (NULL x; a default stream —
+ * NULL, cudaStreamLegacy, cudaStreamPerThread — whatever x's state; a
+ * blocking stream, one of another GPU, or one being captured into a graph;
+ * x in pageable memory); EBUSY (x holds a stream already); EAGAIN (64
+ * streams of the session held); ENOTSUP (a session without a GPU or with
+ * unpack = host, a build without CUDA); ECUDA. */
 TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream);
 
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */

@@ -60,7 +60,7 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "2097152", "1..4194304 (K, M, KiB, MiB suffixes = 1024-multiples)",
 	  "bytes per plugin request; must match the peer" },
 	{ "TCPX_P2P_CHUNKS_PER_CHANNEL", NULL, "chunks_per_channel", TP_CFG_INT,
-	  TP_OFF(chunks_per_channel), 1, TP_MAX_WINDOW, 0, NULL, 0,
+	  TP_OFF(chunks_per_channel), 1, TP_MAX_CHUNKS_PER_CHANNEL, 0, NULL, 0,
 	  "1", "1..16",
 	  "each channel's share of a transfer is cut into up to this many chunks of at least "
 	  "128 KiB, so that a channel can receive while it unpacks; 1 = one share per "

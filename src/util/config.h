@@ -6,6 +6,7 @@
 
 #define TP_MAX_CHANNELS TCPX_P2P_MAX_CHANNELS
 #define TP_MAX_WINDOW 16           /* the TCPX plugin's requests per comm */
+#define TP_MAX_CHUNKS_PER_CHANNEL 16 /* chunks_per_channel's range: 1..this */
 #define TP_MAX_CHUNK (4u << 20)    /* one TCPX receive request */
 #define TP_DEFAULT_CHUNK (2u << 20)
 

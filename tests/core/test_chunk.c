@@ -101,6 +101,8 @@ static void test_chunk_depth(void **state)
 	/* never above chunk_bytes */
 	assert_int_equal(tp_chunk_size(4 * M, 8, 64 * K, 4), 64 * K);
 	assert_int_equal(tp_chunk_size(SIZE_MAX, 16, 4 * M, 16), 4 * M);
+	assert_int_equal(tp_chunk_size(SIZE_MAX, 1, 4 * M, 1), 4 * M); /* no wrap */
+	assert_int_equal(tp_chunk_size(SIZE_MAX, 1, 4 * M, 4), 4 * M);
 	/* every cut of every length covers it with at most depth chunks a channel */
 	for (size_t len = 0; len <= 64 * M; len += 4093 * 7) {
 		for (unsigned depth = 1; depth <= 16; depth *= 2) {

@@ -25,7 +25,8 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    hdr = struct.pack("!IHHII32s", BLOB_MAGIC, 5, nchan, 524288, 128, plugin)  # TP_BLOB_VERSION
+    # TP_BLOB_VERSION 8: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
+    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 8, nchan, 524288, 128, plugin, 4096, 65536, 4)
     return hdr + (handle or emu_handle()) * nchan
 
 

@@ -35,6 +35,7 @@ struct fx {
 	struct rng rng;
 	size_t chunk_bytes;
 	int nchan;
+	int depth; /* chunks_per_channel */
 	long pause_us; /* drive() sleeps this long after its pass (kv_first.c) */
 };
 

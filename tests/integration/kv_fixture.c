@@ -186,6 +186,7 @@ int open_fx(void **state, int threaded)
 		return -1;
 	}
 	f->chunk_bytes = cfg.chunk_bytes;
+	f->depth = cfg.chunks_per_channel;
 	f->nchan = cfg.num_channels;
 	f->rng.s = g_seed + 0x1000193ull * (uint64_t)++round;
 	*state = f;

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "core/pipeline/chunk.h"
 #include "kv.h"
 
 void segl_add(struct segl *l, size_t len)
@@ -30,15 +31,10 @@ void segl_free(struct segl *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* The chunk size a transfer of len bytes gets (src/core/pipeline/chunk.h). */
+/* The chunk size a transfer of len bytes gets (the library's own rule). */
 size_t xfer_chunk(const struct fx *f, size_t len)
 {
-	size_t share = len / (size_t)f->nchan + (len % (size_t)f->nchan != 0);
-
-	share = (share + 4095) & ~(size_t)4095;
-	if (share < (64u << 10))
-		share = 64u << 10;
-	return share < f->chunk_bytes ? share : f->chunk_bytes;
+	return tp_chunk_size(len, (unsigned)f->nchan, f->chunk_bytes, (unsigned)f->depth);
 }
 
 /* Cut total bytes into segments of a style (0-byte segments included). */

@@ -20,16 +20,20 @@ static uint64_t next_random(uint64_t *s)
  * are fresh mappings: the first read of such a page maps the shared zero
  * page and the first write then replaces it, which flushes that address
  * from the TLB of every CPU running a thread of the process — on the data
- * path (a token table is read before it is written), thousands of such
- * flushes, each an interrupt to every core, held four GPUs' sockets in one
- * process back.  Written first, a page is simply allocated. */
+ * path (a token table is read before it is written), tens of thousands of
+ * such flushes a run, each an interrupt to every core (8 % of the samples
+ * with 32 sockets over four GPUs).  Written first, a page is simply
+ * allocated. */
 static void *zalloc_touched(size_t n, size_t size)
 {
 	volatile unsigned char *m = calloc(n, size);
 
-	/* volatile: a compiler may not drop these stores to zeroed memory */
+	/* volatile: a compiler may not drop these stores to zeroed memory;
+	 * the last byte too, in case the block does not start on a page */
 	for (size_t i = 0; m && i < n * size; i += 4096)
 		m[i] = 0;
+	if (m && n * size != 0)
+		m[n * size - 1] = 0;
 	return (void *)m;
 }
 

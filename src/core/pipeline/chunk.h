@@ -24,9 +24,10 @@ static inline uint64_t tp_chunk_count(size_t len, size_t chunk)
  * longer than the unpack it overlaps. */
 #define TP_CHUNK_DEPTH_MIN (128u << 10)
 
+/* n rounded up to 4 KiB, saturating below SIZE_MAX. */
 static inline size_t tp_chunk_round(size_t n)
 {
-	return (n + 4095) & ~(size_t)4095;
+	return n > SIZE_MAX - 4095 ? SIZE_MAX & ~(size_t)4095 : (n + 4095) & ~(size_t)4095;
 }
 
 /* The chunk size of one transfer.  Each channel's even share of the
