@@ -56,7 +56,7 @@ def config_label(cfg):
         return "nccl %s %sx%s" % (env.get("NCCL_NET") or "default",
                                   env.get("NCCL_SOCKET_NTHREADS") or "-",
                                   env.get("NCCL_NSOCKS_PERTHREAD") or "-")
-    keys = ("mem", "channels", "chunk_bytes", "unpack", "bidir")
+    keys = ("mem", "channels", "chunk_bytes", "chunks_per_channel", "unpack", "bidir")
     return " ".join("%s=%s" % (k, cfg[k]) for k in keys if k in cfg)
 
 
