@@ -15,6 +15,7 @@
 enum perf_mode { PERF_SERVER, PERF_CLIENT, PERF_LOOPBACK, PERF_AUTO };
 
 #define PERF_MAX_CONNS 64
+#define PERF_MAX_INFLIGHT 64 /* --inflight: transfers posted at once per conn */
 #define PERF_MAX_PAIRS 64
 #define PERF_KV_MAX_SIZES 16
 
@@ -47,6 +48,7 @@ struct perf_opts {
 	int stats;            /* --stats: print the session's counters after the run */
 	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
 	int conns;            /* connections between the peers, 1..PERF_MAX_CONNS */
+	int inflight;         /* each conn's share as this many transfers at once */
 	const char *json;     /* file for results, "-" = stdout */
 	int timeout_ms;
 	tcpx_p2p_config cfg;  /* library settings after env + flags */

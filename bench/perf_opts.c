@@ -26,6 +26,8 @@ BENCH_SWEEP_USAGE
 "      --chunks-per-channel N  cut each channel's share of a transfer into up to N\n"
 "                         chunks of at least 128 KiB (TCPX_P2P_CHUNKS_PER_CHANNEL)\n"
 "      --channels N       channels per connection, 1..16 (TCPX_P2P_NUM_CHANNELS)\n"
+"      --inflight N       each conn's share as N transfers posted at once, 1..64\n"
+"                         (default 1): many small transfers in flight together\n"
 "      --conns N          connections between the peers, 1..64 (default 1; env\n"
 "                         TCPX_P2P_PERF_CONNS): each size is split evenly over them\n"
 "      --window N         send and receive window per channel (1..16)\n"
@@ -81,7 +83,7 @@ static int launcher_rank(void)
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
        O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS, O_LAYERS, O_BLOCK_SIZE,
-       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_SEED, O_STATS, O_DEPTH };
+       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_SEED, O_STATS, O_DEPTH, O_INFLIGHT };
 
 static int bad(const char *opt, const char *val)
 {
@@ -210,6 +212,10 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case O_CONNS:
 		if (bench_parse_int(arg, 1, PERF_MAX_CONNS, &o->conns))
 			return bad("--conns", arg);
+		break;
+	case O_INFLIGHT:
+		if (bench_parse_int(arg, 1, PERF_MAX_INFLIGHT, &o->inflight))
+			return bad("--inflight", arg);
 		break;
 	case O_WINDOW:
 		if (bench_parse_int(arg, 1, 16, &v))
@@ -343,6 +349,8 @@ static int check_kv(struct perf_opts *o)
 		why = "kv runs one session per peer: no --pairs or --gpus";
 	else if (o->conns != 1)
 		why = "kv uses one connection (--conns, TCPX_P2P_PERF_CONNS)";
+	else if (o->inflight != 1)
+		why = "kv posts one batch at a time (--inflight)";
 	else if (o->bidir)
 		why = "kv moves one way: no --bidir";
 	else if (o->sized)
@@ -366,7 +374,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		BENCH_SWEEP_LONGOPTS,
 		{ "chunk", 1, NULL, O_CHUNK }, { "chunks-per-channel", 1, NULL, O_DEPTH },
 		{ "channels", 1, NULL, O_CHANNELS },
-		{ "conns", 1, NULL, O_CONNS }, { "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
+		{ "conns", 1, NULL, O_CONNS }, { "inflight", 1, NULL, O_INFLIGHT }, { "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
 		{ "stats", 0, NULL, O_STATS },
@@ -384,6 +392,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 	o->port = 18515;
 	o->npairs = 1;
 	o->conns = 1;
+	o->inflight = 1;
 	bench_sweep_defaults(&o->sweep);
 	o->numa = BENCH_NUMA_AUTO;
 	o->gpu[0] = 0;

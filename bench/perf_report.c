@@ -45,6 +45,8 @@ void perf_print_header(const struct perf_opts *o, const struct perf_peer_info *p
 	       o->cfg.chunks_per_channel, o->cfg.send_window, o->cfg.recv_window,
 	       unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 	       o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
+	if (o->inflight > 1)
+		fprintf(out, "# each conn's share as %d transfers posted at once\n", o->inflight);
 	fprintf(out, "# set-up %.1f ms (%s until %d conn%s existed)\n", pi->setup_ms,
 	       pi->role ? "first dial" : "first accept", o->conns, o->conns > 1 ? "s" : "");
 	if (pi->numa_node >= 0)
@@ -121,11 +123,11 @@ static void json_config(FILE *f, const struct perf_opts *o, const struct perf_pe
 	if (o->multi)
 		fprintf(f, "\"pairs\": %d, ", o->npairs);
 	fprintf(f, "\"conns\": %d, \"channels\": %d, \"chunk_bytes\": %zu, "
-		"\"chunks_per_channel\": %d, "
+		"\"chunks_per_channel\": %d, \"inflight\": %d, "
 		"\"send_window\": %d, \"recv_window\": %d, \"unpack\": \"%s\", \"bidir\": %s, "
 		"\"verify\": %s, \"warmup\": %d, \"plugin\": \"%s\", \"plugin_abi\": %d, ",
 		o->conns, o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.chunks_per_channel,
-		o->cfg.send_window,
+		o->inflight, o->cfg.send_window,
 		o->cfg.recv_window, unpack_name(o->cfg.unpack), o->bidir ? "true" : "false",
 		o->verify ? "true" : "false", o->sweep.warmup, p0->session.plugin_name,
 		p0->session.plugin_abi);
@@ -203,6 +205,8 @@ void perf_group_header(struct perf_group *g)
 		o->cfg.send_window, o->cfg.recv_window,
 		unpack_name(o->cfg.unpack), o->bidir ? "bidirectional" : "unidirectional",
 		o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
+	if (o->inflight > 1)
+		fprintf(out, "# each conn's share as %d transfers posted at once\n", o->inflight);
 	fprintf(out, "# set-up %.1f ms (slowest pair, %s until its %d conn%s existed)\n",
 		slowest_setup(g), g->role ? "first dial" : "first accept", o->conns,
 		o->conns > 1 ? "s" : "");

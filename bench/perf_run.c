@@ -1,7 +1,8 @@
 /* One tcpx_perf peer: connect (--conns connections), then for each size run
  * warm-up and timed iterations, each started by a barrier over the first
  * conn's rendezvous socket.  An iteration splits the size evenly over the
- * conns, posts every transfer, then waits for them as an application would:
+ * conns, and each conn's share into --inflight transfers, posts every
+ * transfer, then waits for them as an application would:
  * tcpx_p2p_wait_any over all of them (the session's progress engine drives
  * every conn whichever xfer is waited on).  In multi-session mode each pair
  * runs this in its own thread with its own session; the pairs of a peer
@@ -20,8 +21,10 @@ struct peer {
 	struct perf_group *g; /* NULL: the single mode */
 	int pair;             /* 0 in the single mode */
 	struct perf_peer_info pi;
-	/* this iteration's, per conn; left set by a failure */
-	tcpx_p2p_xfer *xr[PERF_MAX_CONNS], *xs[PERF_MAX_CONNS];
+	/* this iteration's, per conn and piece (k * inflight + j); left set by
+	 * a failure */
+	tcpx_p2p_xfer *xr[PERF_MAX_CONNS * PERF_MAX_INFLIGHT];
+	tcpx_p2p_xfer *xs[PERF_MAX_CONNS * PERF_MAX_INFLIGHT];
 	tcpx_p2p_session *s;
 	tcpx_p2p_conn *c[PERF_MAX_CONNS];
 	int nconns;          /* conns that exist */
@@ -65,7 +68,7 @@ static void release_xfers(struct peer *p)
 {
 	int k;
 
-	for (k = 0; k < p->o->conns; k++) {
+	for (k = 0; k < p->o->conns * p->o->inflight; k++) {
 		if (p->xr[k])
 			tcpx_p2p_xfer_release(p->xr[k]);
 		if (p->xs[k])
@@ -89,26 +92,41 @@ static int fail_conn(const char *what, int k, int rc)
 	return fail(buf, rc);
 }
 
+/* Piece j of conn k: conn k carries [k * size/n, +share_len) of each
+ * region, cut the same way into o->inflight pieces. */
+static void piece(const struct perf_opts *o, size_t size, int k, int j, size_t *off,
+		  size_t *len)
+{
+	size_t share = share_len(size, o->conns, k);
+
+	*off = (size_t)k * (size / (size_t)o->conns) + (size_t)j * (share / (size_t)o->inflight);
+	*len = share_len(share, o->inflight, j);
+}
+
 /* Post this iteration's transfers on every conn: all receives, then all
- * sends; conn k carries [k * size/n, +share_len) of each region. */
+ * sends, each conn's pieces in order. */
 static int post_all(struct peer *p, size_t size, size_t recv_off)
 {
 	const struct perf_opts *o = p->o;
-	size_t off;
-	int k, rc;
+	size_t off, len;
+	int k, j, rc;
 
 	for (k = 0; k < o->conns && receives(p); k++) {
-		off = (size_t)k * (size / (size_t)o->conns);
-		rc = tcpx_p2p_recv(p->c[k], p->mr, recv_off + off, share_len(size, o->conns, k),
-				   &p->xr[k]);
-		if (rc)
-			return fail_conn("recv", k, rc);
+		for (j = 0; j < o->inflight; j++) {
+			piece(o, size, k, j, &off, &len);
+			rc = tcpx_p2p_recv(p->c[k], p->mr, recv_off + off, len,
+					   &p->xr[k * o->inflight + j]);
+			if (rc)
+				return fail_conn("recv", k, rc);
+		}
 	}
 	for (k = 0; k < o->conns && sends(p); k++) {
-		off = (size_t)k * (size / (size_t)o->conns);
-		rc = tcpx_p2p_send(p->c[k], p->mr, off, share_len(size, o->conns, k), &p->xs[k]);
-		if (rc)
-			return fail_conn("send", k, rc);
+		for (j = 0; j < o->inflight; j++) {
+			piece(o, size, k, j, &off, &len);
+			rc = tcpx_p2p_send(p->c[k], p->mr, off, len, &p->xs[k * o->inflight + j]);
+			if (rc)
+				return fail_conn("send", k, rc);
+		}
 	}
 	return 0;
 }
@@ -116,17 +134,17 @@ static int post_all(struct peer *p, size_t size, size_t recv_off)
 /* Wait until every posted xfer completes, whichever finishes first. */
 static int complete_all(struct peer *p)
 {
-	tcpx_p2p_xfer *pend[2 * PERF_MAX_CONNS];
-	int tag[2 * PERF_MAX_CONNS]; /* 2 * conn + (1 for a send) */
+	static __thread tcpx_p2p_xfer *pend[2 * PERF_MAX_CONNS * PERF_MAX_INFLIGHT];
+	static __thread int tag[2 * PERF_MAX_CONNS * PERF_MAX_INFLIGHT]; /* 2 conn + (1: send) */
 	int n = 0, k, i, done, rc;
 
-	for (k = 0; k < p->o->conns; k++) {
+	for (k = 0; k < p->o->conns * p->o->inflight; k++) {
 		if (p->xr[k]) {
-			tag[n] = 2 * k;
+			tag[n] = 2 * (k / p->o->inflight);
 			pend[n++] = p->xr[k];
 		}
 		if (p->xs[k]) {
-			tag[n] = 2 * k + 1;
+			tag[n] = 2 * (k / p->o->inflight) + 1;
 			pend[n++] = p->xs[k];
 		}
 	}

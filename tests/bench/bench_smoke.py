@@ -160,6 +160,21 @@ def case_bidir(c):
                   chunk_bytes=256 << 10)
 
 
+def case_inflight(c):
+    # Each conn's share as 7 transfers at once (sizes that divide by neither
+    # 2 nor 7), both ways, every byte verified; channel shares cut in 3.
+    out = c.path("inflight.json")
+    p = run([c.perf, "loopback", "--mem", "host", "--conns", "2", "--inflight", "7", "--bidir",
+             "--chunks-per-channel", "3", "-b", "1001", "-e", "4M", "-f", "64", "-n", "2",
+             "-w", "1", "--verify", "--json", out])
+    check(re.search(r"as 7 transfers posted at once", p.stdout),
+          "header does not give --inflight: %s" % p.stdout)
+    check(re.search(r"up to 3 a channel's share", p.stdout),
+          "header does not give --chunks-per-channel: %s" % p.stdout)
+    check_records(load_json(out), sweep(1001, 4 << 20, 64), 2, conns=2, inflight=7,
+                  chunks_per_channel=3, bidir=True, verify=True, role="server")
+
+
 def case_conns(c):
     # Sizes that do not divide by 4: the last conn carries the remainder,
     # and --verify checks every conn's share of the buffer.
@@ -340,7 +355,10 @@ def case_bad_flag(c):
     for args in (["loopback", "--bogus"], ["loopback", "--mem", "gpu"], ["loopback", "-n", "0"],
                  ["loopback", "--window", "17"], ["loopback", "--conns", "0"],
                  ["loopback", "--conns", "65"], ["loopback", "--channels", "0"],
-                 ["loopback", "--channels", "17"], ["sideways"], [], ["client", "-p", "99999"]):
+                 ["loopback", "--channels", "17"], ["loopback", "--inflight", "0"],
+                 ["loopback", "--inflight", "65"], ["loopback", "--chunks-per-channel", "0"],
+                 ["loopback", "--chunks-per-channel", "17"],
+                 ["sideways"], [], ["client", "-p", "99999"]):
         p = run([c.perf] + args, expect=2)
         check("usage" in p.stderr or "bad value" in p.stderr,
               "%s: no usage message on stderr" % args)
@@ -390,7 +408,8 @@ def case_kv_bad_flag(c):
                  ["kv", "loopback", "--block-size", "16K,12"], ["kv", "loopback", "--op", "copy"],
                  ["kv", "loopback", "--pool-blocks", "16", "--blocks", "32"],
                  ["kv", "loopback", "--pairs", "2"], ["kv", "loopback", "-s", "1M"],
-                 ["kv", "loopback", "--bidir"], ["loopback", "--layers", "2"]):
+                 ["kv", "loopback", "--bidir"], ["kv", "loopback", "--inflight", "2"],
+                 ["loopback", "--layers", "2"]):
         p = run([c.perf] + args, expect=2)
         check(p.stderr.strip(), "%s: no message on stderr" % args)
 
