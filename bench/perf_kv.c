@@ -443,9 +443,10 @@ static void print_header(const struct kv_peer *p)
 		"layers x K,V, on each side)%s; pool %d blocks per peer\n",
 		kv->read ? "read" : "write", kv->read ? "read" : "write", kv->blocks, p->ids,
 		kv->layers, kv->read ? "" : " with a notification", kv->pool_blocks);
-	fprintf(out, "# mem %s (gpu %d), channels %d, chunk %zu, window %d/%d, warm-up %d, iters %d, "
-		"seed %llu%s\n", perf_mem_name(o), p->info.gpu, o->cfg.num_channels,
-		o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window, o->sweep.warmup,
+	fprintf(out, "# mem %s (gpu %d), channels %d, chunk %zu (up to %d a channel's share), "
+		"window %d/%d, warm-up %d, iters %d, seed %llu%s\n", perf_mem_name(o), p->info.gpu,
+		o->cfg.num_channels, o->cfg.chunk_bytes, o->cfg.chunks_per_channel,
+		o->cfg.send_window, o->cfg.recv_window, o->sweep.warmup,
 		o->sweep.iters, (unsigned long long)kv->seed, o->verify ? ", verified" : "");
 	fprintf(out, "# set-up %.1f ms (%s until the conn existed)\n", p->setup_ms,
 		p->role ? "first dial" : "first accept");
@@ -484,11 +485,11 @@ static void json_record(FILE *f, const struct kv_peer *p, const struct bench_row
 		cr->gbps > 0 ? r->gbps / cr->gbps : 0, p->setup_ms);
 	fprintf(f, "\"config\": {\"role\": \"client\", \"mem\": \"%s\", \"gpu\": %d, \"layers\": %d, "
 		"\"pool_blocks\": %d, \"seed\": %llu, \"channels\": %d, \"chunk_bytes\": %zu, "
-		"\"send_window\": %d, \"recv_window\": %d, \"verify\": %s, \"warmup\": %d, "
+		"\"chunks_per_channel\": %d, \"send_window\": %d, \"recv_window\": %d, \"verify\": %s, \"warmup\": %d, "
 		"\"plugin\": \"%s\", \"plugin_abi\": %d, \"net_dev\": %d, \"numa_node\": %d, "
 		"\"version\": \"%s\"}}", perf_mem_name(o), p->info.gpu, o->kv.layers,
 		o->kv.pool_blocks, (unsigned long long)o->kv.seed, o->cfg.num_channels,
-		o->cfg.chunk_bytes, o->cfg.send_window, o->cfg.recv_window,
+		o->cfg.chunk_bytes, o->cfg.chunks_per_channel, o->cfg.send_window, o->cfg.recv_window,
 		o->verify ? "true" : "false", o->sweep.warmup, p->info.plugin_name,
 		p->info.plugin_abi, p->info.net_dev, p->numa_node, tcpx_p2p_version());
 	fflush(f);

@@ -517,8 +517,9 @@ TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
  * deadline (tcpx_p2p_xfer_deadline).  x must stay unreleased until it
  * ended, as always; one stream per transfer.  Thread-safe.
  * RETURN VALUE: 0 (held, or x had already succeeded: nothing to wait for);
- * x's error if it had already failed; EINVAL (NULL x; a default stream —
- * NULL, cudaStreamLegacy, cudaStreamPerThread — whatever x's state; a
+ * x's error if it had already failed (also whatever the stream, once x's
+ * connection is destroyed); EINVAL (NULL x; a default stream — NULL,
+ * cudaStreamLegacy, cudaStreamPerThread — whatever x's state; a
  * blocking stream, one of another GPU, or one being captured into a graph;
  * x in pageable memory); EBUSY (x holds a stream already); EAGAIN (64
  * streams of the session held); ENOTSUP (a session without a GPU or with
