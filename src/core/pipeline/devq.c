@@ -185,9 +185,24 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 
 static int poll_events(struct tp_devq *q);
 
-/* Wait for every launch so far, at most TP_HOLD_EXIT_MS.  Jobs no hold
- * kernel claimed go to a drain kernel on the stream (it claims as the holds
- * do, so the two may run at once; a launch done as jobs is known done by
+/* Jobs no hold kernel claimed go to a drain kernel on the session's stream
+ * (it claims as the holds do, so the two may run at once).  0, or the
+ * launch's error (the jobs are then left to the holds). */
+static int drain_left(struct tp_devq *q)
+{
+	struct tp_holds *h = q->holds;
+	int rc;
+
+	if (!h || h->drained >= q->published)
+		return 0;
+	rc = tp__dev_swq_drain(q->stream, &h->q, q->published);
+	if (!rc)
+		h->drained = q->published;
+	return rc;
+}
+
+/* Wait for every launch so far, at most TP_HOLD_EXIT_MS, jobs no hold
+ * kernel claimed drained first (a launch done as jobs is known done by
  * their stamps, whoever performed them).  With no stream held, the stream
  * itself is waited for too (a fence after its last work); with streams
  * held it is not: one of them may share the stream's hardware queue and
@@ -199,13 +214,9 @@ static int wait_all(struct tp_devq *q)
 	bool held = h && h->live;
 	int rc = 0, idle = 0;
 
-	if (h && h->drained < q->published) {
-		if (tp__dev_swq_drain(q->stream, &h->q, q->published))
-			TP_WARN("unpack", "launching a drain: %s (waiting for the holds alone)",
-				tcpx_p2p_last_error());
-		else
-			h->drained = q->published;
-	}
+	if (drain_left(q))
+		TP_WARN("unpack", "launching a drain: %s (waiting for the holds alone)",
+			tcpx_p2p_last_error());
 	if (!held)
 		rc = tp__dev_event_record(q->fence, q->stream);
 	while (!rc) {
@@ -691,11 +702,9 @@ void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed)
 	if (--h->live == 0 && h->drained < q->published) {
 		void *ctx = tp__gpu_save(s);
 
-		if (tp__dev_swq_drain(q->stream, &h->q, q->published))
+		if (drain_left(q))
 			TP_WARN("unpack", "stream wait: draining the jobs left: %s",
 				tcpx_p2p_last_error());
-		else
-			h->drained = q->published;
 		tp__dev_ctx_restore(ctx);
 	}
 	pthread_mutex_unlock(&q->lock);
