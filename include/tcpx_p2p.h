@@ -746,6 +746,10 @@ typedef struct tcpx_p2p_stats {
 	uint64_t req_ns_p50, req_ns_p90, req_ns_p99;
 	uint64_t xfer_samples;          /* transfers timed: post to completion */
 	uint64_t xfer_ns_p50, xfer_ns_p90, xfer_ns_p99;
+	/* Added in 0.9: chunks_out and chunks_in by the channel that carried
+	 * them (index i: data channel i; a session adds its conns' up). */
+	uint64_t chunks_out_by_channel[TCPX_P2P_MAX_CHANNELS];
+	uint64_t chunks_in_by_channel[TCPX_P2P_MAX_CHANNELS];
 } tcpx_p2p_stats;
 
 /* Fill *out (its struct_size bytes at most, set by the caller; struct_size

@@ -28,10 +28,26 @@ static PyObject *failed_by(const tcpx_p2p_stats *st)
 	return d;
 }
 
+/* A count per data channel: a list of TCPX_P2P_MAX_CHANNELS ints. */
+static PyObject *by_channel(const uint64_t *n)
+{
+	PyObject *l = PyList_New(TCPX_P2P_MAX_CHANNELS), *v;
+
+	for (Py_ssize_t i = 0; l && i < TCPX_P2P_MAX_CHANNELS; i++) {
+		v = PyLong_FromUnsignedLongLong(n[i]);
+		if (!v) {
+			Py_DECREF(l);
+			return NULL;
+		}
+		PyList_SET_ITEM(l, i, v);
+	}
+	return l;
+}
+
 PyObject *tp_py_stats(void *obj, int conn, const char *call)
 {
 	tcpx_p2p_stats st = { .struct_size = sizeof(st) };
-	PyObject *fb;
+	PyObject *fb, *out_ch, *in_ch;
 	int rc;
 
 	/* With the GIL: the call only takes each connection's lock briefly,
@@ -40,10 +56,16 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call)
 	if (rc)
 		return tp_py_raise(rc, call);
 	fb = failed_by(&st);
-	if (!fb)
+	out_ch = by_channel(st.chunks_out_by_channel);
+	in_ch = by_channel(st.chunks_in_by_channel);
+	if (!fb || !out_ch || !in_ch) {
+		Py_XDECREF(fb);
+		Py_XDECREF(out_ch);
+		Py_XDECREF(in_ch);
 		return NULL;
+	}
 	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,"
-			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N}",
 			     "conns", st.conns, "xfers_out", st.xfers_out, "xfers_in", st.xfers_in,
 			     "bytes_out", st.bytes_out, "bytes_in", st.bytes_in,
 			     "chunks_out", st.chunks_out, "chunks_in", st.chunks_in,
@@ -56,5 +78,6 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call)
 			     "req_ns_p50", st.req_ns_p50, "req_ns_p90", st.req_ns_p90,
 			     "req_ns_p99", st.req_ns_p99, "xfer_samples", st.xfer_samples,
 			     "xfer_ns_p50", st.xfer_ns_p50, "xfer_ns_p90", st.xfer_ns_p90,
-			     "xfer_ns_p99", st.xfer_ns_p99);
+			     "xfer_ns_p99", st.xfer_ns_p99, "chunks_out_by_channel", out_ch,
+			     "chunks_in_by_channel", in_ch);
 }

@@ -54,6 +54,14 @@ def prometheus(stats, labels=None, prefix="tcpx_p2p"):
     out.append("# TYPE %s counter" % metric)
     for reason, n in sorted(stats["failed_by"].items()):
         out.append("%s%s %d" % (metric, _labels(labels, {"reason": reason}), n))
+    for key in ("out", "in"):
+        counts = stats["chunks_%s_by_channel" % key]
+        used = max([i + 1 for i, n in enumerate(counts) if n] or [0])
+        metric = "%s_chunks_%s_by_channel_total" % (prefix, key)
+        out.append("# HELP %s chunks_%s by the data channel that carried them" % (metric, key))
+        out.append("# TYPE %s counter" % metric)
+        for i in range(used):
+            out.append("%s%s %d" % (metric, _labels(labels, {"channel": i}), counts[i]))
     for key, help_text in _LATENCIES:
         metric = "%s_%s_latency_seconds" % (prefix, key)
         out.append("# HELP %s %s (upper bounds of log-scale buckets)" % (metric, help_text))

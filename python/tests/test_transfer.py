@@ -357,6 +357,8 @@ def test_stats_count_what_moved_and_prometheus(pair):
     assert (sa["xfers_in"], sa["bytes_in"], sa["notifs_in"]) == (n, n * size, 1)
     assert (sb["xfers_out"], sb["bytes_out"], sb["notifs_out"]) == (n, n * size, 1)
     assert sa["failed"] == sb["failed"] == 0 and sa["failed_by"] == {}
+    # one-chunk sends one at a time, each on an idle connection: all on channel 0
+    assert sb["chunks_out_by_channel"] == [n] + [0] * 15 == sa["chunks_in_by_channel"]
     assert b.stats()["bytes_out"] == n * size and b.stats()["conns"] == 1
     with tp.Session(gpu=-1, heartbeat_ms=50, dead_after_ms=0):
         pass
@@ -364,6 +366,8 @@ def test_stats_count_what_moved_and_prometheus(pair):
     assert 'tcpx_p2p_bytes_out_total{peer="a\\"1"} %d\n' % (n * size) in text
     assert 'tcpx_p2p_xfer_latency_seconds_count{peer="a\\"1"} %d\n' % n in text
     assert "# TYPE tcpx_p2p_xfers_in_total counter" in text
+    assert 'tcpx_p2p_chunks_out_by_channel_total{channel="0",peer="a\\"1"} %d\n' % n in text
+    assert 'channel="1"' not in text
 
 
 def test_60k_notification_round_trip(pair):

@@ -23,6 +23,7 @@
 
 #include "core/pipeline/comm.h"
 #include "net/net.h"
+#include "tcpx_p2p.h"
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_mr;
@@ -31,7 +32,10 @@ struct tcpx_p2p_mr;
 #define TP_CTL_SLOTS 4u          /* control requests in flight per direction */
 #define TP_CTL_FRAME_MAGIC 0x43585054u /* "TPXC" */
 #define TP_CTL_FRAME_HDR 8u      /* u32 magic, u32 payload bytes */
-#define TP_CTL_MSG_HDR 8u        /* u8 type, u8 flags, u16 0, u32 body bytes */
+/* Message header: u8 type, u8 chan, u16 0, u32 body bytes.  chan: the
+ * channel an announced item's first chunk travels on (SEND, WRITE,
+ * READ_RESP; below the conn's channel count), 0 in other messages. */
+#define TP_CTL_MSG_HDR 8u
 /* Largest message body a peer may announce: bounds what one message can
  * make this side allocate (about 2.8 M remote segments). */
 #define TP_CTL_MSG_MAX (64u << 20)
@@ -129,10 +133,13 @@ struct tp_ctl {
 	uint32_t tx_end, rx_end;
 	int close_rc;
 	char close_why[160];  /* close_rc's detail, kept for whoever finishes the conn */
-	/* Chunks of every item the peer announced (SEND, WRITE, READ_RESP),
-	 * parsed or dropped: all it can have posted sends for, which bounds
-	 * the counts its CLOSE may carry (on_close). */
-	uint64_t peer_chunks;
+	/* The chunks of every item the peer announced (SEND, WRITE,
+	 * READ_RESP), parsed or dropped, numbered as its stream numbers them
+	 * (peer_seq: the next number) and counted per channel: all it can
+	 * have posted sends for, which bounds the counts its CLOSE may carry
+	 * (on_close). */
+	uint64_t peer_seq;
+	uint32_t peer_on[TCPX_P2P_MAX_CHANNELS];
 };
 
 /* Set up the control channel on its two comms (the conn's last channel). */
@@ -147,6 +154,9 @@ void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir);
  * and return where the body goes (NULL: ENOMEM, recorded).  The conn's
  * lock is held. */
 unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len);
+/* ... announcing an item whose first chunk travels on channel chan. */
+unsigned char *tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan,
+				size_t body_len);
 
 /* Bytes wait in the outgoing stream; how many. */
 bool tp__ctl_queued(const struct tcpx_p2p_conn *c);

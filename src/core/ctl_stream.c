@@ -32,6 +32,12 @@ static int grow(unsigned char **buf, size_t *cap, size_t need)
 
 unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len)
 {
+	return tp__ctl_item_msg(c, type, 0, body_len);
+}
+
+unsigned char *tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan,
+				size_t body_len)
+{
 	struct tp_ctl *t = c->ctl;
 	unsigned char *m;
 
@@ -58,7 +64,8 @@ unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_
 		return NULL;
 	m = t->out + t->out_len;
 	m[0] = (unsigned char)type;
-	m[1] = m[2] = m[3] = 0;
+	m[1] = (unsigned char)chan;
+	m[2] = m[3] = 0;
 	tp_put32(m + 4, (uint32_t)body_len);
 	t->out_len += TP_CTL_MSG_HDR + body_len;
 	return m + TP_CTL_MSG_HDR;
@@ -92,22 +99,42 @@ static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t
 	return 0;
 }
 
+static bool is_item(unsigned type)
+{
+	return type == TP_CTL_SEND || type == TP_CTL_WRITE || type == TP_CTL_READ_RESP;
+}
+
+/* The header's fixed bytes: an item's first channel below the channel
+ * count, 0 everywhere else. */
+static int header_ok(const struct tcpx_p2p_conn *c, const unsigned char *m)
+{
+	if (!m[2] && !m[3] && (is_item(m[0]) ? m[1] < c->nchan : !m[1]))
+		return 0;
+	return tp__error(TCPX_P2P_EPROTO, "control channel: malformed header (type %u, channel "
+			 "%u of %d, bytes 2-3 %02x%02x)", m[0], m[1], c->nchan, m[2], m[3]);
+}
+
 /* Chunks of an item the peer announces, counted whether or not the
  * message is then parsed (after this side's CLOSE it is dropped): the
  * peer may have posted its sends all the same. */
 static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t body)
 {
-	uint64_t len;
+	struct tp_ctl *t = c->ctl;
+	unsigned n = (unsigned)c->nchan;
+	uint64_t len, first;
 
-	if ((m[0] != TP_CTL_SEND && m[0] != TP_CTL_WRITE && m[0] != TP_CTL_READ_RESP) ||
-	    body < 16)
+	if (!is_item(m[0]) || body < 16)
 		return;
 	len = tp_get64(m + TP_CTL_MSG_HDR + 8);
-	if (len <= TP_CTL_LEN_MAX) /* else refused as malformed, or dropped */
-		c->ctl->peer_chunks += tp_chunk_count(
-			(size_t)len, tp_chunk_size((size_t)len, (unsigned)c->nchan,
-						   c->s->cfg.chunk_bytes,
-						   (unsigned)c->s->cfg.chunks_per_channel));
+	if (len > TP_CTL_LEN_MAX) /* refused as malformed, or dropped */
+		return;
+	first = tp_chunk_first(t->peer_seq, m[1], n);
+	t->peer_seq = first + tp_chunk_count((size_t)len,
+					     tp_chunk_size((size_t)len, n, c->s->cfg.chunk_bytes,
+							   (unsigned)c->s->cfg.chunks_per_channel));
+	for (unsigned i = 0; i < n; i++)
+		t->peer_on[i] += (uint32_t)(tp_chunk_below(t->peer_seq, n, i) -
+					    tp_chunk_below(first, n, i));
 }
 
 /* Parse every complete message of the incoming stream. */
@@ -126,13 +153,16 @@ static int parse(struct tcpx_p2p_conn *c)
 					 "message (at most %u)", body, TP_CTL_MSG_MAX);
 		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
 			break;
+		rc = header_ok(c, m);
+		if (rc)
+			return rc;
 		count_item(c, m, body);
 		if (m[0] == TP_CTL_CLOSE)
 			rc = on_close(c, m + TP_CTL_MSG_HDR, body);
 		else if (t->close_queued) /* closing: what the peer still says is moot */
 			rc = 0;
 		else
-			rc = tp__items_on_msg(c, m[0], m + TP_CTL_MSG_HDR, body);
+			rc = tp__items_on_msg(c, m[0], m[1], m + TP_CTL_MSG_HDR, body);
 		if (rc)
 			return rc;
 		t->in_off += TP_CTL_MSG_HDR + body;

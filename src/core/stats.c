@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/conn.h"
+#include "core/pipeline/chunk.h"
 #include "core/pipeline/comm.h"
 #include "core/stats.h"
 #include "core/xfer.h"
@@ -27,6 +28,9 @@ void tp__stats_xfer_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, 
 	st->xfers[x->dir]++;
 	st->bytes[x->dir] += x->len;
 	st->chunks[x->dir] += x->nchunks;
+	for (unsigned i = 0, n = (unsigned)c->nchan; i < n; i++)
+		st->chunks_on[x->dir][i] += tp_chunk_below(x->first_seq + x->nchunks, n, i) -
+					    tp_chunk_below(x->first_seq, n, i);
 	tp__hist_add(&st->xfer_lat, tp__now_ns() - x->t_post);
 }
 
@@ -91,6 +95,10 @@ void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out
 	full.bytes_in = st->bytes[TP_RECV];
 	full.chunks_out = st->chunks[TP_SEND];
 	full.chunks_in = st->chunks[TP_RECV];
+	memcpy(full.chunks_out_by_channel, st->chunks_on[TP_SEND],
+	       sizeof(full.chunks_out_by_channel));
+	memcpy(full.chunks_in_by_channel, st->chunks_on[TP_RECV],
+	       sizeof(full.chunks_in_by_channel));
 	full.notifs_out = st->notifs_out;
 	full.notifs_in = st->notifs_in;
 	full.failed = st->failed;

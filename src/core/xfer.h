@@ -95,6 +95,7 @@ struct tcpx_p2p_xfer {
 	size_t len;         /* total bytes */
 	size_t chunk;       /* bytes per chunk of this transfer (tp_chunk_size) */
 	uint64_t first_seq, nchunks, retired;
+	unsigned chan0;     /* the channel of its first chunk: the sender's choice, announced */
 	uint64_t id;        /* the initiator's number for ctl messages */
 	enum tp_xfer_state state; /* tp__xfer_set_state only; DONE is read unlocked */
 	int err;            /* first error, 0 while fine */

@@ -152,6 +152,39 @@ static void test_channel_and_tag(void **state)
 	assert_true(tp_chunk_tag(UINT64_MAX) >= 0);
 }
 
+/* An item starting on channel chan gets the first number at or after the
+ * stream's next one on that channel, skipping fewer than nchan; the
+ * numbers below seq on each channel add up to seq and match a count. */
+static void test_first_and_below(void **state)
+{
+	unsigned nchan, chan, i;
+	uint64_t next, first, sum, n;
+
+	(void)state;
+	for (nchan = 1; nchan <= 16; nchan++) {
+		for (next = 0; next < 3 * nchan; next++) {
+			for (chan = 0; chan < nchan; chan++) {
+				first = tp_chunk_first(next, chan, nchan);
+				assert_true(first >= next && first - next < nchan);
+				assert_int_equal(tp_chunk_channel(first, nchan), chan);
+			}
+			sum = 0;
+			for (i = 0; i < nchan; i++) {
+				n = 0;
+				for (uint64_t s = 0; s < next; s++)
+					n += tp_chunk_channel(s, nchan) == i;
+				assert_int_equal(tp_chunk_below(next, nchan, i), n);
+				sum += n;
+			}
+			assert_int_equal(sum, next);
+		}
+	}
+	/* Far from 0 (a long-lived connection): no wrap. */
+	first = tp_chunk_first(UINT64_MAX - 20, 3, 16);
+	assert_int_equal(tp_chunk_channel(first, 16), 3);
+	assert_true(first >= UINT64_MAX - 20);
+}
+
 /* posted - retired never exceeds the limit, across counter wrap-around. */
 static void test_window(void **state)
 {
@@ -195,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_size),
 		cmocka_unit_test(test_chunk_depth),
 		cmocka_unit_test(test_channel_and_tag),
+		cmocka_unit_test(test_first_and_below),
 		cmocka_unit_test(test_window),
 	};
 

@@ -256,6 +256,53 @@ static void test_many_exports_one_hold_each(void **state)
 	assert_int_equal(f->c.dir[TP_SEND].head->nseg, NREG * PER);
 }
 
+/* An item starts on the channel its header names (the conn has 2): a
+ * write on channel 1 is numbered from the first chunk number there. */
+static void test_item_channel(void **state)
+{
+	struct fx *f = *state;
+	struct tcpx_p2p_xfer *x;
+
+	one_sided(f, TP_CTL_WRITE, 1, 100, 1, NULL);
+	f->msg[1] = 1; /* the header's channel */
+	seg(f, 0, 0, 0, 100);
+	assert_int_equal(feed(f), 0);
+	x = f->c.dir[TP_RECV].head;
+	assert_non_null(x);
+	assert_int_equal(x->chan0, 1);
+	assert_int_equal(x->first_seq, 1);
+	assert_int_equal(f->c.dir[TP_RECV].next_seq, 2);
+	assert_int_equal(f->c.dir[TP_RECV].on[0], 0);
+	assert_int_equal(f->c.dir[TP_RECV].on[1], 1);
+	assert_int_equal(f->ctl.peer_on[1], 1);
+}
+
+/* A header naming a channel past the conn's, a channel on a message that
+ * announces no item, or bytes 2-3 set: the conn fails (EPROTO). */
+static void test_bad_headers(void **state)
+{
+	static const unsigned char bad[][3] = { { TP_CTL_SEND, 2, 0 },
+						{ TP_CTL_NOTIF, 1, 0 },
+						{ TP_CTL_SEND, 0, 1 } };
+
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		struct fx *f;
+
+		assert_int_equal(setup(state), 0);
+		f = *state;
+		if (bad[k][0] == TP_CTL_NOTIF)
+			notif(f, "n");
+		else
+			send_ann(f, 1, 100);
+		f->msg[1] = bad[k][1];
+		f->msg[3] = bad[k][2];
+		assert_int_equal(feed(f), TCPX_P2P_EPROTO);
+		assert_non_null(strstr(tcpx_p2p_last_error(), "malformed header"));
+		assert_null(f->c.items->inq);
+		teardown(state);
+	}
+}
+
 /* Queued announcements behind a send nobody matched: items and segments
  * are bounded, and the message that crosses one fails the conn. */
 static void test_items_bound(void **state)
@@ -378,6 +425,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_keys_fail_the_conn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_exports_one_hold_each, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_items_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_item_channel, setup, teardown),
+		cmocka_unit_test(test_bad_headers),
 		cmocka_unit_test_setup_teardown(test_segments_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notifs_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_bytes_bound, setup, teardown),

@@ -25,8 +25,8 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    # TP_BLOB_VERSION 8: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
-    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 8, nchan, 524288, 128, plugin, 4096, 65536, 4)
+    # TP_BLOB_VERSION 9: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
+    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 9, nchan, 524288, 128, plugin, 4096, 65536, 4)
     return hdr + (handle or emu_handle()) * nchan
 
 
@@ -37,8 +37,9 @@ def auth(step):
 
 # Control channel messages (src/core/ctl.h), little-endian; "AAAA" stands
 # for the export's key in fuzz_ctl.
-def ctl(mtype, body):
-    return struct.pack("<BBHI", mtype, 0, 0, len(body)) + body
+# Header: u8 type, u8 chan (an item's first channel), u16 0, u32 body bytes.
+def ctl(mtype, body, chan=0, pad=0):
+    return struct.pack("<BBHI", mtype, chan, pad, len(body)) + body
 
 
 # A remote segment: u32 export index, u32 0, 16-byte key, u64 off, u64 len.
@@ -95,6 +96,14 @@ SEEDS = {
         "ack": b"\x00" + ctl(5, struct.pack("<QiIQ", 1, 0, 0, 0)) + ctl(5, struct.pack("<QiIQ", 1, 2, 0, 5)),
         "notif": b"\x03" + ctl(6, struct.pack("<I", 5) + b"hello") + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(6, struct.pack("<I", 1) + b"x"),
         "huge": b"\x00" + struct.pack("<BBHI", 2, 0, 0, 0xFFFFFFFF),
+        # Items start on the channel their header names (fuzz_ctl's conn
+        # has 2): a send on channel 1, one past the channels, a channel on
+        # a message that is no item, header bytes 2-3 set.
+        "send_chan1": b"\x05" + ctl(1, struct.pack("<QQ", 7, 100), chan=1) + ctl(1, struct.pack("<QQ", 8, 4096), chan=1),
+        "send_chan_bad": b"\x00" + ctl(1, struct.pack("<QQ", 7, 100), chan=2),
+        "notif_chan": b"\x00" + ctl(6, struct.pack("<I", 1) + b"n", chan=1),
+        "header_pad": b"\x00" + ctl(1, struct.pack("<QQ", 7, 100), pad=0x100),
+        "close_chan1": b"\x03" + ctl(1, struct.pack("<QQ", 7, 100), chan=1) + ctl(7, struct.pack("<5I", 2, 0, 0, 1, 0)),
         "unknown": b"\x00" + ctl(77, b"zz"),
         # CLOSE: u32 channels (fuzz_ctl's conn has 2), then per channel the
         # sender's sends and receives so far.

@@ -1,7 +1,9 @@
 /* Statistics (tcpx_p2p_conn_stats, tcpx_p2p_session_stats): the counters
  * equal what the test moved, on both sides, and a session keeps counting
  * a destroyed connection (the failures of its last transfers included); a
- * caller's older, smaller struct gets no byte past its struct_size. */
+ * caller's older, smaller struct gets no byte past its struct_size.  The
+ * per-channel counts show which channel each transfer started on: channel
+ * 0 on an idle connection, where the last one ended behind one in flight. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +33,10 @@ static void expect_side(const tcpx_p2p_stats *st, int sender, uint64_t bytes)
 	assert_int_equal(sender ? st->bytes_out : st->bytes_in, bytes);
 	assert_int_equal(sender ? st->bytes_in : st->bytes_out, 0);
 	assert_int_equal(sender ? st->chunks_out : st->chunks_in, NX);
+	/* One at a time, each on an idle connection: all on channel 0. */
+	assert_int_equal(sender ? st->chunks_out_by_channel[0] : st->chunks_in_by_channel[0], NX);
+	for (int i = 1; i < TCPX_P2P_MAX_CHANNELS; i++)
+		assert_int_equal(st->chunks_out_by_channel[i] + st->chunks_in_by_channel[i], 0);
 	assert_int_equal(sender ? st->notifs_out : st->notifs_in, NN);
 	assert_int_equal(sender ? st->notifs_in : st->notifs_out, 0);
 	assert_int_equal(st->failed, 0);
@@ -243,12 +249,117 @@ static void test_destroy_pending(void **state)
 	tp_pair_close(&p);
 }
 
+#define CH 4                /* channels */
+#define CB (4u << 20)       /* chunk_bytes */
+#define LONE 5              /* one-chunk sends, one at a time */
+#define BIG_CHUNKS 17       /* a send no socket buffers hold while no receive is posted */
+#define BEHIND 3            /* one-chunk sends posted behind it */
+
+static void expect_channels(tcpx_p2p_conn *c, int sender, const uint64_t want[CH])
+{
+	tcpx_p2p_stats st = { .struct_size = sizeof(st) };
+
+	assert_int_equal(tcpx_p2p_conn_stats(c, &st), 0);
+	for (int i = 0; i < TCPX_P2P_MAX_CHANNELS; i++) {
+		uint64_t got = sender ? st.chunks_out_by_channel[i] : st.chunks_in_by_channel[i];
+
+		assert_int_equal(got, i < CH ? want[i] : 0);
+	}
+}
+
+/* Where each transfer starts, seen in the per-channel counts on both sides
+ * (the receiver numbers what the sender announced): LONE sends one at a
+ * time all start on channel 0; a send of BIG_CHUNKS (17: channels 0,1,2,3,0,...)
+ * starts there too, and the BEHIND sends posted while it is in flight
+ * continue where it ended (channels 1, 2, 3).  Every byte is checked.  Then
+ * the same with the receiver posting nothing and the sender's connection
+ * destroyed: the close handshake accepts the per-channel counts that
+ * skipped chunk numbers make (no unclean close). */
+static void test_start_channel(void **state)
+{
+	static const uint64_t want[CH] = { LONE + 5, 4 + 1, 4 + 1, 4 + 1 };
+	const size_t big = (size_t)BIG_CHUNKS * CB, small = 4096;
+	struct tp_pair p;
+	tcpx_p2p_config cfg;
+	unsigned char *src = malloc(big), *dst = malloc(big + BEHIND * small);
+	tcpx_p2p_mr *smr, *dmr;
+	tcpx_p2p_xfer *x[2 * (BEHIND + 1)];
+	uint64_t unclean[2];
+	int i, rc0;
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	tcpx_p2p_config_init(&cfg);
+	cfg.num_channels = CH;
+	cfg.chunk_bytes = CB;
+	assert_int_equal(tp_pair_open(&p, &cfg, 0), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], src, big, TCPX_P2P_MEM_HOST, &smr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], dst, big + BEHIND * small,
+					      TCPX_P2P_MEM_HOST, &dmr), 0);
+	tp_fill(src, big, 31);
+	for (i = 0; i < LONE; i++) {
+		memset(dst, 0, small);
+		assert_int_equal(tcpx_p2p_send(p.c[0], smr, (size_t)i * small, small, &x[0]), 0);
+		assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, 0, small, &x[1]), 0);
+		assert_int_equal(tp_complete_all(x, 2), 0);
+		assert_int_equal(memcmp(dst, src + (size_t)i * small, small), 0);
+	}
+	/* The receives come only after every send was posted. */
+	assert_int_equal(tcpx_p2p_send(p.c[0], smr, 0, big, &x[0]), 0);
+	for (i = 1; i <= BEHIND; i++)
+		assert_int_equal(tcpx_p2p_send(p.c[0], smr, (size_t)i * small, small, &x[i]), 0);
+	memset(dst, 0, big + BEHIND * small);
+	assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, 0, big, &x[BEHIND + 1]), 0);
+	for (i = 1; i <= BEHIND; i++)
+		assert_int_equal(tcpx_p2p_recv(p.c[1], dmr, big + (size_t)(i - 1) * small, small,
+					       &x[BEHIND + 1 + i]), 0);
+	assert_int_equal(tp_complete_all(x, 2 * (BEHIND + 1)), 0);
+	assert_int_equal(memcmp(dst, src, big), 0);
+	for (i = 1; i <= BEHIND; i++)
+		assert_int_equal(memcmp(dst + big + (size_t)(i - 1) * small, src + (size_t)i * small,
+					small), 0);
+	expect_channels(p.c[0], 1, want);
+	expect_channels(p.c[1], 0, want);
+
+	/* Sends nobody receives (channel 0 onwards, then channel 1), closed. */
+	assert_int_equal(tcpx_p2p_send(p.c[0], smr, 0, big, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_send(p.c[0], smr, 0, small, &x[1]), 0);
+	for (i = 0; i < 100; i++)
+		assert_int_equal(tcpx_p2p_progress(p.c[0]), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[0]), 0);
+	p.c[0] = NULL;
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tcpx_p2p_wait(x[i], 0), TCPX_P2P_ECLOSED);
+		assert_int_equal(tcpx_p2p_xfer_release(x[i]), 0);
+	}
+	for (long tries = 0; (rc0 = tcpx_p2p_progress(p.c[1])) == 0; tries++) {
+		assert_true(tries < 100000000); /* a hang limit, not a measure */
+		tcpx_p2p_session_progress(p.s[0]);
+	}
+	assert_int_equal(rc0, TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_conn_destroy(p.c[1]), 0);
+	p.c[1] = NULL;
+	for (long tries = 0; closing(p.s[0], &unclean[0]) + closing(p.s[1], &unclean[1]); tries++) {
+		assert_true(tries < 100000000);
+		tcpx_p2p_session_progress(p.s[0]);
+		tcpx_p2p_session_progress(p.s[1]);
+	}
+	assert_int_equal(unclean[0] + unclean[1], 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(dmr), 0);
+	tp_pair_close(&p);
+	free(src);
+	free(dst);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_counts),
 					    cmocka_unit_test(test_stall),
 					    cmocka_unit_test(test_deadline),
-					    cmocka_unit_test(test_destroy_pending) };
+					    cmocka_unit_test(test_destroy_pending),
+					    cmocka_unit_test(test_start_channel) };
 
 	return cmocka_run_group_tests_name("stats", tests, NULL, NULL) ? 1 : 0;
 }

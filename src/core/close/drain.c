@@ -14,13 +14,6 @@
 #include "core/session.h"
 #include "util/error.h"
 
-/* Requests of channel i among the first `chunks` of a stream (chunk seq
- * travels on channel seq % nchan), as the 32-bit count a comm keeps. */
-static uint32_t chunks_on(uint64_t chunks, int nchan, int i)
-{
-	return (uint32_t)(chunks / (uint64_t)nchan + ((uint64_t)i < chunks % (uint64_t)nchan));
-}
-
 /* A count the peer's CLOSE may carry for comm cm: `most`, what it can
  * legitimately have there; beyond it the handshake fails at once. */
 static int close_count_ok(const struct tp_comm *cm, uint32_t count, uint32_t most, int i,
@@ -45,16 +38,14 @@ static int close_count_ok(const struct tp_comm *cm, uint32_t count, uint32_t mos
  * it waits for them. */
 int tp__close_counts(struct tcpx_p2p_conn *c)
 {
-	uint64_t mine = c->dir[TP_SEND].next_seq;
 	uint32_t sends, recvs, most;
 	int rc;
 
 	for (int i = 0; i < c->nchan; i++) {
 		sends = c->recv[i].peer_count;
 		recvs = c->send[i].peer_count;
-		rc = close_count_ok(&c->recv[i], sends,
-				    chunks_on(c->ctl->peer_chunks, c->nchan, i), i, "sends");
-		most = chunks_on(mine, c->nchan, i);
+		rc = close_count_ok(&c->recv[i], sends, c->ctl->peer_on[i], i, "sends");
+		most = c->dir[TP_SEND].on[i];
 		if ((int32_t)(most - (c->send[i].issued + TP_WINDOW_SLOTS)) > 0)
 			most = c->send[i].issued + TP_WINDOW_SLOTS;
 		if (!rc)

@@ -7,6 +7,7 @@
 #include "core/ctl.h"
 #include "core/engine.h"
 #include "core/items/items.h"
+#include "core/pipeline/stream.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
@@ -55,8 +56,10 @@ static int own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
 			 "peer_max_ctl_bytes): drive progress and post again", what, queued);
 }
 
-static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len,
-			size_t nseg, const struct tp_wseg *seg, const void *notif, size_t notif_len)
+/* A WRITE (an item: its first channel chan) or a READ_REQ (chan 0). */
+static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan, uint64_t id,
+			uint64_t len, size_t nseg, const struct tp_wseg *seg, const void *notif,
+			size_t notif_len)
 {
 	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
 	unsigned char *m;
@@ -68,7 +71,7 @@ static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t
 		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer: more than "
 				 "a peer may hold (peer_max_segments %d, which should match the "
 				 "peer's)", nseg, c->s->cfg.peer_max_segments);
-	m = tp__ctl_msg(c, type, body);
+	m = tp__ctl_item_msg(c, type, chan, body);
 	if (!m)
 		return tcpx_p2p_last_error()[0] ? TCPX_P2P_ENOMEM : TCPX_P2P_EINTERNAL;
 	tp_put64(m, id);
@@ -81,9 +84,11 @@ static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t
 	return 0;
 }
 
-static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, uint64_t id, uint64_t len)
+/* A SEND or READ_RESP: an item whose first chunk travels on channel chan. */
+static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan, uint64_t id,
+		     uint64_t len)
 {
-	unsigned char *m = tp__ctl_msg(c, type, 16);
+	unsigned char *m = tp__ctl_item_msg(c, type, chan, 16);
 
 	if (!m)
 		return TCPX_P2P_ENOMEM;
@@ -125,21 +130,27 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 		rc = tp__items_notif_room(c, "write", notif_len);
 	if (rc)
 		return rc;
+	/* The items of this side's stream (a send, a write, an in-read) are
+	 * numbered right after, under the same hold of the conn lock, from
+	 * the channel announced. */
+	if (x->op == TP_OP_SEND || x->op == TP_OP_WRITE || x->op == TP_OP_IN_READ)
+		x->chan0 = tp__stream_start(c);
 	switch (x->op) {
 	case TP_OP_SEND:
 		x->id = ++c->next_id;
-		return short_msg(c, TP_CTL_SEND, x->id, x->len);
+		return short_msg(c, TP_CTL_SEND, x->chan0, x->id, x->len);
 	case TP_OP_WRITE:
 		x->id = ++c->next_id;
-		rc = announce_hdr(c, TP_CTL_WRITE, x->id, x->len, nrseg, rseg, notif, notif_len);
+		rc = announce_hdr(c, TP_CTL_WRITE, x->chan0, x->id, x->len, nrseg, rseg, notif,
+				  notif_len);
 		if (!rc && notif_len)
 			tp__items_notif_spend(c, notif_len);
 		return rc;
 	case TP_OP_READ:
 		x->id = ++c->next_id;
-		return announce_hdr(c, TP_CTL_READ_REQ, x->id, x->len, nrseg, rseg, NULL, 0);
+		return announce_hdr(c, TP_CTL_READ_REQ, 0, x->id, x->len, nrseg, rseg, NULL, 0);
 	case TP_OP_IN_READ:
-		return short_msg(c, TP_CTL_READ_RESP, x->id, x->len);
+		return short_msg(c, TP_CTL_READ_RESP, x->chan0, x->id, x->len);
 	default:
 		return 0;
 	}

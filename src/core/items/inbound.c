@@ -143,7 +143,8 @@ static int bad_msg(unsigned type, size_t len)
 			 type, len);
 }
 
-int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *b, size_t len)
+int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, unsigned chan,
+		     const unsigned char *b, size_t len)
 {
 	struct tp_items *r = c->items;
 	struct tp_in *in;
@@ -202,6 +203,7 @@ int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char
 	if (!in)
 		return tp__error(TCPX_P2P_ENOMEM, "control channel: out of memory");
 	in->type = type;
+	in->chan = chan;
 	if (type != TP_CTL_NOTIF) {
 		in->id = tp_get64(b);
 		in->len = tp_get64(b + 8);

@@ -33,7 +33,7 @@
 
 /* Bytes that must be received and dropped: a refused write, a send whose
  * receive had another total. */
-static int discard(struct tcpx_p2p_conn *c, uint64_t len)
+static int discard(struct tcpx_p2p_conn *c, const struct tp_in *in)
 {
 	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_DISCARD, TP_RECV);
 
@@ -41,7 +41,8 @@ static int discard(struct tcpx_p2p_conn *c, uint64_t len)
 		return tp__error(TCPX_P2P_ENOMEM, "conn: out of memory");
 	c->inbound++;
 	x->c = c;
-	x->len = (size_t)len;
+	x->len = (size_t)in->len;
+	x->chan0 = in->chan;
 	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
@@ -55,6 +56,7 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
+		x->chan0 = in->chan;
 		tp__xfer_set_state(x, TP_XS_STREAMING);
 		tp__stream_enqueue(c, x);
 		return tp__items_send_ack(c, in->id, TP_ACK_OK, mine);
@@ -62,7 +64,7 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "
 		 "(totals must match)", (unsigned long long)in->len, mine);
 	tp__xfer_complete(c, x, TCPX_P2P_EPROTO);
-	rc = discard(c, in->len);
+	rc = discard(c, in);
 	return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_MISMATCH, mine);
 }
 
@@ -75,6 +77,7 @@ static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
 				 "(%llu bytes)", (unsigned long long)in->id,
 				 (unsigned long long)in->len);
 	tp__xlist_remove(&c->answers, x); /* the response was the answer */
+	x->chan0 = in->chan;
 	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
@@ -132,10 +135,11 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 			tp__items_note_gone(c, in->notif_len);
 		rc = refused(c, in, why, bad_key);
 		if (!rc)
-			rc = discard(c, in->len);
+			rc = discard(c, in);
 		return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
 	c->inbound++;
+	x->chan0 = in->chan;
 	tp__xfer_set_state(x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return in->notif_len ? tp__items_add_note(c, x->first_seq + x->nchunks, true, in->notif,

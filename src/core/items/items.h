@@ -44,9 +44,10 @@ void tp__items_tell_failed(struct tcpx_p2p_conn *c);
 /* One of the library's own items ends: give back what it counted. */
 void tp__items_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x);
 
-/* inbound.c: one message from the peer (type and body checked for size only). */
-int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, const unsigned char *body,
-		     size_t len);
+/* inbound.c: one message from the peer (its header checked, the body for
+ * size only); chan: an item's first channel. */
+int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, unsigned chan,
+		     const unsigned char *body, size_t len);
 
 /* ---- shared by the item protocol's files ---- */
 
@@ -90,6 +91,7 @@ struct tp_export {
 
 struct tp_in {
 	unsigned type;
+	unsigned chan;      /* an item's first channel (the sender's choice) */
 	uint64_t id, len;
 	uint32_t nseg;
 	struct tp_wseg *seg;

@@ -54,13 +54,29 @@ static inline size_t tp_chunk_size(size_t len, unsigned nchan, size_t chunk_byte
 	return share < chunk_bytes ? share : chunk_bytes;
 }
 
-/* Chunks are numbered per connection and direction (seq); both peers number
- * them identically because transfers match in posting order with equal
- * lengths.  Chunk seq travels on channel seq % nchan, so consecutive chunks
- * spread over every channel even when transfers are small. */
+/* Chunks are numbered per connection and direction (seq); chunk seq
+ * travels on channel seq % nchan, so consecutive chunks spread over every
+ * channel.  Each item starts on a channel its sender chooses and announces
+ * (stream.c, tp__stream_start): its first chunk is the smallest seq at or
+ * after the stream's next number that falls on that channel, and the
+ * numbers skipped carry nothing.  Both peers number an item identically
+ * because items match in announcement order with equal lengths. */
 static inline unsigned tp_chunk_channel(uint64_t seq, unsigned nchan)
 {
 	return (unsigned)(seq % nchan);
+}
+
+/* The first seq of an item starting on channel chan (< nchan) when the
+ * stream's next number is next (at most nchan - 1 numbers skipped). */
+static inline uint64_t tp_chunk_first(uint64_t next, unsigned chan, unsigned nchan)
+{
+	return next + (chan + nchan - tp_chunk_channel(next, nchan)) % nchan;
+}
+
+/* Numbers below seq that fall on channel i (< nchan). */
+static inline uint64_t tp_chunk_below(uint64_t seq, unsigned nchan, unsigned i)
+{
+	return seq / nchan + (i < seq % nchan);
 }
 
 /* Unique per chunk within 2^31 chunks of a direction (tags are ints; TCPX

@@ -22,26 +22,60 @@
 #include "util/config.h"
 #include "util/error.h"
 
+/* Where this side's send stream is idle an item starts on channel 0, so
+ * that lone small transfers keep to the same comms, which the plugin
+ * keeps warm (on 8 channels over TCPX's plugin a quarter less latency at
+ * 4-32 KiB than rotating over comms idle since the last one); behind items
+ * still in flight it starts where the last one ended, so that transfers
+ * in flight together spread over every channel. */
+unsigned tp__stream_start(const struct tcpx_p2p_conn *c)
+{
+	const struct tp_direction *d = &c->dir[TP_SEND];
+
+	return d->head ? tp_chunk_channel(d->next_seq, (unsigned)c->nchan) : 0;
+}
+
+/* Move cm to the first number of its channel in its cursor's chunks, or
+ * past the transfers that have none (some start beyond skipped numbers). */
+static void settle(struct tcpx_p2p_conn *c, struct tp_comm *cm)
+{
+	unsigned n = (unsigned)c->nchan, i = tp_chunk_channel(cm->next_seq, n);
+	struct tcpx_p2p_xfer *x;
+
+	while ((x = cm->cursor)) {
+		if (cm->next_seq < x->first_seq)
+			cm->next_seq = tp_chunk_first(x->first_seq, i, n);
+		if (cm->next_seq < x->first_seq + x->nchunks)
+			return;
+		cm->cursor = x->dlink.next;
+	}
+}
+
 void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	struct tp_direction *d = &c->dir[x->dir];
 	struct tp_comm *cms = x->dir == TP_SEND ? c->send : c->recv;
-	uint64_t end;
-	int i;
+	unsigned n = (unsigned)c->nchan, i;
 
-	/* Both peers derive the cut from the same length (chunk.h). */
-	x->chunk = tp_chunk_size(x->len, (unsigned)c->nchan, c->s->cfg.chunk_bytes,
+	/* Both peers derive the cut from the same length (chunk.h), the
+	 * numbers from the announced first channel. */
+	x->chunk = tp_chunk_size(x->len, n, c->s->cfg.chunk_bytes,
 				 (unsigned)c->s->cfg.chunks_per_channel);
 	x->nchunks = tp_chunk_count(x->len, x->chunk);
-	x->first_seq = d->next_seq;
-	d->next_seq += x->nchunks;
-	end = x->first_seq + x->nchunks;
+	x->first_seq = tp_chunk_first(d->next_seq, x->chan0, n);
+	d->next_seq = x->first_seq + x->nchunks;
+	for (i = 0; i < n; i++)
+		d->on[i] += (uint32_t)(tp_chunk_below(d->next_seq, n, i) -
+				       tp_chunk_below(x->first_seq, n, i));
 	tp_list_append(d, x, dlink);
-	/* An idle comm has posted every chunk of its channel below
-	 * x->first_seq, so its next_seq lies at or after it. */
-	for (i = 0; i < c->nchan; i++)
-		if (!cms[i].cursor && cms[i].next_seq < end)
+	/* An idle comm has posted every chunk of its channel before x: its
+	 * next number lies at or after the previous item's end. */
+	for (i = 0; i < n; i++) {
+		if (!cms[i].cursor) {
 			cms[i].cursor = x;
+			settle(c, &cms[i]);
+		}
+	}
 }
 
 /* A chunk of x is done; the last one takes x out of its direction's
@@ -57,8 +91,7 @@ static void retire_chunk(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, struc
 static void advance_cursor(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 {
 	cm->next_seq += (uint64_t)c->nchan;
-	while (cm->cursor && cm->next_seq >= cm->cursor->first_seq + cm->cursor->nchunks)
-		cm->cursor = cm->cursor->dlink.next;
+	settle(c, cm);
 }
 
 /* A plugin that reports neither received sizes nor fragment records

@@ -1,6 +1,6 @@
 /* The chunk stream of each direction of a connection, over its data
  * channels (stream.c): transfers cut into chunks, chunk seq on channel
- * seq % nchan, and the data stages of each comm around the pipeline of
+ * seq % nchan (each item from the channel its sender chose), and the data stages of each comm around the pipeline of
  * comm.c: post (prepare a chunk: its buffer, a gather into staging),
  * issue, test, unpack (batched over the channels), consume.
  *
@@ -17,7 +17,10 @@
 
 struct tcpx_p2p_conn;
 
-/* Cut x into chunks and give them their numbers in its direction's stream. */
+/* The channel this side's next send item starts on (announced with it). */
+unsigned tp__stream_start(const struct tcpx_p2p_conn *c);
+/* Cut x into chunks and give them their numbers in its direction's
+ * stream, from channel x->chan0. */
 void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Prepare chunks into free window slots, in stream order (post). */
 int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);

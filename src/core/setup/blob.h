@@ -15,7 +15,7 @@
  * on the control channel (an older peer would refuse it mid-stream) and
  * max_notif_bytes (notifications longer than 1 KiB); 8: chunks_per_channel
  * (the chunk sizes both sides compute depend on it). */
-#define TP_BLOB_VERSION 8u
+#define TP_BLOB_VERSION 9u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow
