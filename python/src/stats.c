@@ -56,9 +56,11 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call)
 	if (rc)
 		return tp_py_raise(rc, call);
 	fb = failed_by(&st);
+	if (!fb)
+		return NULL;
 	out_ch = by_channel(st.chunks_out_by_channel);
-	in_ch = by_channel(st.chunks_in_by_channel);
-	if (!fb || !out_ch || !in_ch) {
+	in_ch = out_ch ? by_channel(st.chunks_in_by_channel) : NULL;
+	if (!out_ch || !in_ch) {
 		Py_XDECREF(fb);
 		Py_XDECREF(out_ch);
 		Py_XDECREF(in_ch);

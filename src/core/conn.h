@@ -19,7 +19,8 @@ struct tcpx_p2p_session;
 
 struct tp_direction {
 	uint64_t next_seq;  /* seq of the next chunk to be created */
-	uint32_t on[TCPX_P2P_MAX_CHANNELS]; /* chunks created on each channel (close's counts) */
+	uint32_t on[TCPX_P2P_MAX_CHANNELS]; /* chunks created on each channel (the send
+					     * direction's bound the close's counts) */
 	struct tcpx_p2p_xfer *head, *tail; /* xfers with chunks in flight, through dlink */
 };
 

@@ -119,7 +119,7 @@ static int post_frame(struct tcpx_p2p_conn *c, size_t n, bool *posted)
 	rc = tp__mr_handle(t->txmr, cm, &mh);
 	if (rc)
 		return rc;
-	rc = tp__comm_issue(net, cm, f, TP_CTL_FRAME_HDR + n, 0, mh, &taken);
+	rc = tp__comm_issue(net, cm, f, TP_CTL_FRAME_HDR + n, mh, &taken);
 	if (rc || !taken)
 		return rc;
 	cm->win.posted = cm->issued;
@@ -179,7 +179,7 @@ static int rx_post(struct tcpx_p2p_conn *c, bool *moved)
 		if (rc)
 			return rc;
 		rc = tp__comm_issue(net, cm, t->land + (cm->win.posted % TP_CTL_SLOTS) * TP_CTL_FRAME,
-				    TP_CTL_FRAME, 0, mh, &taken);
+				    TP_CTL_FRAME, mh, &taken);
 		if (rc || !taken)
 			return rc;
 		cm->win.posted = cm->issued;

@@ -80,10 +80,8 @@ void tp__close_freeze(struct tcpx_p2p_conn *c)
 	for (int i = 0; i < 2 * c->nchan; i++) {
 		struct tp_comm *cm = i < c->nchan ? &c->send[i] : &c->recv[i - c->nchan];
 
-		/* Prepared, not handed over: their gathers end before the
-		 * staging goes (conn_destroy waits for them). */
-		if (cm->issued != cm->win.posted)
-			cm->next_seq = cm->slot[tp_window_slot(cm->issued)].seq;
+		/* Prepared, not handed over: dropped (their gathers end
+		 * before the staging goes: conn_destroy waits for them). */
 		cm->win.posted = cm->issued;
 		cm->cursor = NULL;
 		/* Their transfers have failed: chunks in flight retire none. */
@@ -135,12 +133,10 @@ static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 		return rc;
 	/* The slot is free (the window has room): cleared before the plugin
 	 * may take it, so that no field of an earlier chunk stays. */
-	*sl = (struct tp_slot){ .seq = cm->next_seq, .got = TP_NET_SIZE_UNKNOWN };
-	rc = tp__comm_issue(net, cm, buf, cm->dir == TP_SEND ? 0 : bytes,
-			    tp_chunk_tag(cm->next_seq), mh, &taken);
+	*sl = (struct tp_slot){ .got = TP_NET_SIZE_UNKNOWN };
+	rc = tp__comm_issue(net, cm, buf, cm->dir == TP_SEND ? 0 : bytes, mh, &taken);
 	if (rc || !taken)
 		return rc;
-	cm->next_seq += (uint64_t)c->nchan;
 	cm->win.posted = cm->issued;
 	return 1;
 }

@@ -1,7 +1,7 @@
 /* Pure arithmetic of the transfer engine, kept apart so that unit tests can
- * check it without a plugin: how a transfer is cut into chunks, which
- * channel carries each chunk, and its tag (the per-comm FIFO window is in
- * window.h). */
+ * check it without a plugin: how a transfer is cut into chunks and which
+ * channel carries each chunk (the per-comm FIFO window is in window.h, a
+ * request's tag in comm.h). */
 #ifndef TP_CORE_CHUNK_H
 #define TP_CORE_CHUNK_H
 
@@ -77,13 +77,6 @@ static inline uint64_t tp_chunk_first(uint64_t next, unsigned chan, unsigned nch
 static inline uint64_t tp_chunk_below(uint64_t seq, unsigned nchan, unsigned i)
 {
 	return seq / nchan + (i < seq % nchan);
-}
-
-/* Unique per chunk within 2^31 chunks of a direction (tags are ints; TCPX
- * ignores them, the emulator's strict mode and our logs use them). */
-static inline int tp_chunk_tag(uint64_t seq)
-{
-	return (int)(seq & 0x7fffffff);
 }
 
 /* Byte range of chunk i (0-based within its transfer). */

@@ -18,11 +18,11 @@
 #include "core/session.h"
 #include "util/time.h"
 
-int tp__comm_issue(struct tp_net *net, struct tp_comm *cm, void *buf, size_t len, int tag,
-		   void *mh, bool *taken)
+int tp__comm_issue(struct tp_net *net, struct tp_comm *cm, void *buf, size_t len, void *mh,
+		   bool *taken)
 {
 	void *req = NULL;
-	int rc;
+	int tag = tp_comm_tag(cm->issued), rc;
 
 	*taken = false;
 	if (cm->dir == TP_SEND)

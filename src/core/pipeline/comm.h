@@ -144,11 +144,22 @@ struct tp_comm {
 	bool sizes_seen;
 };
 
+/* The tag of a comm's request number k (its count of requests issued
+ * before it): a send and the receive it meets are the k-th of their comms
+ * on both peers (FIFO per comm), whatever they carry, a chunk or a close's
+ * empty send and throw-away receive.  TCPX ignores tags; the emulator's
+ * strict mode checks them. */
+static inline int tp_comm_tag(uint32_t k)
+{
+	return (int)(k & 0x7fffffffu);
+}
+
 /* Hand a request for slot [issued] to the plugin: isend or irecv of len
- * bytes at buf (registered as mh) with tag.  The plugin may say "not now"
- * (a NULL request): 0 and *taken false, to be tried again. */
-int tp__comm_issue(struct tp_net *net, struct tp_comm *cm, void *buf, size_t len, int tag,
-		   void *mh, bool *taken);
+ * bytes at buf (registered as mh), tagged tp_comm_tag(issued).  The plugin
+ * may say "not now" (a NULL request): 0 and *taken false, to be tried
+ * again. */
+int tp__comm_issue(struct tp_net *net, struct tp_comm *cm, void *buf, size_t len, void *mh,
+		   bool *taken);
 /* The test stage: test() the oldest incomplete request, once more per
  * request still owed a hand-over.  Advances win.tested; a send ends at its
  * test (unpacked and retired too, its staging slot given back).  The

@@ -247,7 +247,7 @@ int tp__stream_issue(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		rc = tp__mr_handle(pmr, cm, &mh);
 		if (rc)
 			return rc;
-		rc = tp__comm_issue(net, cm, pbuf, sl->len, tp_chunk_tag(sl->seq), mh, &taken);
+		rc = tp__comm_issue(net, cm, pbuf, sl->len, mh, &taken);
 		if (rc || !taken)
 			return rc;
 		if (cm->dir == TP_SEND)

@@ -1,8 +1,9 @@
 /* The chunk stream of each direction of a connection, over its data
  * channels (stream.c): transfers cut into chunks, chunk seq on channel
- * seq % nchan (each item from the channel its sender chose), and the data stages of each comm around the pipeline of
- * comm.c: post (prepare a chunk: its buffer, a gather into staging),
- * issue, test, unpack (batched over the channels), consume.
+ * seq % nchan (each item from the channel its sender chose), and the data
+ * stages of each comm around the pipeline of comm.c: post (prepare a
+ * chunk: its buffer, a gather into staging), issue, test, unpack (batched
+ * over the channels), consume.
  *
  * A stage never completes a transfer itself: a transfer whose last chunk
  * retired is moved onto the caller's list `done` (through dlink), and the

@@ -14,7 +14,9 @@
  * credits (max_notifs below, CREDIT on the control channel); 7: HEARTBEAT
  * on the control channel (an older peer would refuse it mid-stream) and
  * max_notif_bytes (notifications longer than 1 KiB); 8: chunks_per_channel
- * (the chunk sizes both sides compute depend on it). */
+ * (the chunk sizes both sides compute depend on it); 9: an item's first
+ * channel in the control message header, requests tagged with their index
+ * on their comm. */
 #define TP_BLOB_VERSION 9u
 #define TP_BLOB_NAME 32
 
