@@ -24,10 +24,10 @@
 
 /* Where this side's send stream is idle an item starts on channel 0, so
  * that lone small transfers keep to the same comms, which the plugin
- * keeps warm (on 8 channels over TCPX's plugin a quarter less latency at
- * 4-32 KiB than rotating over comms idle since the last one); behind items
- * still in flight it starts where the last one ended, so that transfers
- * in flight together spread over every channel. */
+ * keeps warm (on 8 channels over Google's plugin under the simulator, a
+ * quarter less latency at 4-32 KiB than rotating over comms idle since the
+ * last one); behind items still in flight it starts where the last one
+ * ended, so that transfers in flight together spread over every channel. */
 unsigned tp__stream_start(const struct tcpx_p2p_conn *c)
 {
 	const struct tp_direction *d = &c->dir[TP_SEND];
