@@ -121,7 +121,7 @@ static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t
 {
 	struct tp_ctl *t = c->ctl;
 	unsigned n = (unsigned)c->nchan;
-	uint64_t len, first;
+	uint64_t len, first, count;
 
 	if (!is_item(m[0]) || body < 16)
 		return;
@@ -129,12 +129,11 @@ static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t
 	if (len > TP_CTL_LEN_MAX) /* refused as malformed, or dropped */
 		return;
 	first = tp_chunk_first(t->peer_seq, m[1], n);
-	t->peer_seq = first + tp_chunk_count((size_t)len,
-					     tp_chunk_size((size_t)len, n, c->s->cfg.chunk_bytes,
-							   (unsigned)c->s->cfg.chunks_per_channel));
+	count = tp_chunk_count((size_t)len, tp_chunk_size((size_t)len, n, c->s->cfg.chunk_bytes,
+							 (unsigned)c->s->cfg.chunks_per_channel));
+	t->peer_seq = first + count;
 	for (unsigned i = 0; i < n; i++)
-		t->peer_on[i] += (uint32_t)(tp_chunk_below(t->peer_seq, n, i) -
-					    tp_chunk_below(first, n, i));
+		t->peer_on[i] += (uint32_t)tp_chunk_on(first, count, n, i);
 }
 
 /* Parse every complete message of the incoming stream. */

@@ -29,8 +29,7 @@ void tp__stats_xfer_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, 
 	st->bytes[x->dir] += x->len;
 	st->chunks[x->dir] += x->nchunks;
 	for (unsigned i = 0, n = (unsigned)c->nchan; i < n; i++)
-		st->chunks_on[x->dir][i] += tp_chunk_below(x->first_seq + x->nchunks, n, i) -
-					    tp_chunk_below(x->first_seq, n, i);
+		st->chunks_on[x->dir][i] += tp_chunk_on(x->first_seq, x->nchunks, n, i);
 	tp__hist_add(&st->xfer_lat, tp__now_ns() - x->t_post);
 }
 

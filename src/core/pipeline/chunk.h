@@ -79,6 +79,12 @@ static inline uint64_t tp_chunk_below(uint64_t seq, unsigned nchan, unsigned i)
 	return seq / nchan + (i < seq % nchan);
 }
 
+/* Chunks of an item (n numbers from first) that travel on channel i. */
+static inline uint64_t tp_chunk_on(uint64_t first, uint64_t n, unsigned nchan, unsigned i)
+{
+	return tp_chunk_below(first + n, nchan, i) - tp_chunk_below(first, nchan, i);
+}
+
 /* Byte range of chunk i (0-based within its transfer). */
 static inline void tp_chunk_range(size_t len, size_t chunk, uint64_t i, size_t *off,
 				  size_t *n)

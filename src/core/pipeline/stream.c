@@ -65,8 +65,7 @@ void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	x->first_seq = tp_chunk_first(d->next_seq, x->chan0, n);
 	d->next_seq = x->first_seq + x->nchunks;
 	for (i = 0; i < n; i++)
-		d->on[i] += (uint32_t)(tp_chunk_below(d->next_seq, n, i) -
-				       tp_chunk_below(x->first_seq, n, i));
+		d->on[i] += (uint32_t)tp_chunk_on(x->first_seq, x->nchunks, n, i);
 	tp_list_append(d, x, dlink);
 	/* An idle comm has posted every chunk of its channel before x: its
 	 * next number lies at or after the previous item's end. */
