@@ -1,7 +1,9 @@
 /* A long-lived connection wraps its 32-bit window counters: seed them just
  * below 2^32 and check that transfers still complete with every byte right.
  * Links the library's objects directly to reach the counters. */
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,10 +20,14 @@
  * slot of the plugin's own count (which starts at 0). */
 #define TP_WRAP_START (UINT32_MAX - 31u)
 
+/* Under the conn's lock: the keepalive thread's passes read the counters of
+ * a live connection.  Nothing is posted on the data comms yet, so a pass
+ * before or after the seed sees a consistent, empty window. */
 static void seed(struct tcpx_p2p_conn *c)
 {
 	int i;
 
+	pthread_mutex_lock(&c->lock);
 	for (i = 0; i < c->nchan; i++) {
 		struct tp_window *w[2] = { &c->send[i].win, &c->recv[i].win };
 
@@ -30,6 +36,7 @@ static void seed(struct tcpx_p2p_conn *c)
 				TP_WRAP_START;
 		c->send[i].issued = c->recv[i].issued = TP_WRAP_START;
 	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void test_wrap(void **state)
@@ -40,6 +47,7 @@ static void test_wrap(void **state)
 	unsigned char *buf[2];
 	tcpx_p2p_mr *mr[2];
 	tcpx_p2p_xfer *x[2];
+	bool wrapped;
 	int i;
 
 	/* 512 KiB chunks on 2 channels: 40 per comm per round, past the wrap */
@@ -62,8 +70,11 @@ static void test_wrap(void **state)
 		assert_int_equal(tp_complete_all(x, 2), 0);
 		assert_int_equal(tp_check(buf[1], len, 5 + (uint64_t)round), (size_t)-1);
 	}
-	/* the counters really went past 2^32 */
-	assert_true(p.c[1]->recv[0].win.retired < TP_WRAP_START);
+	/* the counters really went past 2^32 (read under the lock, as seeded) */
+	pthread_mutex_lock(&p.c[1]->lock);
+	wrapped = p.c[1]->recv[0].win.retired < TP_WRAP_START;
+	pthread_mutex_unlock(&p.c[1]->lock);
+	assert_true(wrapped);
 	for (i = 0; i < 2; i++) {
 		assert_int_equal(tcpx_p2p_mr_deregister(mr[i]), 0);
 		free(buf[i]);

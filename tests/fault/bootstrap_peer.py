@@ -14,8 +14,8 @@ MODE: garbage  - bytes that are no frame at all
                  progress naming 0x4141414141414141 (issue #8); as server it
                  copies the dialer's blob header, as client it assumes the
                  defaults (2 channels, 2 MiB chunks, TCPXEmu_v7)
-Prints "peer: listening" on stderr (server) and "peer: ready" on stdout
-once connected.  Exits 0 after HOLD seconds (env
+Prints "peer: listening" (server) or "peer: dialing" (client, before its
+first attempt) on stderr, and "peer: ready" on stdout once connected.  Exits 0 after HOLD seconds (env
 FAULT_HOLD_S, default 15) or when the other side closes.
 """
 import os
@@ -77,6 +77,7 @@ def read_hello(s):
 
 
 def dial(port, deadline):
+    print("peer: dialing", file=sys.stderr, flush=True)
     while True:
         try:
             return socket.create_connection(("127.0.0.1", port), timeout=2)
@@ -105,7 +106,7 @@ def main():
         return 2
     role, mode, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     hold = float(os.environ.get("FAULT_HOLD_S", "15"))
-    s = dial(port, time.monotonic() + 20) if role == "client" else accept(port)
+    s = dial(port, time.monotonic() + 60) if role == "client" else accept(port)
     print("peer: ready", flush=True)
     if mode == "rst":
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

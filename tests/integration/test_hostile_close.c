@@ -143,13 +143,16 @@ static void honest_finish(struct fx *f, tcpx_p2p_xfer **rx)
 	assert_true(tp_check(f->tbuf, (size_t)HONEST * PIECE, 9) == (size_t)-1);
 }
 
-/* Requests the target has handed the plugin on c's data channels. */
+/* Requests the target has handed the plugin on c's data channels (under
+ * the conn's lock: the keepalive thread's passes move the counters). */
 static uint32_t data_posted(struct tcpx_p2p_conn *c)
 {
 	uint32_t n = 0;
 
+	pthread_mutex_lock(&c->lock);
 	for (int i = 0; i < c->nchan; i++)
 		n += c->send[i].issued + c->recv[i].issued;
+	pthread_mutex_unlock(&c->lock);
 	return n;
 }
 
