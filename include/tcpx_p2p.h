@@ -555,6 +555,8 @@ typedef struct tcpx_p2p_xfer_params {
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
 	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
+	uint64_t user_data; /* (0.10) any value, handed back with the transfer's
+			     * completion (tcpx_p2p_completions) */
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte
@@ -712,6 +714,46 @@ typedef struct tcpx_p2p_notif_buf {
  * buf with cap > 0; or cap smaller than the oldest notification: nb->len
  * is then its length, and nothing was taken). */
 TCPX_P2P_API int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got);
+
+/* ---- completions for event loops (0.10) ---------------------------------- */
+
+/* A transfer of the application's that has ended (tcpx_p2p_completions). */
+typedef struct tcpx_p2p_completion {
+	tcpx_p2p_xfer *xfer; /* still the caller's: release it as ever */
+	uint64_t user_data;  /* its params.user_data (0 for send and recv) */
+	int status;          /* 0, or the error tcpx_p2p_wait would return (the
+			      * detail: tcpx_p2p_wait(xfer, 0)) */
+} tcpx_p2p_completion;
+
+/* A file descriptor of the session (an eventfd) that becomes readable when
+ * a transfer of the session ends (completes or fails, whatever ends it:
+ * its last chunk, its connection's failure or destruction) or a
+ * notification arrives; tcpx_p2p_completions clears it.  For epoll, poll,
+ * asyncio's add_reader, libuv's uv_poll: wait for readable, then call
+ * tcpx_p2p_completions until it returns fewer than max, and take
+ * notifications (tcpx_p2p_notif_poll / _take) if you use them: the fd says
+ * "something happened since the last clear", not what.  It reports what the
+ * session's passes find: with config.progress_thread they run by
+ * themselves; without it, drive the session (any wait, test, progress or
+ * tcpx_p2p_completions call) whenever transfers are pending, or only the
+ * keepalive thread's occasional passes will find their ends.  The fd is
+ * the session's: never read, write or close it; it is closed by
+ * tcpx_p2p_session_destroy.  The same fd on every call.
+ * RETURN VALUE: 0; EINVAL (NULL argument); ENET (eventfd failed). */
+TCPX_P2P_API int tcpx_p2p_session_fd(tcpx_p2p_session *s, int *fd);
+
+/* Take up to max ended transfers of the session, in the order they ended,
+ * into out; *n is how many (fewer than max: none is left).  Every transfer
+ * of the application's is queued when it ends, whether or not anybody
+ * takes completions, and leaves the queue when taken here or released
+ * (tcpx_p2p_xfer_release), whichever comes first: test and wait still
+ * work, and a caller that never calls this pays one list insertion per
+ * transfer.  Clears the session fd; drives the session once first (unless
+ * a progress thread does).  Never blocks.  Thread-safe: each ended
+ * transfer is returned to exactly one caller.
+ * RETURN VALUE: 0; EINVAL (NULL s or n, max < 0, NULL out with max > 0). */
+TCPX_P2P_API int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max,
+				      int *n);
 
 /* ---- statistics (0.7) ---------------------------------------------------- */
 

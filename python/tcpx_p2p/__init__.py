@@ -33,6 +33,7 @@ from . import aio as _aio  # noqa: E402
 from .metrics import prometheus  # noqa: E402
 
 _tcpx_p2p._set_await(_aio.wait_async)
+_tcpx_p2p._set_close_hook(_aio.forget)
 wait_async = _aio.wait_async
 
 __version__ = _tcpx_p2p.HEADER_VERSION

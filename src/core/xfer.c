@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/conn.h"
+#include "core/cq.h"
 #include "core/ctl.h"
 #include "core/engine.h"
 #include "core/items/items.h"
@@ -81,6 +82,7 @@ void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 		tp__devq_release(c->s, x->hold - 1, x->err != 0);
 		x->hold = 0;
 	}
+	tp__cq_push(c->s, x);
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -103,6 +105,13 @@ void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 		return;
 	}
 	tp__xfer_complete(c, x, 0);
+}
+
+uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p)
+{
+	if (!p || p->struct_size < offsetof(tcpx_p2p_xfer_params, user_data) + sizeof(p->user_data))
+		return 0;
+	return p->user_data;
 }
 
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
@@ -189,6 +198,7 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 	x = tp__xfer_new(dir == TP_SEND ? TP_OP_SEND : TP_OP_RECV, dir);
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
+	x->user_data = tp__params_user_data(params);
 	rc = tp__segs_build(c, x, segs, n, what);
 	if (rc) {
 		tp__xfer_free(x);
@@ -365,6 +375,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		return tp__error(TCPX_P2P_EINVAL, "xfer_release: NULL xfer");
 	c = x->c;
 	if (!c) {
+		tp__cq_forget(x);
 		tp__xfer_free(x);
 		return 0;
 	}
@@ -373,6 +384,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		pthread_mutex_unlock(&c->lock);
 		return tp__error(TCPX_P2P_EBUSY, "xfer_release: transfer still pending");
 	}
+	tp__cq_forget(x);
 	/* A failed xfer stays with its conn until the comms are closed. */
 	keep = x->conn_failed;
 	x->released = true;
