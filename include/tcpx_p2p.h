@@ -97,6 +97,7 @@ enum tcpx_p2p_error {
 	TCPX_P2P_EBUSY = -11,     /* object still has transfers or users */
 	TCPX_P2P_ECLOSED = -12,   /* peer closed, or the connection failed before */
 	TCPX_P2P_EINTERNAL = -13, /* a bug in the library; please report */
+	TCPX_P2P_ECANCELED = -14, /* (0.10) cancelled (tcpx_p2p_xfer_cancel, here or by the peer) */
 };
 
 /* Static English text for an error code; never NULL. */
@@ -528,6 +529,31 @@ TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream);
 
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
+
+/* (0.10) Ask that x stop: it then ends with ECANCELED, unless it ended
+ * first — or had every chunk handed to the plugin already, which is too late
+ * (it then ends with its own result).  Never blocks; x must still be waited
+ * for (or taken from tcpx_p2p_completions) and released as ever, since
+ * chunks already in the plugin's hands finish first (their bytes may still
+ * move).  The connection and its other transfers are untouched.  What each
+ * kind does:
+ *   send, write  the chunks not yet prepared go out empty: the receiver's
+ *                matching receive ends ECANCELED; a write's target drops
+ *                its notification and answers nothing more to it.
+ *   recv         not yet matched: the peer's send that would have matched it
+ *                is received into nothing and ends ECANCELED on the peer
+ *                (later receives still match later sends, in order);
+ *                matched: its chunks not yet posted are received into
+ *                nothing (the peer's send completes normally).
+ *   read         the target is told and stops sending what it has not yet
+ *                prepared; the rest is received into nothing.
+ * The bytes of a cancelled transfer's destination (a receive's, a read's
+ * local segments, a write's remote range at the target) are unspecified
+ * afterwards: any of them may or may not have been written; nothing outside
+ * the range is.  A transfer of 0 bytes has nothing to cancel.
+ * RETURN VALUE: 0 (also for a transfer that has ended, or whose connection
+ * is gone: nothing changes); EINVAL (NULL x). */
+TCPX_P2P_API int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x);
 
 /* ---- vectored transfers (0.3) -------------------------------------------- */
 

@@ -36,7 +36,7 @@
 	X(rmr_import) X(rmr_query) X(rmr_release) X(write) X(read) X(notify)    \
 	X(notif_poll) X(mr_unexport) X(conn_stats) X(session_stats)             \
 	X(notif_take) X(xfer_query) X(xfer_deadline) X(stream_wait)         \
-	X(session_fd) X(completions)
+	X(session_fd) X(completions) X(xfer_cancel)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;

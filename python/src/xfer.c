@@ -267,6 +267,24 @@ static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+static PyObject *xfer_cancel(XferObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (self->status != 1 || !self->x) /* ended: nothing happens, as in C */
+		Py_RETURN_NONE;
+	if (self->conn->closing)
+		return tp_busy_error("Xfer.cancel", "its connection, being closed,");
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.xfer_cancel(self->x);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Xfer.cancel");
+	Py_RETURN_NONE;
+}
+
 /* Is o one of CuPy's streams (which give their handle as ptr, as do CuPy
  * objects that are no streams)? */
 static int cupy_stream(PyObject *o)
@@ -456,6 +474,10 @@ static PyMethodDef xfer_methods[] = {
 	  "wait until the transfer ended, without blocking (tcpx_p2p_stream_wait); what the "
 	  "stream runs next sees every byte; a failed transfer releases it too: check the "
 	  "transfer before trusting what the stream computed" },
+	{ "cancel", (PyCFunction)xfer_cancel, METH_NOARGS,
+	  "cancel(): ask the transfer to stop (tcpx_p2p_xfer_cancel); wait() then raises "
+	  "Cancelled, unless it had ended or was too far along (every chunk handed to the plugin), "
+	  "when it gives its own result. Never blocks." },
 	{ "set_deadline", (PyCFunction)xfer_set_deadline, METH_O,
 	  "set_deadline(timeout): fail the transfer with TimedOut if it is still pending "
 	  "timeout seconds (> 0) from now; a later call replaces it (tcpx_p2p_xfer_deadline). "

@@ -115,3 +115,32 @@ def test_session_close_forgets_its_fd():
 
     asyncio.run(main())
     assert np.array_equal(dst, src)
+
+
+def test_cancel(pair):
+    """Xfer.cancel: a receive cancelled before its send came raises
+    Cancelled, and so does the send it would have met; the next pair moves."""
+    a, b, ca, cb = pair
+    src, dst = pattern(3 * PIECE, 49), np.zeros(3 * PIECE, dtype=np.uint8)
+    ms, md = b.register(src), a.register(dst)
+    rx = [ca.recv(md, offset=k * PIECE, length=PIECE) for k in range(3)]
+    rx[1].cancel()
+    tx = [cb.send(ms, offset=k * PIECE, length=PIECE) for k in range(3)]
+    for x in rx + tx:
+        while True:
+            try:
+                if x.test():
+                    break
+            except tp.Cancelled:
+                break
+            a.progress()
+            b.progress()
+    assert rx[0].ok and rx[2].ok and tx[0].ok and tx[2].ok
+    assert rx[1].ok is False and tx[1].ok is False
+    with pytest.raises(tp.Cancelled):
+        rx[1].wait(0)
+    with pytest.raises(tp.Cancelled):
+        tx[1].wait(0)
+    assert np.array_equal(dst[:PIECE], src[:PIECE])
+    assert np.array_equal(dst[2 * PIECE:], src[2 * PIECE:])
+    assert not dst[PIECE:2 * PIECE].any()

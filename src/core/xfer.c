@@ -1,5 +1,6 @@
 /* Transfers: posting, completion and waiting. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +166,9 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	tp_list_prepend(&c->live, x, llink);
 	switch (x->op) {
 	case TP_OP_RECV: /* streams once the peer's send is announced */
+		/* after the peer's sends that receives cancelled before it owned */
+		x->skip_before = c->unmatched_skip;
+		c->unmatched_skip = 0;
 		tp__xfer_set_state(x, TP_XS_UNMATCHED);
 		tp__xlist_push(&c->unmatched, x);
 		break;
@@ -392,6 +396,59 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 	pthread_mutex_unlock(&c->lock);
 	if (!keep)
 		tp__xfer_free(x);
+	return 0;
+}
+
+/* Cancel x (c->lock held): see tcpx_p2p_xfer_cancel in the header for what
+ * each kind does.  A receive not yet matched leaves the list at once and
+ * hands its place to the receive after it (or to the list's tail), so the
+ * peer's send it would have met goes nowhere; anything streaming is cut at
+ * its first chunk not yet prepared, and ends when its chunks retire. */
+static int cancel_locked(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	struct tcpx_p2p_xfer *next;
+
+	if (x->cancelled || x->state == TP_XS_DONE || x->state == TP_XS_SETTLING || c->err)
+		return 0;
+	if (x->state == TP_XS_UNMATCHED) {
+		next = x->wlink.next;
+		if (next)
+			next->skip_before += 1 + x->skip_before;
+		else
+			c->unmatched_skip += 1 + x->skip_before;
+		tp__xlist_remove(&c->unmatched, x);
+		snprintf(x->why, sizeof(x->why), "cancelled");
+		tp__xfer_complete(c, x, TCPX_P2P_ECANCELED);
+		return 0;
+	}
+	/* A read not yet answered has prepared nothing; anything else is
+	 * too late once every chunk went to the plugin. */
+	if (!(x->op == TP_OP_READ && x->state == TP_XS_UNANSWERED) &&
+	    (x->state == TP_XS_UNANSWERED || x->prepared >= x->nchunks || !x->len))
+		return 0;
+	x->cancelled = true;
+	if (!x->err) {
+		x->err = TCPX_P2P_ECANCELED;
+		snprintf(x->why, sizeof(x->why), "cancelled");
+	}
+	return x->op == TP_OP_READ ? tp__items_send_cancel(c, x->id) : 0;
+}
+
+int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
+{
+	struct tcpx_p2p_conn *c;
+	int rc;
+
+	if (!x)
+		return tp__error(TCPX_P2P_EINVAL, "xfer_cancel: NULL xfer");
+	c = x->c;
+	if (!c || x->op > TP_OP_READ) /* ended with its connection */
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	rc = cancel_locked(c, x);
+	if (rc) /* no room to tell the peer: the connection fails, as for any answer */
+		tp__conn_fail(c, rc);
+	tp__post_pass_unlock(c);
 	return 0;
 }
 

@@ -101,6 +101,14 @@ struct tcpx_p2p_xfer {
 	enum tp_xfer_state state; /* tp__xfer_set_state only; DONE is read unlocked */
 	int err;            /* first error, 0 while fine */
 	bool released;      /* failed and released: the conn frees it at destroy */
+	/* tcpx_p2p_xfer_cancel took effect: its chunks not yet prepared go
+	 * out empty (a send) or land nowhere (a receive), and nothing more is
+	 * unpacked into its segments. */
+	bool cancelled;
+	uint64_t prepared;  /* chunks prepared (stream.c) */
+	/* A receive: the peer's sends that come before it and go nowhere, as
+	 * many as receives before it were cancelled while unmatched. */
+	uint32_t skip_before;
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	int64_t t_post;     /* when it was made (its latency in the stats) */
 	/* Stalls (live.c): chunks retired at the last look, and since when

@@ -25,8 +25,8 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    # TP_BLOB_VERSION 9: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
-    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 9, nchan, 524288, 128, plugin, 4096, 65536, 4)
+    # TP_BLOB_VERSION 10: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
+    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 10, nchan, 524288, 128, plugin, 4096, 65536, 4)
     return hdr + (handle or emu_handle()) * nchan
 
 
