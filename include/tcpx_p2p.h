@@ -552,7 +552,9 @@ TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
  * afterwards: any of them may or may not have been written; nothing outside
  * the range is.  A transfer of 0 bytes has nothing to cancel.
  * RETURN VALUE: 0 (also for a transfer that has ended, or whose connection
- * is gone: nothing changes); EINVAL (NULL x). */
+ * is gone: nothing changes); EINVAL (NULL x); for a read, whose target is
+ * told: EPROTO (the peer reads none of this side's answers:
+ * peer_max_ctl_bytes) or ENOMEM, and the read was not cancelled. */
 TCPX_P2P_API int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x);
 
 /* ---- vectored transfers (0.3) -------------------------------------------- */

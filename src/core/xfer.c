@@ -426,12 +426,18 @@ static int cancel_locked(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 	if (!(x->op == TP_OP_READ && x->state == TP_XS_UNANSWERED) &&
 	    (x->state == TP_XS_UNANSWERED || x->prepared >= x->nchunks || !x->len))
 		return 0;
+	if (x->op == TP_OP_READ) {
+		int rc = tp__items_send_cancel(c, x->id);
+
+		if (rc)
+			return rc;
+	}
 	x->cancelled = true;
 	if (!x->err) {
 		x->err = TCPX_P2P_ECANCELED;
 		snprintf(x->why, sizeof(x->why), "cancelled");
 	}
-	return x->op == TP_OP_READ ? tp__items_send_cancel(c, x->id) : 0;
+	return 0;
 }
 
 int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
@@ -446,10 +452,8 @@ int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
 		return 0;
 	pthread_mutex_lock(&c->lock);
 	rc = cancel_locked(c, x);
-	if (rc) /* no room to tell the peer: the connection fails, as for any answer */
-		tp__conn_fail(c, rc);
 	tp__post_pass_unlock(c);
-	return 0;
+	return rc;
 }
 
 TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)

@@ -3,6 +3,7 @@
  * other transfer of the connection completes with the right bytes; the
  * connection stays usable.  Run over the emulator in place and through a
  * strict host bounce buffer (CTest registers both). */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -265,11 +266,25 @@ static void test_onesided(void **state)
 	assert_int_equal(tcpx_p2p_mr_unexport(f->p.c[1], &d), 0);
 }
 
-/* Many pairs in flight, a random half of them cancelled on a random side
- * at a random moment: the pairs nobody cancelled end 0 with their bytes;
- * any pair that ends 0 on both sides has its bytes; every result is 0 or
- * ECANCELED; the connection works after. */
-#define NPAIRS 400
+/* Open file descriptors of this process. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Many pairs in flight both ways, a random half of them cancelled on a
+ * random side at a random moment: the pairs nobody cancelled end 0 with
+ * their bytes; a receive that ends 0 holds its send's bytes; every result
+ * is 0 or ECANCELED; the connection works after, with the same files open. */
+#define NPAIRS 2000 /* 1,000 each way */
+#define HALF (POOL / 2)
 static void test_random(void **state)
 {
 	struct fx *f = *state;
@@ -278,22 +293,27 @@ static void test_random(void **state)
 	static size_t off[NPAIRS], len[NPAIRS];
 	static bool cr[NPAIRS], cs[NPAIRS];
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
-	size_t at = 0;
-	int ncancelled = 0;
+	size_t at[2] = { 0, HALF };
+	int ncancelled = 0, nasked = 0, fds = count_fds();
 
 #define RND() (rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17, rng)
+	/* pair k goes from side k % 2 to the other, in its own half */
 	for (int k = 0; k < NPAIRS; k++) {
-		len[k] = 1 + RND() % (300u << 10);
-		off[k] = at;
-		at += len[k];
-		assert_true(at <= POOL);
+		len[k] = 1 + RND() % (32u << 10);
+		off[k] = at[k % 2];
+		at[k % 2] += len[k];
+		assert_true(at[k % 2] <= (k % 2 ? POOL : HALF));
 	}
-	tp_fill(f->buf[0], at, 50);
-	memset(f->buf[1], 0, at);
+	tp_fill(f->buf[0], HALF, 50);
+	tp_fill(f->buf[1] + HALF, HALF, 52);
+	memset(f->buf[1], 0, HALF);
+	memset(f->buf[0] + HALF, 0, HALF);
 	for (int k = 0; k < NPAIRS; k++) {
-		assert_int_equal(tcpx_p2p_recv(f->p.c[1], f->mr[1], off[k], len[k], &x[2 * k]), 0);
-		assert_int_equal(tcpx_p2p_send(f->p.c[0], f->mr[0], off[k], len[k], &x[2 * k + 1]),
-				 0);
+		int from = k % 2, to = !from;
+
+		assert_int_equal(tcpx_p2p_recv(f->p.c[to], f->mr[to], off[k], len[k], &x[2 * k]), 0);
+		assert_int_equal(tcpx_p2p_send(f->p.c[from], f->mr[from], off[k], len[k],
+					       &x[2 * k + 1]), 0);
 		cr[k] = cs[k] = false;
 	}
 	/* cancel at random moments while driving */
@@ -312,14 +332,16 @@ static void test_random(void **state)
 			cs[k] = true;
 			assert_int_equal(tcpx_p2p_xfer_cancel(x[2 * k + 1]), 0);
 		}
+		nasked += cr[k] || cs[k];
 	}
 	finish(f, x, 2 * NPAIRS, rc);
 	for (int k = 0; k < NPAIRS; k++)
-		ncancelled += (rc[2 * k] == TCPX_P2P_ECANCELED) + (rc[2 * k + 1] == TCPX_P2P_ECANCELED);
-	print_message("%d of %d transfers ended ECANCELED\n", ncancelled, 2 * NPAIRS);
+		ncancelled += rc[2 * k] == TCPX_P2P_ECANCELED || rc[2 * k + 1] == TCPX_P2P_ECANCELED;
+	print_message("%d of %d pairs had a cancel asked, %d ended ECANCELED on a side\n", nasked,
+		      NPAIRS, ncancelled);
 	assert_true(ncancelled > 0);
 	for (int k = 0; k < NPAIRS; k++) {
-		int r = rc[2 * k], s = rc[2 * k + 1];
+		int r = rc[2 * k], s = rc[2 * k + 1], from = k % 2, to = !from;
 
 		assert_true(r == 0 || r == TCPX_P2P_ECANCELED);
 		assert_true(s == 0 || s == TCPX_P2P_ECANCELED);
@@ -329,10 +351,11 @@ static void test_random(void **state)
 		}
 		/* a receive that ends 0 got every byte of its send (an
 		 * empty chunk would have made it ECANCELED) */
-		if (r == 0 && memcmp(f->buf[1] + off[k], f->buf[0] + off[k], len[k]))
+		if (r == 0 && memcmp(f->buf[to] + off[k], f->buf[from] + off[k], len[k]))
 			fail_msg("pair %d: a receive that completed holds wrong bytes", k);
 	}
 	still_works(f, 51);
+	assert_int_equal(count_fds(), fds);
 }
 
 int main(void)

@@ -149,6 +149,28 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 	return 0;
 }
 
+/* The peer cancelled its read id: a request not yet served is answered
+ * CANCELED when the in-queue reaches it (inqueue.c), an in-read under way
+ * sends what it has not prepared empty; an id unknown or finished changes
+ * nothing. */
+static int on_cancel(struct tcpx_p2p_conn *c, uint64_t id)
+{
+	struct tcpx_p2p_xfer *x;
+	struct tp_in *in;
+
+	for (in = c->items->inq; in; in = in->next)
+		if (in->type == TP_CTL_READ_REQ && in->id == id) {
+			in->cancelled = true;
+			return 0;
+		}
+	for (x = c->dir[TP_SEND].head; x; x = x->dlink.next)
+		if (x->op == TP_OP_IN_READ && x->id == id) {
+			x->cancelled = true;
+			return 0;
+		}
+	return 0;
+}
+
 static int bad_msg(unsigned type, size_t len)
 {
 	return tp__error(TCPX_P2P_EPROTO, "control channel: malformed message (type %u, %zu bytes)",
@@ -170,7 +192,7 @@ int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, unsigned chan,
 	case TP_CTL_HEARTBEAT:
 		return tp__live_on_heartbeat(c, len);
 	case TP_CTL_CANCEL:
-		return len == 8 ? tp__items_on_cancel(c, tp_get64(b)) : bad_msg(type, len);
+		return len == 8 ? on_cancel(c, tp_get64(b)) : bad_msg(type, len);
 	case TP_CTL_SEND:
 	case TP_CTL_READ_RESP:
 		if (len != 16)

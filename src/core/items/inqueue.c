@@ -245,24 +245,6 @@ static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	return rc ? rc : 1;
 }
 
-int tp__items_on_cancel(struct tcpx_p2p_conn *c, uint64_t id)
-{
-	struct tcpx_p2p_xfer *x;
-	struct tp_in *in;
-
-	for (in = c->items->inq; in; in = in->next)
-		if (in->type == TP_CTL_READ_REQ && in->id == id) {
-			in->cancelled = true;
-			return 0;
-		}
-	for (x = c->dir[TP_SEND].head; x; x = x->dlink.next)
-		if (x->op == TP_OP_IN_READ && x->id == id) {
-			x->cancelled = true;
-			return 0;
-		}
-	return 0;
-}
-
 int tp__items_progress(struct tcpx_p2p_conn *c, bool *moved)
 {
 	struct tp_items *r = c->items;

@@ -59,10 +59,6 @@ const char *tp__items_refusal(uint64_t why);
 struct tp_in;
 void tp__items_in_free(struct tcpx_p2p_conn *c, struct tp_in *in);
 struct tcpx_p2p_xfer *tp__items_find_answer(struct tcpx_p2p_conn *c, uint64_t id);
-/* inqueue.c: the peer cancelled its read id: a request not yet served is
- * answered CANCELED, an in-read under way sends what it has not prepared
- * empty; an id unknown or finished changes nothing. */
-int tp__items_on_cancel(struct tcpx_p2p_conn *c, uint64_t id);
 
 /* An answer's status on the wire (its own numbers, not the API's). */
 enum tp_ack_status {
