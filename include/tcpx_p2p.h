@@ -555,6 +555,19 @@ typedef struct tcpx_p2p_xfer_params {
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
 	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
+	/* (0.10) A cudaEvent_t of the session's GPU, or NULL: the transfer
+	 * (sendv, write, read; not recvv) is queued at once and starts only
+	 * once the event has completed.  The event is queried (never waited
+	 * on) by whatever drives the connection's progress: a progress thread,
+	 * or the caller's test/wait/progress calls.  A transfer posted after a
+	 * gated one on the same connection, gated or not, and a notify, wait
+	 * their turn behind it: announcements keep posting order.  What the
+	 * post can refuse (EAGAIN, EINVAL) it refuses at once; an event that
+	 * failed (an error on its stream, an invalid handle) fails that
+	 * transfer alone with ECUDA.  The event is not retained: it must stay
+	 * valid until the transfer has started or ended (docs/api.md, "Posting
+	 * on a GPU event"). */
+	void *event;
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte

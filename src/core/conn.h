@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/gate.h"
 #include "core/pipeline/comm.h"
 #include "core/stats.h"
 #include "core/xfer.h"
@@ -83,6 +84,9 @@ struct tcpx_p2p_conn {
 	char *land;
 	struct tcpx_p2p_mr *landmr;
 	struct tp_xlist unmatched, answers;
+	/* Sends, writes, reads and notifications held back, unannounced, in
+	 * posting order behind a transfer posted on a CUDA event (gate.c). */
+	struct tp_gates gates;
 	/* Receives and reads whose bytes are in place but whose completion
 	 * waits until the answers this side owes the peer were handed to the
 	 * plugin (else a caller who stops driving on seeing it done would
