@@ -580,9 +580,12 @@ typedef struct tcpx_p2p_xfer_params {
  * writes nothing into the receiver's segments, and the connection stays
  * usable.  A send completes when its bytes are on the wire and the
  * receiver matched it; a receive when every byte is in its segments.
+ * With params->event (0.10; sendv only) the send is queued at once and
+ * starts once the event completed (tcpx_p2p_xfer_params).
  * RETURN VALUE: 0; EINVAL (NULL argument with nsegs > 0, a segment outside
- * its mr, mrs of another session or of mixed memory types, params); EAGAIN
- * (sendv: as tcpx_p2p_write); the connection's error; ENOMEM. */
+ * its mr, mrs of another session or of mixed memory types, params, an event
+ * on recvv); EAGAIN (sendv: as tcpx_p2p_write); ENOTSUP (an event on a
+ * session without a GPU); the connection's error; ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_sendv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
 				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recvv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
@@ -660,10 +663,13 @@ typedef struct tcpx_p2p_rseg {
  * (its announcement would take the control bytes waiting for the peer past
  * half of config.peer_max_ctl_bytes, or, with params->notif, the peer holds
  * its peer_max_notifs notifications of c not yet taken: drive progress,
- * post again); the connection's error;
- * ENOMEM.  The target's refusal (a segment it does not export, a revoked
- * export, a deregistered region, a write that arrived short) fails the
- * transfer with EINVAL, and then nothing of it was written. */
+ * post again); ENOTSUP (params->event on a session without a GPU); the
+ * connection's error; ENOMEM.  With params->event (0.10) the transfer is
+ * queued at once and starts once the event completed; an event that fails
+ * fails it later with ECUDA (tcpx_p2p_xfer_params).  The target's refusal
+ * (a segment it does not export, a revoked export, a deregistered region, a
+ * write that arrived short) fails the transfer with EINVAL, and then
+ * nothing of it was written. */
 TCPX_P2P_API int tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
 				const tcpx_p2p_rseg *remote, size_t nremote,
 				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
