@@ -6,8 +6,9 @@
  * behind it; a failed event fails its transfer alone (ECUDA) and those
  * behind it go on; closing a connection fails its gated transfers and lets
  * go of their regions; a notification on the last of several gated writes,
- * whose events complete last-first, arrives after all their bytes; what the
- * post refuses at once (a receive's event, a session without a GPU). */
+ * whose events complete last-first, arrives after all their bytes; a gated
+ * read; a gated write past its deadline fails alone; what the post refuses
+ * at once (a receive's event, a session without a GPU). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -346,6 +347,24 @@ static void test_read_gated(void **state)
 	assert_memory_equal(f->src, f->dst + LAYER, LAYER);
 }
 
+/* A gated write past its deadline fails alone (ETIMEDOUT, nothing sent);
+ * the connection goes on: the next write completes. */
+static void test_deadline_gated(void **state)
+{
+	struct fx *f = *state;
+	struct fake_uevent ev = { FAKE_EV_PENDING, 0 };
+	tcpx_p2p_xfer *x0 = write_layer(f, 0, &ev, NULL);
+	tcpx_p2p_xfer *x1;
+
+	assert_int_equal(tcpx_p2p_xfer_deadline(x0, 1), 0);
+	assert_int_equal(finish(f, x0), TCPX_P2P_ETIMEDOUT);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "gated"));
+	x1 = write_layer(f, 1, NULL, NULL);
+	assert_int_equal(finish(f, x1), 0);
+	layer_is(f, 0, 0);
+	layer_is(f, 1, 1);
+}
+
 /* Refused at the post: an event on a receive; a struct_size before the
  * field means no event (the old struct). */
 static void test_post_rules(void **state)
@@ -400,6 +419,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_close_gated, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notif_on_last, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_read_gated, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_deadline_gated, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_post_rules, fx_setup, fx_teardown),
 		cmocka_unit_test(test_no_gpu),
 	};
