@@ -8,7 +8,8 @@
  * go of their regions; a notification on the last of several gated writes,
  * whose events complete last-first, arrives after all their bytes; a gated
  * read; a gated write past its deadline fails alone; what the post refuses
- * at once (a receive's event, a session without a GPU). */
+ * at once (a receive's event, a session without a GPU, EAGAIN for credits
+ * and control bytes that gated writes reserved). */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,6 +52,7 @@ static int fx_setup(void **state)
 	cfg.gpu = 0; /* the fake device's */
 	cfg.chunk_bytes = 64u << 10;
 	cfg.num_channels = 2;
+	cfg.peer_max_notifs = 4; /* few credits: test_eagain_at_post runs out */
 	assert_int_equal(tp_pair_open(&f->p, &cfg, 0), 0);
 	f->src = malloc(len);
 	f->dst = malloc(len);
@@ -365,6 +367,121 @@ static void test_deadline_gated(void **state)
 	layer_is(f, 1, 1);
 }
 
+/* The post decides EAGAIN, gated or not: with every notification credit
+ * taken by gated writes (none of them announced yet), the next write with
+ * a notification and a notify are refused at once; once the peer took the
+ * notifications, posts go through again. */
+static void test_eagain_at_post(void **state)
+{
+	struct fx *f = *state;
+	struct fake_uevent ev = { FAKE_EV_PENDING, 0 };
+	tcpx_p2p_seg ls = { f->smr, 0, LAYER };
+	tcpx_p2p_rseg rs = { f->rmr, 0, LAYER };
+	tcpx_p2p_xfer_params pr = { .struct_size = sizeof(pr), .notif = "n", .notif_len = 1,
+				    .event = &ev };
+	uint64_t ids = announced(f->p.c[0]);
+	tcpx_p2p_xfer *x[LAYERS], *y = NULL;
+	tcpx_p2p_notif n[LAYERS];
+	long loops = 0;
+	int i, got = 0, k;
+
+	for (i = 0; i < LAYERS; i++) /* 4 layers: the peer's 4 credits */
+		x[i] = write_layer(f, i, &ev, "n");
+	assert_int_equal(tcpx_p2p_write(f->p.c[0], &ls, 1, &rs, 1, &pr, &y), TCPX_P2P_EAGAIN);
+	assert_null(y);
+	assert_int_equal(tcpx_p2p_notify(f->p.c[0], "m", 1), TCPX_P2P_EAGAIN);
+	assert_int_equal(announced(f->p.c[0]), ids);
+	fake_event_set(&ev, FAKE_EV_DONE);
+	for (i = 0; i < LAYERS; i++)
+		assert_int_equal(finish(f, x[i]), 0);
+	while (got < LAYERS) {
+		assert_true(++loops < DRIVES);
+		assert_int_equal(tcpx_p2p_notif_poll(f->p.s[1], n + got, LAYERS - got, &k), 0);
+		got += k;
+	}
+	/* The freed credits travel back in the peer's passes. */
+	for (loops = 0; tcpx_p2p_notify(f->p.c[0], "m", 1) == TCPX_P2P_EAGAIN;) {
+		assert_true(++loops < DRIVES);
+		assert_int_equal(tcpx_p2p_progress(f->p.c[1]), 0);
+		assert_int_equal(tcpx_p2p_progress(f->p.c[0]), 0);
+	}
+	for (i = 0; i < LAYERS; i++)
+		layer_is(f, i, 1);
+}
+
+/* The control bytes a gated announcement will take count at its post: two
+ * gated writes of 5,000 remote segments (200 KB announcements) fill half
+ * of peer_max_ctl_bytes (1 MiB), and a third is EAGAIN at once, though
+ * nothing is queued on the control channel yet. */
+static void test_ctl_room_at_post(void **state)
+{
+	enum { NSEG = 5000, PIECE = 16, BYTES = NSEG * PIECE };
+	struct fake_uevent ev = { FAKE_EV_PENDING, 0 };
+	tcpx_p2p_xfer_params pr = { .struct_size = sizeof(pr), .event = &ev };
+	tcpx_p2p_rseg *rs = calloc(NSEG, sizeof(*rs));
+	unsigned char *src = malloc(BYTES), *dst = calloc(1, 3 * BYTES);
+	tcpx_p2p_xfer *x[3] = { NULL, NULL, NULL };
+	tcpx_p2p_mr *smr, *dmr;
+	tcpx_p2p_rmr *rmr;
+	tcpx_p2p_rdesc d;
+	tcpx_p2p_config cfg;
+	struct tp_pair p;
+	long n = 0;
+	int i, k, rc;
+
+	(void)state;
+	assert_non_null(rs);
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
+	cfg.gpu = 0;
+	cfg.peer_max_segments = 3 * 5000; /* what the peer may hold at once: 3 writes */
+	cfg.peer_max_ctl_bytes = 1 << 20;
+	assert_int_equal(tp_pair_open(&p, &cfg, 0), 0);
+	tp_fill(src, BYTES, 3);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[0], src, BYTES, TCPX_P2P_MEM_HOST, &smr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(p.s[1], dst, 3 * BYTES, TCPX_P2P_MEM_HOST, &dmr), 0);
+	assert_int_equal(tcpx_p2p_mr_export(p.c[1], dmr, 0, 3 * BYTES, TCPX_P2P_ACCESS_WRITE, &d),
+			 0);
+	assert_int_equal(tcpx_p2p_rmr_import(p.c[0], &d, &rmr), 0);
+	for (i = 0; i < 3; i++) {
+		tcpx_p2p_seg ls = { smr, 0, BYTES };
+
+		for (k = 0; k < NSEG; k++) /* write i: every third piece from i on */
+			rs[k] = (tcpx_p2p_rseg){ rmr, ((size_t)k * 3 + i) * PIECE, PIECE };
+		rc = tcpx_p2p_write(p.c[0], &ls, 1, rs, NSEG, &pr, &x[i]);
+		assert_int_equal(rc, i < 2 ? 0 : TCPX_P2P_EAGAIN);
+	}
+	assert_null(x[2]);
+	assert_int_equal(announced(p.c[0]), 0);
+	fake_event_set(&ev, FAKE_EV_DONE);
+	for (i = 0; i < 2; i++) {
+		int done = 0;
+
+		while (!(rc = tcpx_p2p_test(x[i], &done)) && !done) {
+			assert_true(++n < DRIVES);
+			(void)tcpx_p2p_progress(p.c[1]);
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(tcpx_p2p_xfer_release(x[i]), 0);
+	}
+	for (k = 0; k < 3 * NSEG; k++) /* pieces 0 and 1 of every three: the source's k / 3 */
+		if (k % 3 < 2 && memcmp(dst + (size_t)k * PIECE, src + (size_t)(k / 3) * PIECE,
+					PIECE))
+			fail_msg("piece %d", k);
+	assert_int_equal(tcpx_p2p_rmr_release(rmr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	while ((rc = tcpx_p2p_mr_deregister(dmr)) == TCPX_P2P_EBUSY) {
+		assert_true(++n < DRIVES);
+		(void)tcpx_p2p_progress(p.c[1]);
+	}
+	assert_int_equal(rc, 0);
+	tp_pair_close(&p);
+	free(rs);
+	free(src);
+	free(dst);
+}
+
 /* Refused at the post: an event on a receive; a struct_size before the
  * field means no event (the old struct). */
 static void test_post_rules(void **state)
@@ -420,8 +537,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_notif_on_last, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_read_gated, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_deadline_gated, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_eagain_at_post, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_post_rules, fx_setup, fx_teardown),
 		cmocka_unit_test(test_no_gpu),
+		cmocka_unit_test(test_ctl_room_at_post),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
