@@ -537,6 +537,8 @@ TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
  * chunks already in the plugin's hands finish first (their bytes may still
  * move).  The connection and its other transfers are untouched.  What each
  * kind does:
+ *   posted on an event not yet complete (params.event): it ends at once,
+ *                never announced; the peer knows nothing of it.
  *   send, write  the chunks not yet prepared go out empty: the receiver's
  *                matching receive ends ECANCELED; a write's target drops
  *                its notification and answers nothing more to it.
@@ -585,6 +587,19 @@ typedef struct tcpx_p2p_xfer_params {
 	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
 	uint64_t user_data; /* (0.10) any value, handed back with the transfer's
 			     * completion (tcpx_p2p_completions) */
+	/* (0.10) A cudaEvent_t of the session's GPU, or NULL: the transfer
+	 * (sendv, write, read; not recvv) is queued at once and starts only
+	 * once the event has completed.  The event is queried (never waited
+	 * on) by whatever drives the connection's progress: a progress thread,
+	 * or the caller's test/wait/progress calls.  A transfer posted after a
+	 * gated one on the same connection, gated or not, and a notify, wait
+	 * their turn behind it: announcements keep posting order.  What the
+	 * post can refuse (EAGAIN, EINVAL) it refuses at once; an event that
+	 * failed (an error on its stream, an invalid handle) fails that
+	 * transfer alone with ECUDA.  The event is not retained: it must stay
+	 * valid until the transfer has started or ended (docs/api.md, "Posting
+	 * on a GPU event"). */
+	void *event;
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte
@@ -597,9 +612,12 @@ typedef struct tcpx_p2p_xfer_params {
  * writes nothing into the receiver's segments, and the connection stays
  * usable.  A send completes when its bytes are on the wire and the
  * receiver matched it; a receive when every byte is in its segments.
+ * With params->event (0.10; sendv only) the send is queued at once and
+ * starts once the event completed (tcpx_p2p_xfer_params).
  * RETURN VALUE: 0; EINVAL (NULL argument with nsegs > 0, a segment outside
- * its mr, mrs of another session or of mixed memory types, params); EAGAIN
- * (sendv: as tcpx_p2p_write); the connection's error; ENOMEM. */
+ * its mr, mrs of another session or of mixed memory types, params, an event
+ * on recvv); EAGAIN (sendv: as tcpx_p2p_write); ENOTSUP (an event on a
+ * session without a GPU); the connection's error; ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_sendv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
 				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recvv(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t nsegs,
@@ -677,10 +695,13 @@ typedef struct tcpx_p2p_rseg {
  * (its announcement would take the control bytes waiting for the peer past
  * half of config.peer_max_ctl_bytes, or, with params->notif, the peer holds
  * its peer_max_notifs notifications of c not yet taken: drive progress,
- * post again); the connection's error;
- * ENOMEM.  The target's refusal (a segment it does not export, a revoked
- * export, a deregistered region, a write that arrived short) fails the
- * transfer with EINVAL, and then nothing of it was written. */
+ * post again); ENOTSUP (params->event on a session without a GPU); the
+ * connection's error; ENOMEM.  With params->event (0.10) the transfer is
+ * queued at once and starts once the event completed; an event that fails
+ * fails it later with ECUDA (tcpx_p2p_xfer_params).  The target's refusal
+ * (a segment it does not export, a revoked export, a deregistered region, a
+ * write that arrived short) fails the transfer with EINVAL, and then
+ * nothing of it was written. */
 TCPX_P2P_API int tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
 				const tcpx_p2p_rseg *remote, size_t nremote,
 				const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);

@@ -117,22 +117,65 @@ static int range_of(PyObject *off_o, PyObject *len_o, size_t len, const char *ca
 	return 0;
 }
 
+/* A CUDA event from Python (a transfer's event=): None (no event), an int
+ * handle (a cudaEvent_t), or an object carrying one: torch.cuda.Event's
+ * cuda_event, CuPy's Event.ptr.  A handle of 0 is an event not yet
+ * created (torch creates it at its first record). */
+static int event_handle(PyObject *o, const char *call, void **out)
+{
+	PyObject *h = NULL;
+	unsigned long long v;
+
+	*out = NULL;
+	if (o == Py_None)
+		return 0;
+	if (!PyLong_Check(o)) {
+		if (PyObject_HasAttrString(o, "cuda_event"))
+			h = PyObject_GetAttrString(o, "cuda_event");
+		else if (PyObject_HasAttrString(o, "ptr"))
+			h = PyObject_GetAttrString(o, "ptr");
+		else
+			PyErr_Format(PyExc_TypeError, "%s: event must be a CUDA event (torch.cuda."
+				     "Event, cupy.cuda.Event) or its int handle", call);
+		if (!h)
+			return -1;
+		o = h;
+	}
+	v = PyLong_AsUnsignedLongLong(o);
+	Py_XDECREF(h);
+	if (v == (unsigned long long)-1 && PyErr_Occurred())
+		return -1;
+	if (!v) {
+		PyErr_Format(PyExc_ValueError, "%s: the event has no CUDA handle yet (record it "
+			     "on a stream first)", call);
+		return -1;
+	}
+	*out = (void *)(uintptr_t)v;
+	return 0;
+}
+
 static PyObject *post_one(ConnObject *self, PyObject *args, PyObject *kw, int recv)
 {
-	static char *kwlist[] = { "mr", "offset", "length", NULL };
+	static char *kwlist_s[] = { "mr", "offset", "length", "event", NULL };
+	static char *kwlist_r[] = { "mr", "offset", "length", NULL };
 	const char *call = recv ? "Conn.recv" : "Conn.send";
-	PyObject *mr_o, *off_o = NULL, *len_o = NULL, *x;
+	PyObject *mr_o, *off_o = NULL, *len_o = NULL, *ev_o = Py_None, *x;
+	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm) };
 	tcpx_p2p_xfer *h;
+	tcpx_p2p_seg g;
 	MRObject *mr;
 	size_t off, len;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, recv ? "O|OO:recv" : "O|OO:send", kwlist, &mr_o,
-					 &off_o, &len_o))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, recv ? "O|OO:recv" : "O|OOO:send",
+					 recv ? kwlist_r : kwlist_s, &mr_o, &off_o, &len_o, &ev_o))
+		return NULL;
+	if (event_handle(ev_o, call, &prm.event))
 		return NULL;
 	if (tp_conn_check(self) || !(mr = local_mr(self, mr_o, call)) ||
 	    range_of(off_o, len_o, mr->mem.len, call, &off, &len))
 		return NULL;
+	g = (tcpx_p2p_seg){ mr->mr, off, len };
 	if (recv && mr->mem.readonly) {
 		PyErr_Format(PyExc_ValueError, "%s: the MR's memory is read-only (registered from a "
 			     "read-only buffer): it cannot receive", call);
@@ -141,8 +184,9 @@ static PyObject *post_one(ConnObject *self, PyObject *args, PyObject *kw, int re
 	TP_ENTER(self);
 	TP_ENTER(mr);
 	Py_BEGIN_ALLOW_THREADS
-	rc = recv ? tp_api.recv(self->c, mr->mr, off, len, &h) :
-		    tp_api.send(self->c, mr->mr, off, len, &h);
+	rc = recv	 ? tp_api.recv(self->c, mr->mr, off, len, &h) :
+	     prm.event ? tp_api.sendv(self->c, &g, 1, &prm, &h) : /* send takes no params */
+			 tp_api.send(self->c, mr->mr, off, len, &h);
 	Py_END_ALLOW_THREADS
 	TP_LEAVE(mr);
 	TP_LEAVE(self);
@@ -201,21 +245,22 @@ static PyObject *conn_recvv(ConnObject *self, PyObject *segs)
 
 static PyObject *post_onesided(ConnObject *self, PyObject *args, PyObject *kw, int read)
 {
-	static char *kwlist_w[] = { "local", "remote", "notif", NULL };
-	static char *kwlist_r[] = { "local", "remote", NULL };
+	static char *kwlist_w[] = { "local", "remote", "notif", "event", NULL };
+	static char *kwlist_r[] = { "local", "remote", "event", NULL };
 	const char *call = read ? "Conn.read" : "Conn.write";
 	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm) };
 	struct tp_segset loc, rem;
-	PyObject *local, *remote, *x = NULL, *keep;
+	PyObject *local, *remote, *ev_o = Py_None, *x = NULL, *keep;
 	Py_buffer notif = { 0 };
 	tcpx_p2p_xfer *h;
 	int rc;
 
-	if (read ? !PyArg_ParseTupleAndKeywords(args, kw, "OO:read", kwlist_r, &local, &remote) :
-		   !PyArg_ParseTupleAndKeywords(args, kw, "OO|z*:write", kwlist_w, &local, &remote,
-						&notif))
+	if (read ? !PyArg_ParseTupleAndKeywords(args, kw, "OO|O:read", kwlist_r, &local, &remote,
+						&ev_o) :
+		   !PyArg_ParseTupleAndKeywords(args, kw, "OO|z*O:write", kwlist_w, &local, &remote,
+						&notif, &ev_o))
 		return NULL;
-	if (tp_conn_check(self))
+	if (tp_conn_check(self) || event_handle(ev_o, call, &prm.event))
 		goto release_notif;
 	if (notif.buf) {
 		/* the peer's own bound (notif_max_bytes) is the library's to check */
@@ -235,7 +280,7 @@ static PyObject *post_onesided(ConnObject *self, PyObject *args, PyObject *kw, i
 	tp_keep_busy(loc.keep, 1);
 	tp_keep_busy(rem.keep, 1);
 	Py_BEGIN_ALLOW_THREADS
-	rc = read ? tp_api.read(self->c, loc.segs, loc.n, rem.segs, rem.n, NULL, &h) :
+	rc = read ? tp_api.read(self->c, loc.segs, loc.n, rem.segs, rem.n, &prm, &h) :
 		    tp_api.write(self->c, loc.segs, loc.n, rem.segs, rem.n, &prm, &h);
 	Py_END_ALLOW_THREADS
 	tp_keep_busy(rem.keep, -1);
@@ -457,7 +502,9 @@ static PyObject *conn_stats(ConnObject *self, PyObject *unused)
 
 static PyMethodDef conn_methods[] = {
 	{ "send", TP_PY_FN(conn_send), TP_PY_KW,
-	  "send(mr, offset=0, length=None) -> Xfer: send length bytes (None: to the end of mr)" },
+	  "send(mr, offset=0, length=None, event=None) -> Xfer: send length bytes (None: to the "
+	  "end of mr); event: a CUDA event (torch.cuda.Event, cupy.cuda.Event or its int handle) "
+	  "the send starts after (queued at once, in posting order)" },
 	{ "recv", TP_PY_FN(conn_recv), TP_PY_KW,
 	  "recv(mr, offset=0, length=None) -> Xfer: receive into mr; the peer's send must be "
 	  "of the same length" },
@@ -466,10 +513,12 @@ static PyMethodDef conn_methods[] = {
 	  "(mr, offset, length) tuple, or a list of either" },
 	{ "recvv", TP_PY_FN(conn_recvv), METH_O, "recvv(segs) -> Xfer: receive into segments" },
 	{ "write", TP_PY_FN(conn_write), TP_PY_KW,
-	  "write(local, remote, notif=None) -> Xfer: one-sided WRITE of the local segments "
-	  "(MR) into the remote ones (RMR); notif (bytes) is delivered to the peer after the data" },
+	  "write(local, remote, notif=None, event=None) -> Xfer: one-sided WRITE of the local "
+	  "segments (MR) into the remote ones (RMR); notif (bytes) is delivered to the peer after "
+	  "the data; event: a CUDA event the write starts after (as send)" },
 	{ "read", TP_PY_FN(conn_read), TP_PY_KW,
-	  "read(local, remote) -> Xfer: one-sided READ of the remote segments into the local ones" },
+	  "read(local, remote, event=None) -> Xfer: one-sided READ of the remote segments into "
+	  "the local ones; event: a CUDA event the request waits for (as send)" },
 	{ "stats", TP_PY_FN(conn_stats), METH_NOARGS,
 	  "stats() -> dict: this connection's counters (tcpx_p2p_conn_stats; docs/api.md, "
 	  "\"Statistics\")" },

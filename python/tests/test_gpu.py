@@ -206,6 +206,59 @@ def test_kv_write_and_read_scattered_blocks():
         a.close()
 
 
+def test_layerwise_write_on_torch_events():
+    """conn.write(..., event=torch.cuda.Event): each layer's WRITE posted right
+    after its kernels were queued (behind a sleep, so that they usually run
+    after every post); the notification on the last finds every layer."""
+    torch = need_gpu()
+    layers, n = 8, 1 << 20
+    a, b, ca, cb = pair()
+    try:
+        src = torch.zeros(layers * n, dtype=torch.uint8, device="cuda")
+        dst = torch.zeros(layers * n, dtype=torch.uint8, device="cuda")
+        m_src, m_dst = b.register(src), a.register(dst)
+        rmr = cb.import_rmr(ca.export(m_dst, access=tp.ACCESS_WRITE))
+        st = torch.cuda.Stream()
+        torch.cuda.synchronize()
+        evs, xs = [], []
+        with torch.cuda.stream(st):
+            torch.cuda._sleep(20_000_000)
+            for i in range(layers):
+                src[i * n:(i + 1) * n].fill_(i + 1)     # layer i's "kernels"
+                evs.append(torch.cuda.Event())
+                evs[-1].record(st)
+                xs.append(cb.write((m_src, i * n, n), (rmr, i * n, n), event=evs[-1],
+                                   notif=b"all layers" if i == layers - 1 else None))
+        deadline = time.monotonic() + TIMEOUT
+        notes = []
+        while not notes:
+            notes = a.notif_poll()
+            for x in xs:
+                x.test()
+            assert time.monotonic() < deadline
+        assert notes == [(ca, b"all layers")]
+        want = torch.arange(1, layers + 1, dtype=torch.uint8, device="cuda").repeat_interleave(n)
+        assert torch.equal(dst, want)
+        complete(*xs, drive=(a,))
+        with raises_(ValueError):
+            cb.write((m_src, 0, n), (rmr, 0, n), event=torch.cuda.Event())  # never recorded
+    finally:
+        b.close()
+        a.close()
+
+
+def raises_(exc):
+    """pytest.raises without pytest (the GPU machine may lack it)."""
+    class Ctx:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, t, v, tb):
+            assert t is not None and issubclass(t, exc), f"{exc.__name__} not raised"
+            return True
+    return Ctx()
+
+
 def test_example_kv_transfer_on_cuda():
     need_gpu()
     here = os.path.dirname(os.path.abspath(__file__))

@@ -383,3 +383,36 @@ def test_60k_notification_round_trip(pair):
         assert time.monotonic() < deadline, "no notification"
     assert [m for _, m in got] == [b"short first", msg]
     assert got[1][0] is ca
+
+
+def test_event_arguments(pair):
+    """event= reaches the library: a session without a GPU refuses it
+    (NotSupported), a handle of 0 or a non-event is refused here, a receive
+    takes none; event=None posts as before."""
+    a, b, ca, cb = pair
+    src, dst = pattern(4096, 5), bytearray(4096)
+
+    class TorchLike:
+        cuda_event = 0x1234
+
+    class Unrecorded:
+        cuda_event = 0
+
+    with b.register(src) as ms, a.register(dst) as md:
+        rmr = export_pool(ca, cb, md)
+        loc, rem = (ms, 0, 4096), (rmr, 0, 4096)
+        with pytest.raises(tp.NotSupported):
+            cb.send(ms, event=TorchLike())
+        with pytest.raises(tp.NotSupported):
+            cb.write(loc, rem, notif=b"n", event=0x1234)
+        with pytest.raises(tp.NotSupported):
+            cb.read(loc, rem, event=TorchLike())
+        with pytest.raises(ValueError):
+            cb.write(loc, rem, event=Unrecorded())
+        with pytest.raises(TypeError):
+            cb.write(loc, rem, event="no")
+        with pytest.raises(TypeError):
+            ca.recv(md, event=0x1234)
+        complete(cb.write(loc, rem, event=None))
+        rmr.close()
+    assert bytes(dst) == src.tobytes()

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/conn.h"
+#include "core/gate.h"
 #include "core/ctl.h"
 #include "core/engine.h"
 #include "core/items/items.h"
@@ -144,6 +145,8 @@ void tp__conn_cancel(struct tcpx_p2p_conn *c, int err)
 	int d;
 
 	c->err = err;
+	/* Gated ones never reached the wire: they let go of their regions now. */
+	tp__gate_fail(c, NULL, err);
 	for (d = 0; d < 2; d++)
 		for (x = c->dir[d].head; x; x = x->dlink.next)
 			fail_one(c, x, err);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/gate.h"
 #include "core/pipeline/comm.h"
 #include "core/stats.h"
 #include "core/xfer.h"
@@ -85,6 +86,9 @@ struct tcpx_p2p_conn {
 	struct tp_xlist unmatched, answers;
 	uint32_t unmatched_skip; /* the peer's sends after the last unmatched receive that go
 				  * nowhere (receives cancelled unmatched; xfer.h, skip_before) */
+	/* Sends, writes, reads and notifications held back, unannounced, in
+	 * posting order behind a transfer posted on a CUDA event (gate.c). */
+	struct tp_gates gates;
 	/* Receives and reads whose bytes are in place but whose completion
 	 * waits until the answers this side owes the peer were handed to the
 	 * plugin (else a caller who stops driving on seeing it done would

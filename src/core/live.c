@@ -16,6 +16,7 @@
 #include "core/close/close.h"
 #include "core/conn.h"
 #include "core/ctl.h"
+#include "core/gate.h"
 #include "core/live.h"
 #include "core/session.h"
 #include "core/xfer.h"
@@ -79,13 +80,39 @@ static void stall_scan(struct tcpx_p2p_conn *c, int64_t now)
 		stall_check(c, x, now, stall_ns);
 }
 
+/* A gated transfer past its deadline fails alone: nothing of it is on the
+ * wire.  The earliest deadline of the others. */
+static int64_t gates_past_deadline(struct tcpx_p2p_conn *c, int64_t now)
+{
+	struct tp_gate *g, *next_g;
+	int64_t next = 0;
+
+	for (g = c->gates.head; g; g = next_g) {
+		struct tcpx_p2p_xfer *x = g->x;
+
+		next_g = g->next;
+		if (!x || !x->deadline_ns)
+			continue;
+		if (now >= x->deadline_ns) {
+			tp__error(TCPX_P2P_ETIMEDOUT, "passed its deadline %lld ms after its post, "
+				  "still gated (its CUDA event, or one posted before it, not "
+				  "complete): nothing of it was sent",
+				  (long long)((now - x->t_post) / TP_NS_PER_MS));
+			tp__gate_fail(c, x, TCPX_P2P_ETIMEDOUT);
+		} else if (!next || x->deadline_ns < next) {
+			next = x->deadline_ns;
+		}
+	}
+	return next;
+}
+
 /* A pending caller's transfer past its deadline, or NULL; the earliest
  * deadline of the others is kept for the next look. */
 static struct tcpx_p2p_xfer *past_deadline(struct tcpx_p2p_conn *c, int64_t now)
 {
 	struct tcpx_p2p_xfer *x, *lists[4] = { c->dir[0].head, c->dir[1].head, c->unmatched.head,
 					       c->answers.head };
-	int64_t next = 0;
+	int64_t next = gates_past_deadline(c, now);
 
 	for (int i = 0; i < 4; i++)
 		for (x = lists[i]; x; x = i < 2 ? x->dlink.next : x->wlink.next) {

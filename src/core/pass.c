@@ -6,6 +6,7 @@
 #include "core/close/close.h"
 #include "core/conn.h"
 #include "core/ctl.h"
+#include "core/gate.h"
 #include "core/items/items.h"
 #include "core/live.h"
 #include "core/pass.h"
@@ -48,7 +49,8 @@ static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 	int i;
 
 	st->busy = st->busy || c->dir[TP_SEND].head || c->dir[TP_RECV].head ||
-		   c->unmatched.head || c->answers.head || c->settling.head || tp__items_busy(c);
+		   c->unmatched.head || c->answers.head || c->settling.head || c->gates.head ||
+		   tp__items_busy(c);
 	for (i = 0; i < c->nchan && !st->pending; i++)
 		st->pending = c->send[i].handover || c->recv[i].handover ||
 			      c->send[i].issued != c->send[i].win.posted ||
@@ -107,6 +109,9 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 		return rc;
 	if (!tp__ctl_closing(c))
 		rc = tp__live_pass(c);
+	/* Gated announcements whose events completed join this pass. */
+	if (!rc)
+		tp__gate_pass(c, moved);
 	if (!rc)
 		rc = tp__items_progress(c, moved);
 	if (!rc)

@@ -8,6 +8,7 @@
 #include "core/cq.h"
 #include "core/ctl.h"
 #include "core/engine.h"
+#include "core/gate.h"
 #include "core/items/items.h"
 #include "core/pass.h"
 #include "core/pipeline/comm.h"
@@ -37,16 +38,6 @@ void tp__xfer_free(struct tcpx_p2p_xfer *x)
 	free(x);
 }
 
-void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
-{
-	tp_list_append(l, x, wlink);
-}
-
-void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
-{
-	tp_list_remove(l, x, wlink);
-}
-
 static bool internal(const struct tcpx_p2p_xfer *x)
 {
 	return x->op >= TP_OP_IN_WRITE;
@@ -73,17 +64,6 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	}
 	tp__xfer_mark_done(c, x);
 	c->completed++;
-}
-
-void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
-{
-	tp__stats_xfer_end(c, x, x->err);
-	tp__xfer_set_state(x, TP_XS_DONE);
-	if (x->hold) { /* every byte written (success: its device work is known done) */
-		tp__devq_release(c->s, x->hold - 1, x->err != 0);
-		x->hold = 0;
-	}
-	tp__cq_push(c->s, x);
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -115,13 +95,18 @@ uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p)
 	return p->user_data;
 }
 
-int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
+int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what,
+		     void **event)
 {
+	*event = NULL;
 	if (!p)
 		return 0;
 	if (p->struct_size < offsetof(tcpx_p2p_xfer_params, notif_len) + sizeof(p->notif_len))
 		return tp__error(TCPX_P2P_EINVAL, "%s: params.struct_size %zu (set it to "
 				 "sizeof(tcpx_p2p_xfer_params))", what, p->struct_size);
+	/* Read only where the caller's struct has it (0.10). */
+	if (p->struct_size >= offsetof(tcpx_p2p_xfer_params, event) + sizeof(p->event))
+		*event = p->event;
 	if (p->flags)
 		return tp__error(TCPX_P2P_EINVAL, "%s: unknown flags 0x%x", what, p->flags);
 	if (!p->notif && !p->notif_len)
@@ -142,11 +127,17 @@ static const char *op_name(enum tp_op op)
 }
 
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
+		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event,
 		  tcpx_p2p_xfer **out)
 {
 	int rc;
 
+	if (event && c->s->cfg.gpu < 0) {
+		rc = tp__error(TCPX_P2P_ENOTSUP, "%s: a CUDA event on a session without a GPU "
+			       "(config gpu = -1)", op_name(x->op));
+		tp__xfer_free(x);
+		return rc;
+	}
 	x->c = c;
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
@@ -156,31 +147,13 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xfer_free(x);
 		return rc;
 	}
-	rc = tp__items_announce(c, x, notif, notif_len, rseg, nrseg);
+	rc = tp__gate_post(c, x, notif, notif_len, rseg, nrseg, event);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);
 		tp__xfer_free(x);
 		return rc;
 	}
-	tp__segs_get(c->s, x);
 	tp_list_prepend(&c->live, x, llink);
-	switch (x->op) {
-	case TP_OP_RECV: /* streams once the peer's send is announced */
-		/* after the peer's sends that receives cancelled before it owned */
-		x->skip_before = c->unmatched_skip;
-		c->unmatched_skip = 0;
-		tp__xfer_set_state(x, TP_XS_UNMATCHED);
-		tp__xlist_push(&c->unmatched, x);
-		break;
-	case TP_OP_READ: /* streams once the target's response is announced */
-		tp__xfer_set_state(x, TP_XS_UNANSWERED);
-		tp__xlist_push(&c->answers, x);
-		break;
-	default: /* a send or write: streams now, answered by the peer */
-		tp__xfer_set_state(x, TP_XS_STREAMING_UNANSWERED);
-		tp__xlist_push(&c->answers, x);
-		tp__stream_enqueue(c, x);
-	}
 	tp__post_pass_unlock(c);
 	*out = x;
 	return 0;
@@ -192,13 +165,19 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 {
 	const char *what = dir == TP_SEND ? "send" : "recv";
 	struct tcpx_p2p_xfer *x;
+	void *event;
 	int rc;
 
 	if (!c || !out)
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
-	rc = tp__params_check(params, false, what);
+	rc = tp__params_check(params, false, what, &event);
 	if (rc)
 		return rc;
+	/* Gating a receive would change nothing on the wire: the peer's send
+	 * decides when its bytes come, and reusing the destination is the
+	 * caller's own order to keep. */
+	if (event && dir == TP_RECV)
+		return tp__error(TCPX_P2P_EINVAL, "recv: a receive takes no event (params.event)");
 	x = tp__xfer_new(dir == TP_SEND ? TP_OP_SEND : TP_OP_RECV, dir);
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
@@ -208,7 +187,7 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 		tp__xfer_free(x);
 		return rc;
 	}
-	return tp__xfer_post(c, x, NULL, 0, NULL, 0, out);
+	return tp__xfer_post(c, x, NULL, 0, NULL, 0, event, out);
 }
 
 int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
@@ -410,6 +389,11 @@ static int cancel_locked(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 
 	if (x->cancelled || x->state == TP_XS_DONE || x->state == TP_XS_SETTLING || c->err)
 		return 0;
+	if (x->state == TP_XS_GATED) { /* never announced: the peer knows nothing of it */
+		tp__gate_fail(c, x, TCPX_P2P_ECANCELED);
+		snprintf(x->why, sizeof(x->why), "cancelled before its event completed");
+		return 0;
+	}
 	if (x->state == TP_XS_UNMATCHED) {
 		next = x->wlink.next;
 		if (next)

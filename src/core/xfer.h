@@ -35,6 +35,9 @@ enum tp_op {
  * against the table of legal moves there:
  *
  *   NEW                   made, not yet posted; on no list
+ *   GATED                 a send, write or read held back, unannounced, until
+ *                         the caller's CUDA event completed and every
+ *                         announcement posted before it went out (c->gates)
  *   UNMATCHED             a receive waiting for the peer's send (c->unmatched)
  *   STREAMING             its chunks in its direction's stream (c->dir[d]), no
  *                         answer awaited: a receive, a read after its response,
@@ -63,6 +66,7 @@ enum tp_op {
  */
 enum tp_xfer_state {
 	TP_XS_NEW,
+	TP_XS_GATED,
 	TP_XS_UNMATCHED,
 	TP_XS_STREAMING,
 	TP_XS_STREAMING_UNANSWERED,
@@ -142,6 +146,12 @@ extern bool tp__xfer_illegal_stops; /* test-hook builds: an illegal move aborts 
 #endif
 const char *tp__xfer_state_name(enum tp_xfer_state s);
 
+/* x has ended (complete or failed): the one way into DONE, so that the
+ * stats count every end. */
+void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
+void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
+void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
+
 /* xfer.c: the life of a transfer (conn lock held). */
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir);
 void tp__xfer_free(struct tcpx_p2p_xfer *x);
@@ -153,19 +163,17 @@ void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
  * control bytes (tp__xfer_settle, at the end of every pass). */
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 void tp__xfer_settle(struct tcpx_p2p_conn *c);
-/* x has ended (complete or failed): the one way into DONE, so that the
- * stats count every end. */
-void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-/* Check params (NULL allowed) for a call that may or may not carry a notification. */
-int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
+/* Check params (NULL allowed) for a call that may or may not carry a
+ * notification; *event: its event (NULL: none, or a struct_size before it). */
+int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what,
+		     void **event);
 /* params.user_data, 0 when params is NULL or older than the field. */
 uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p);
-/* Post x on c: take its regions, queue it (and its announcement) and make a
+/* Post x on c: take its regions, queue it (and its announcement), or gate
+ * it behind event and the transfers gated before it (gate.c), and make a
  * first pass.  On failure x is freed. */
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
+		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event,
 		  tcpx_p2p_xfer **out);
-void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
-void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
 
 #endif

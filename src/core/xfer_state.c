@@ -1,7 +1,11 @@
-/* A transfer's states (xfer.h) and the one place they change. */
+/* A transfer's states (xfer.h), the one place they change, and the one
+ * way into DONE. */
 #include <stdlib.h>
 
 #include "core/conn.h"
+#include "core/cq.h"
+#include "core/pipeline/devq.h"
+#include "core/stats.h"
 #include "core/xfer.h"
 #include "util/log.h"
 
@@ -23,7 +27,13 @@ static const unsigned legal[] = {
 	 * for the peer's send, a send or write streams and waits for the
 	 * answer, a read waits for the response; the library's items stream
 	 * (items/inqueue.c). */
-	[TP_XS_NEW] = TO(UNMATCHED) | TO(STREAMING_UNANSWERED) | TO(UNANSWERED) | TO(STREAMING),
+	[TP_XS_NEW] = TO(UNMATCHED) | TO(STREAMING_UNANSWERED) | TO(UNANSWERED) | TO(STREAMING) |
+		      TO(GATED),
+	/* A send, write or read posted with an event, or behind one that is
+	 * gated (gate.c): released as it would have been posted, or failed
+	 * (its event failed, its deadline passed, its conn failed) without
+	 * anything of it on the wire. */
+	[TP_XS_GATED] = TO(STREAMING_UNANSWERED) | TO(UNANSWERED) | TO(DONE),
 	/* The peer's send announced (items/inqueue.c): equal totals stream,
 	 * others fail (EPROTO) through tp__xfer_complete. */
 	[TP_XS_UNMATCHED] = TO(STREAMING) | TO(SETTLING) | TO(DONE),
@@ -47,6 +57,7 @@ const char *tp__xfer_state_name(enum tp_xfer_state s)
 {
 	static const char *const names[] = {
 		[TP_XS_NEW] = "new",
+		[TP_XS_GATED] = "gated",
 		[TP_XS_UNMATCHED] = "unmatched",
 		[TP_XS_STREAMING] = "streaming",
 		[TP_XS_STREAMING_UNANSWERED] = "streaming, unanswered",
@@ -76,4 +87,25 @@ void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to)
 	/* DONE is read without the conn lock (xfer.c, xfer_done): the
 	 * release store orders err and the rest of the transfer before it. */
 	__atomic_store_n(&x->state, to, __ATOMIC_RELEASE);
+}
+
+void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	tp__stats_xfer_end(c, x, x->err);
+	tp__xfer_set_state(x, TP_XS_DONE);
+	if (x->hold) { /* every byte written (success: its device work is known done) */
+		tp__devq_release(c->s, x->hold - 1, x->err != 0);
+		x->hold = 0;
+	}
+	tp__cq_push(c->s, x);
+}
+
+void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
+{
+	tp_list_append(l, x, wlink);
+}
+
+void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x)
+{
+	tp_list_remove(l, x, wlink);
 }

@@ -397,3 +397,18 @@ int tp__dev_event_query(tp_dev_event *e, int *done)
 	*done = 1;
 	return 0;
 }
+
+int tp__dev_user_event_query(void *event, int *done)
+{
+	cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+
+	if (err == cudaErrorNotReady) {
+		(void)cudaGetLastError();
+		*done = 0;
+		return 0;
+	}
+	if (err != cudaSuccess)
+		return tp__dev_cuda_check(err, "cudaEventQuery (the transfer's event)");
+	*done = 1;
+	return 0;
+}

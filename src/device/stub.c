@@ -24,6 +24,7 @@ int tp__dev_event_create(tp_dev_event **e) { return TP_NO_CUDA(); }
 void tp__dev_event_destroy(tp_dev_event *e) {}
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s) { return TP_NO_CUDA(); }
 int tp__dev_event_query(tp_dev_event *e, int *done) { return TP_NO_CUDA(); }
+int tp__dev_user_event_query(void *event, int *done) { return TP_NO_CUDA(); }
 int tp__dev_unpack_kernel(tp_dev_stream *s, const struct tp_unpack_job *jobs, int njobs)
 { return TP_NO_CUDA(); }
 int tp__dev_unpack_d2d(tp_dev_stream *s, const struct tp_unpack_job *job) { return TP_NO_CUDA(); }

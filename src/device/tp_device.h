@@ -74,6 +74,11 @@ void tp__dev_event_destroy(tp_dev_event *e);
 int tp__dev_event_record(tp_dev_event *e, tp_dev_stream *s);
 /* *done = 1 once all work before the record finished; never blocks. */
 int tp__dev_event_query(tp_dev_event *e, int *done);
+/* The caller's own event (a cudaEventQuery on a cudaEvent_t the library
+ * did not make), on the current device: *done = 1 once it completed, 0
+ * while not ready; never blocks.  Any other answer (an error recorded on
+ * its stream, an invalid handle) is ECUDA with the CUDA error named. */
+int tp__dev_user_event_query(void *event, int *done);
 
 /* A receive's records in the plugin's meta ring, checked: at most
  * TP_UNPACK_MAX_PAGES, each at most a page, inside its chunk and inside

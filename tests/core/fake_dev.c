@@ -167,6 +167,19 @@ int tp__dev_event_query(tp_dev_event *e, int *done)
 	return 0;
 }
 
+int tp__dev_user_event_query(void *event, int *done)
+{
+	struct fake_uevent *e = event;
+	int st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+
+	__atomic_add_fetch(&e->queries, 1, __ATOMIC_RELAXED);
+	if (st == FAKE_EV_FAILED)
+		return tp__error(TCPX_P2P_ECUDA, "cudaEventQuery (the transfer's event): fake "
+				 "failure (cuda error 719)");
+	*done = st == FAKE_EV_DONE;
+	return 0;
+}
+
 int tp__dev_event_wait(tp_dev_event *e, int timeout_ms, int *done)
 {
 	int64_t end = tp__now_ns() + (int64_t)timeout_ms * TP_NS_PER_MS;

@@ -29,4 +29,16 @@ static inline void fake_gate(int on)
 	__atomic_store_n(&fake_lists_gated, on, __ATOMIC_RELEASE);
 }
 
+/* A caller's CUDA event (what tcpx_p2p_xfer_params.event points to):
+ * pending until the test completes or fails it. */
+enum { FAKE_EV_PENDING, FAKE_EV_DONE, FAKE_EV_FAILED };
+struct fake_uevent {
+	int state;               /* FAKE_EV_* (atomic) */
+	unsigned long queries;   /* tp__dev_user_event_query calls on it (atomic) */
+};
+static inline void fake_event_set(struct fake_uevent *e, int state)
+{
+	__atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
+}
+
 #endif

@@ -380,7 +380,7 @@ static void test_own_posts_eagain(void **state)
 	x->c = &f->c;
 	m = tp__ctl_msg(&f->c, TP_CTL_NOTIF, (1u << 19) + 8); /* half the bound, plus */
 	assert_non_null(m);
-	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, NULL, 0), TCPX_P2P_EAGAIN);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, NULL, 0, false), TCPX_P2P_EAGAIN);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "drive progress"));
 	tp__xfer_free(x);
 }
@@ -402,11 +402,11 @@ static void test_own_message_sizes(void **state)
 	assert_non_null(x);
 	x->c = &f->c;
 	f->s.cfg.peer_max_segments = BIG; /* the control bytes bound, not this one */
-	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, BIG), TCPX_P2P_EINVAL);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, BIG, false), TCPX_P2P_EINVAL);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "half"));
-	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF), 0);
-	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF), 0);
-	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF), TCPX_P2P_EAGAIN);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF, false), 0);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF, false), 0);
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, w, HALF, false), TCPX_P2P_EAGAIN);
 	assert_int_equal(f->c.err, 0);
 	/* a refused read (outside the export) is still answered */
 	f->ctl.out_off = f->ctl.out_len; /* as if the two writes went out */

@@ -80,6 +80,11 @@ static void test_every_path_is_legal(void **state)
 		{ TP_XS_UNANSWERED, TP_XS_DONE, END },
 		/* the library's own items */
 		{ TP_XS_STREAMING, END },
+		/* gated on an event (or behind one): released as a send or write,
+		 * or a read; failed (its event, its deadline, its conn) */
+		{ TP_XS_GATED, TP_XS_STREAMING_UNANSWERED, TP_XS_UNANSWERED, TP_XS_DONE, END },
+		{ TP_XS_GATED, TP_XS_UNANSWERED, TP_XS_STREAMING, TP_XS_DONE, END },
+		{ TP_XS_GATED, TP_XS_DONE, END },
 		/* the conn fails under a transfer in any pending state */
 		{ TP_XS_STREAMING_UNANSWERED, TP_XS_DONE, END },
 		{ TP_XS_STREAMING, TP_XS_DONE, END },
@@ -108,6 +113,7 @@ static void test_illegal_move_reported(void **state)
 static void test_names(void **state)
 {
 	(void)state;
+	assert_string_equal(tp__xfer_state_name(TP_XS_GATED), "gated");
 	assert_string_equal(tp__xfer_state_name(TP_XS_NEW), "new");
 	assert_string_equal(tp__xfer_state_name(TP_XS_DONE), "done");
 	assert_string_equal(tp__xfer_state_name((enum tp_xfer_state)99), "invalid");

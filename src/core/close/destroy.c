@@ -80,7 +80,7 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	}
 	before = c->completed;
 	if (c->dir[TP_SEND].head || c->dir[TP_RECV].head || c->unmatched.head || c->answers.head ||
-	    c->settling.head) {
+	    c->settling.head || c->gates.head) {
 		if (!c->err)
 			TP_INFO("conn", "closing the connection to %s with transfers pending",
 				c->peer[0] ? c->peer : "peer");

@@ -1,11 +1,13 @@
 /* What this side puts on the control stream for its data stream: an
  * announcement of every item before its bytes flow, and the answers the
  * peer's announcements get. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/engine.h"
+#include "core/gate.h"
 #include "core/items/items.h"
 #include "core/pipeline/stream.h"
 #include "core/session.h"
@@ -41,10 +43,12 @@ static int answer_room(struct tcpx_p2p_conn *c)
 
 /* Room for this side's own message of `bytes` (header included): EAGAIN
  * where it would take the stream past half of peer_max_ctl_bytes (the
- * answers keep the other half), EINVAL where it alone is more than that. */
+ * answers keep the other half), EINVAL where it alone is more than that.
+ * Gated announcements count as queued: their room was taken at the post. */
 static int own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
 {
-	size_t max = c->s->cfg.peer_max_ctl_bytes / 2, queued = tp__ctl_out_bytes(c);
+	size_t max = c->s->cfg.peer_max_ctl_bytes / 2,
+	       queued = tp__ctl_out_bytes(c) + c->gates.bytes;
 
 	if (bytes > max)
 		return tp__error(TCPX_P2P_EINVAL, "%s: a control message of %zu bytes; at most half "
@@ -64,13 +68,6 @@ static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned
 	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
 	unsigned char *m;
 
-	if (nseg > (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES)
-		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer (at most %u)",
-				 nseg, (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES);
-	if (nseg > (size_t)c->s->cfg.peer_max_segments)
-		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer: more than "
-				 "a peer may hold (peer_max_segments %d, which should match the "
-				 "peer's)", nseg, c->s->cfg.peer_max_segments);
 	m = tp__ctl_item_msg(c, type, chan, body);
 	if (!m)
 		return tcpx_p2p_last_error()[0] ? TCPX_P2P_ENOMEM : TCPX_P2P_EINTERNAL;
@@ -129,19 +126,43 @@ int tp__items_send_cancel(struct tcpx_p2p_conn *c, uint64_t id)
 	return 0;
 }
 
-int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
+size_t tp__items_announce_bytes(const struct tcpx_p2p_xfer *x, size_t notif_len, size_t nrseg)
+{
+	if (x->op == TP_OP_RECV)
+		return 0;
+	return TP_CTL_MSG_HDR + (x->op == TP_OP_WRITE || x->op == TP_OP_READ
+					 ? 24 + nrseg * TP_WSEG_BYTES + notif_len
+					 : 16);
+}
+
+int tp__items_room(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, size_t notif_len,
+		   size_t nrseg)
 {
 	/* The message this side queues: an in-read's response is an answer. */
-	size_t bytes = TP_CTL_MSG_HDR + (x->op == TP_OP_WRITE || x->op == TP_OP_READ
-						 ? 24 + nrseg * TP_WSEG_BYTES + notif_len
-						 : 16);
+	size_t bytes = tp__items_announce_bytes(x, notif_len, nrseg);
 	int rc = x->op == TP_OP_IN_READ ? answer_room(c)
 		 : x->op == TP_OP_RECV	 ? 0
 					 : own_room(c, "post", bytes);
 
-	if (!rc && notif_len)
-		rc = tp__items_notif_room(c, "write", notif_len);
+	if (rc)
+		return rc;
+	if (nrseg > (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES)
+		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer (at most %u)",
+				 nrseg, (TP_CTL_MSG_MAX - 24 - TCPX_P2P_NOTIF_LIMIT) / TP_WSEG_BYTES);
+	if (nrseg > (size_t)c->s->cfg.peer_max_segments)
+		return tp__error(TCPX_P2P_EINVAL, "%zu remote segments in one transfer: more than "
+				 "a peer may hold (peer_max_segments %d, which should match the "
+				 "peer's)", nrseg, c->s->cfg.peer_max_segments);
+	if (notif_len)
+		return tp__items_notif_room(c, "write", notif_len);
+	return 0;
+}
+
+int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, bool reserved)
+{
+	int rc = reserved ? 0 : tp__items_room(c, x, notif_len, nrseg);
+
 	if (rc)
 		return rc;
 	/* The items of this side's stream (a send, a write, an in-read) are
@@ -157,7 +178,7 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 		x->id = ++c->next_id;
 		rc = announce_hdr(c, TP_CTL_WRITE, x->chan0, x->id, x->len, nrseg, rseg, notif,
 				  notif_len);
-		if (!rc && notif_len)
+		if (!rc && notif_len && !reserved)
 			tp__items_notif_spend(c, notif_len);
 		return rc;
 	case TP_OP_READ:
@@ -170,10 +191,35 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 	}
 }
 
+int tp__items_notif_msg(struct tcpx_p2p_conn *c, const void *msg, size_t len)
+{
+	unsigned char *m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len);
+
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put32(m, (uint32_t)len);
+	memcpy(m + 4, msg, len);
+	return 0;
+}
+
+/* Behind gated announcements a notification waits its turn (gate.h). */
+static int notify_gated(struct tcpx_p2p_conn *c, const void *msg, size_t len)
+{
+	struct tp_gate *g = calloc(1, sizeof(*g) + len);
+
+	if (!g)
+		return tp__error(TCPX_P2P_ENOMEM, "notify: out of memory");
+	g->bytes = TP_CTL_MSG_HDR + 4 + len;
+	g->notif = (unsigned char *)(g + 1);
+	g->notif_len = len;
+	memcpy(g->notif, msg, len);
+	tp_gate_append(&c->gates, g);
+	return 0;
+}
+
 /* A standalone notification: a NOTIF message, one credit spent. */
 int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 {
-	unsigned char *m;
 	int rc = 0;
 
 	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_LIMIT)
@@ -185,12 +231,9 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	} else if ((rc = own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
 		   (rc = tp__items_notif_room(c, "notify", len))) {
 		/* EAGAIN: the peer has not taken what waits for it */
-	} else if (!(m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len))) {
-		rc = TCPX_P2P_ENOMEM;
-	} else {
-		tp_put32(m, (uint32_t)len);
-		memcpy(m + 4, msg, len);
-		tp__items_notif_spend(c, len);
+	} else if (!(rc = c->gates.head ? notify_gated(c, msg, len)
+					: tp__items_notif_msg(c, msg, len))) {
+		tp__items_notif_spend(c, len); /* gated or not: spent at the post */
 		tp__post_pass_unlock(c);
 		return 0;
 	}

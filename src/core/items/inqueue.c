@@ -194,7 +194,7 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		rc = refused(c, in, why, bad_key);
 		return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_REFUSED, why);
 	}
-	rc = tp__items_announce(c, x, NULL, 0, NULL, 0);
+	rc = tp__items_announce(c, x, NULL, 0, NULL, 0, false);
 	if (rc) {
 		tp__items_end(c, x);
 		tp__segs_put(c->s, x);

@@ -29,9 +29,20 @@ bool tp__items_busy(const struct tcpx_p2p_conn *c);
 /* An in-write landed: answer the initiator (non-zero: the answer could
  * not be queued, which fails the conn). */
 int tp__items_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-/* Queue the control message that announces x (nothing for a receive). */
+/* Room for x's announcement (EAGAIN: control bytes or the notification's
+ * credits; EINVAL: too many remote segments, a notification too long). */
+int tp__items_room(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, size_t notif_len,
+		   size_t nrseg);
+/* The control bytes of x's announcement (0 for a receive). */
+size_t tp__items_announce_bytes(const struct tcpx_p2p_xfer *x, size_t notif_len, size_t nrseg);
+/* Queue the control message that announces x (nothing for a receive);
+ * reserved: its room was checked and its credits spent (a gated post). */
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, bool reserved);
+/* Queue a NOTIF message (its credits spent by the caller). */
+int tp__items_notif_msg(struct tcpx_p2p_conn *c, const void *msg, size_t len);
+/* Give back what a notification of len bytes spent: it never went out. */
+void tp__items_notif_refund(struct tcpx_p2p_conn *c, size_t len);
 /* Tell the peer that this side's read id is cancelled (TP_CTL_CANCEL). */
 int tp__items_send_cancel(struct tcpx_p2p_conn *c, uint64_t id);
 /* The notifications the peer holds for c and the longest it takes (its

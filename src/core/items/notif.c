@@ -262,6 +262,15 @@ void tp__items_notif_spend(struct tcpx_p2p_conn *c, size_t len)
 	c->stats.notifs_out++;
 }
 
+void tp__items_notif_refund(struct tcpx_p2p_conn *c, size_t len)
+{
+	struct tp_items *r = c->items;
+	uint32_t units = tp_notif_units(len);
+
+	r->credits = units < r->credits_max - r->credits ? r->credits + units : r->credits_max;
+	c->stats.notifs_out--;
+}
+
 /* The head d of the session's queue is taken (notif_lock held). */
 static void take_locked(tcpx_p2p_session *s, struct tp_notif_node *d)
 {

@@ -21,11 +21,12 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 	struct tcpx_p2p_xfer *x;
 	struct tp_wseg *w = NULL;
 	size_t i, rtotal = 0;
+	void *event;
 	int rc;
 
 	if (!c || !out || (nremote && !remote))
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
-	rc = tp__params_check(params, op == TP_OP_WRITE, what);
+	rc = tp__params_check(params, op == TP_OP_WRITE, what, &event);
 	if (rc)
 		return rc;
 	if (nremote > UINT32_MAX)
@@ -73,7 +74,7 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 		return rc;
 	}
 	rc = tp__xfer_post(c, x, params ? params->notif : NULL, params ? params->notif_len : 0, w,
-			   nremote, out);
+			   nremote, event, out);
 	free(w);
 	return rc;
 }
