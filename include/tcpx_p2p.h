@@ -750,6 +750,10 @@ typedef struct tcpx_p2p_stats {
 	 * them (index i: data channel i; a session adds its conns' up). */
 	uint64_t chunks_out_by_channel[TCPX_P2P_MAX_CHANNELS];
 	uint64_t chunks_in_by_channel[TCPX_P2P_MAX_CHANNELS];
+	/* Added in 0.10: the peer's notifications that were never delivered
+	 * here because the connection failed or closed before the transfers
+	 * announced ahead of them landed (docs/api.md, "Notifications"). */
+	uint64_t notifs_dropped;
 } tcpx_p2p_stats;
 
 /* Fill *out (its struct_size bytes at most, set by the caller; struct_size

@@ -54,12 +54,14 @@ void tp__items_fail(struct tcpx_p2p_conn *c)
 		return;
 	while ((in = r->inq)) {
 		r->inq = in->next;
+		c->stats.notifs_dropped += in->notif_len != 0;
 		tp__items_in_free(c, in);
 		c->inbound--;
 	}
 	r->inq_tail = NULL;
 	while ((n = r->notes)) {
 		r->notes = n->next;
+		c->stats.notifs_dropped++;
 		free(n);
 	}
 	r->notes_tail = NULL;

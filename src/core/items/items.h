@@ -37,7 +37,11 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 void tp__items_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes);
 /* Drop the session's delivered notifications that came on c. */
 void tp__items_drop_notifs(struct tcpx_p2p_conn *c);
-/* The conn failed: drop what waits inbound. */
+/* The peer's CLOSE arrived: deliver the notifications it sent that can
+ * still be (every receive item announced before them landed). */
+void tp__items_close_notes(struct tcpx_p2p_conn *c);
+/* The conn failed: drop what waits inbound (the notifications counted in
+ * the stats' notifs_dropped). */
 void tp__items_fail(struct tcpx_p2p_conn *c);
 /* ... and queue the notification (len 0) that tells notif_poll of it. */
 void tp__items_tell_failed(struct tcpx_p2p_conn *c);
