@@ -191,6 +191,12 @@ int tp__items_credit_out(struct tcpx_p2p_conn *c);
 int tp__items_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 		       const unsigned char *msg, size_t len);
 void tp__items_drop_note(struct tcpx_p2p_conn *c, uint64_t mark);
+/* The peer closed: deliver the waiting notes whose items landed (the
+ * answers owed no longer matter); true when none is left and no receive
+ * item is in flight. */
+bool tp__items_notes_close(struct tcpx_p2p_conn *c);
+/* Append one to the session's queue now (counted in notifs_in). */
+int tp__items_deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len);
 /* Deliver the notifications whose data has landed. */
 int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved);
 

@@ -192,6 +192,15 @@ static int deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len
 	return 0;
 }
 
+int tp__items_deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len)
+{
+	int rc = deliver(c, msg, len);
+
+	if (!rc)
+		c->stats.notifs_in++;
+	return rc;
+}
+
 void tp__items_tell_failed(struct tcpx_p2p_conn *c)
 {
 	if (!c->items || c->items->failed_told)
@@ -226,50 +235,21 @@ int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 	return 0;
 }
 
-/* The peer closed (its CLOSE read, nothing failed yet): what it sent
- * before is delivered where it can be, before the failure notification.
- * A notification is deliverable when every receive item announced before
- * it has landed: those still in flight, and the announcements not yet
- * worked through, fail with the close, and a notification behind one of
- * them is dropped (tp__items_fail counts it).  A READ_REQ is no item of
- * the peer's stream: a notification behind it is still deliverable. */
-void tp__items_close_notes(struct tcpx_p2p_conn *c)
+bool tp__items_notes_close(struct tcpx_p2p_conn *c)
 {
 	struct tp_items *r = c->items;
 	struct tcpx_p2p_xfer *h = c->dir[TP_RECV].head;
 	struct tp_note *n;
-	struct tp_in *in, **pp;
 
 	while ((n = r->notes) && (!h || h->first_seq >= n->mark)) {
-		if (deliver(c, n->msg, n->len))
-			return; /* out of memory: the rest are dropped */
-		c->stats.notifs_in++;
+		if (tp__items_deliver(c, n->msg, n->len))
+			return false; /* out of memory: the rest are dropped */
 		r->notes = n->next;
 		if (!r->notes)
 			r->notes_tail = NULL;
 		free(n);
 	}
-	/* Announcements not worked through come after every note. */
-	if (r->notes || h)
-		return;
-	for (pp = &r->inq; (in = *pp);) {
-		if (in->type == TP_CTL_SEND || in->type == TP_CTL_WRITE ||
-		    in->type == TP_CTL_READ_RESP)
-			return;
-		if (in->type != TP_CTL_NOTIF) {
-			pp = &in->next;
-			continue;
-		}
-		if (deliver(c, in->notif, in->notif_len))
-			return;
-		c->stats.notifs_in++;
-		*pp = in->next;
-		tp__items_in_free(c, in);
-		c->inbound--;
-	}
-	r->inq_tail = NULL;
-	for (in = r->inq; in; in = in->next)
-		r->inq_tail = in;
+	return !r->notes && !h;
 }
 
 int tp__items_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len)
