@@ -49,6 +49,7 @@ struct tcpx_p2p_session {
 	char *auth_token;             /* cfg.auth_token points here when set */
 	pthread_mutex_t notif_lock;   /* guards the delivered notifications */
 	struct tp_notif_node *notifs, *notifs_tail;
+	uint64_t notif_polls;         /* notif_poll calls so far (notif.c; notif_lock) */
 	uint64_t auth_id;             /* random: tells a connection to oneself */
 	/* Connections the caller destroyed whose close handshake still runs
 	 * (close/list.c), through elink; nclosing is also read without the lock. */

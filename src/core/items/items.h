@@ -138,6 +138,10 @@ struct tp_items {
 	uint32_t bad_keys;
 	uint64_t stamp;   /* resolve() calls so far */
 	bool failed_told; /* the conn's failure is in the session's notification queue */
+	/* notif_poll found this conn's oldest delivered notification too long
+	 * for it in its poll number poll_skip (notif.c; the session's
+	 * notif_lock) */
+	uint64_t poll_skip;
 };
 
 struct tcpx_p2p_rmr {
@@ -199,5 +203,9 @@ bool tp__items_notes_close(struct tcpx_p2p_conn *c);
 int tp__items_deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len);
 /* Deliver the notifications whose data has landed. */
 int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved);
+/* tcpx_p2p_notif_poll, one per version (the public name is versioned by
+ * what its return value says). */
+int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
+int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 
 #endif
