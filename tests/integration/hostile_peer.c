@@ -144,11 +144,13 @@ enum kind {
 	K_ACK,        /* an answer to a transfer that does not exist */
 	K_NOTIF,      /* notifications nobody takes, past peer_max_notifs */
 	K_UNKNOWN,    /* a message of no known type */
+	K_HEARTBEAT,  /* heartbeats, 100,000 at once (8,000 to a frame) */
 	K_COUNT,
 };
 
 static const char *const kind_name[K_COUNT] = {
 	"send", "write_hang", "bad_key", "read_refused", "read_resp", "ack", "notif", "unknown",
+	"heartbeat",
 };
 
 static void attack(tcpx_p2p_conn *a, const tcpx_p2p_rdesc *d, enum kind k)
@@ -191,6 +193,10 @@ static void attack(tcpx_p2p_conn *a, const tcpx_p2p_rdesc *d, enum kind k)
 			tp_put32(m, 512);
 			memset(m + 4, 'n', 512);
 		}
+		break;
+	case K_HEARTBEAT:
+		for (int i = 0; i < 100000; i++)
+			msg(a, TP_CTL_HEARTBEAT, 0);
 		break;
 	default:
 		m = msg(a, (enum tp_ctl_type)77, 8);
