@@ -31,7 +31,8 @@
  * CLOSE (not counted), so the bound is a thousand times the default
  * heartbeat rate; a peer past it is failed (EPROTO).  A backlog that built
  * up while this side did not drive arrives in a burst, but the bucket
- * refilled meanwhile: it is refilled by the clock, not by passes. */
+ * refilled meanwhile: it is refilled by the clock, not by passes (a token
+ * bucket; the clock is read per message, which honest peers send rarely). */
 #define TP_IDLE_BURST 1024u
 #define TP_IDLE_NS TP_NS_PER_MS
 
@@ -46,23 +47,20 @@ void tp__live_init(struct tcpx_p2p_conn *c)
 int tp__live_idle(struct tcpx_p2p_conn *c, const char *what)
 {
 	struct tp_live *l = &c->alive;
+	int64_t now = tp__now_ns(), n = (now - l->idle_ns) / TP_IDLE_NS;
 
-	if (!l->idle_tokens) {
-		int64_t now = tp__now_ns(), n = (now - l->idle_ns) / TP_IDLE_NS;
-
-		if (n >= (int64_t)TP_IDLE_BURST) {
-			l->idle_tokens = TP_IDLE_BURST;
-			l->idle_ns = now;
-		} else if (n > 0) {
-			l->idle_tokens = (uint32_t)n;
-			l->idle_ns += n * TP_IDLE_NS;
-		}
-		if (!l->idle_tokens)
-			return tp__error(TCPX_P2P_EPROTO, "control channel: the peer sent %s "
-					 "faster than this side takes messages that carry no work "
-					 "(%u at once, then one per ms: heartbeats and empty frames)",
-					 what, TP_IDLE_BURST);
+	if (n >= (int64_t)(TP_IDLE_BURST - l->idle_tokens)) {
+		l->idle_tokens = TP_IDLE_BURST;
+		l->idle_ns = now;
+	} else if (n > 0) {
+		l->idle_tokens += (uint32_t)n;
+		l->idle_ns += n * TP_IDLE_NS;
 	}
+	if (!l->idle_tokens)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer sent %s faster "
+				 "than this side takes messages that carry no work (%u at once, "
+				 "then one per ms: heartbeats and empty frames)", what,
+				 TP_IDLE_BURST);
 	l->idle_tokens--;
 	return 0;
 }
