@@ -97,6 +97,7 @@ enum tcpx_p2p_error {
 	TCPX_P2P_EBUSY = -11,     /* object still has transfers or users */
 	TCPX_P2P_ECLOSED = -12,   /* peer closed, or the connection failed before */
 	TCPX_P2P_EINTERNAL = -13, /* a bug in the library; please report */
+	TCPX_P2P_ECANCELED = -14, /* (0.10) cancelled (tcpx_p2p_xfer_cancel, here or by the peer) */
 };
 
 /* Static English text for an error code; never NULL. */
@@ -532,6 +533,33 @@ TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream);
 /* Free a completed or failed xfer.  RETURN VALUE: 0; EBUSY (still pending). */
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
 
+/* (0.10) Ask that x stop: it then ends with ECANCELED, unless it ended
+ * first — or had every chunk handed to the plugin already, which is too late
+ * (it then ends with its own result).  Never blocks; x must still be waited
+ * for (or taken from tcpx_p2p_completions) and released as ever, since
+ * chunks already in the plugin's hands finish first (their bytes may still
+ * move).  The connection and its other transfers are untouched.  What each
+ * kind does:
+ *   send, write  the chunks not yet prepared go out empty: the receiver's
+ *                matching receive ends ECANCELED; a write's target drops
+ *                its notification and answers nothing more to it.
+ *   recv         not yet matched: the peer's send that would have matched it
+ *                is received into nothing and ends ECANCELED on the peer
+ *                (later receives still match later sends, in order);
+ *                matched: its chunks not yet posted are received into
+ *                nothing (the peer's send completes normally).
+ *   read         the target is told and stops sending what it has not yet
+ *                prepared; the rest is received into nothing.
+ * The bytes of a cancelled transfer's destination (a receive's, a read's
+ * local segments, a write's remote range at the target) are unspecified
+ * afterwards: any of them may or may not have been written; nothing outside
+ * the range is.  A transfer of 0 bytes has nothing to cancel.
+ * RETURN VALUE: 0 (also for a transfer that has ended, or whose connection
+ * is gone: nothing changes); EINVAL (NULL x); for a read, whose target is
+ * told: EPROTO (the peer reads none of this side's answers:
+ * peer_max_ctl_bytes) or ENOMEM, and the read was not cancelled. */
+TCPX_P2P_API int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x);
+
 /* ---- vectored transfers (0.3) -------------------------------------------- */
 
 /* One piece of a vectored transfer: len bytes at mr + offset. */
@@ -558,6 +586,8 @@ typedef struct tcpx_p2p_xfer_params {
 	const void *notif;  /* write: message delivered to the target once the data is
 			     * there (tcpx_p2p_notif_poll); NULL = none */
 	size_t notif_len;   /* 1..the peer's notif_max_bytes when notif is set */
+	uint64_t user_data; /* (0.10) any value, handed back with the transfer's
+			     * completion (tcpx_p2p_completions) */
 } tcpx_p2p_xfer_params;
 
 /* Two-sided transfer of a list of segments, any count, any sizes (0-byte
@@ -723,6 +753,46 @@ typedef struct tcpx_p2p_notif_buf {
  * buf with cap > 0; or cap smaller than the oldest notification: nb->len
  * is then its length, and nothing was taken). */
 TCPX_P2P_API int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got);
+
+/* ---- completions for event loops (0.10) ---------------------------------- */
+
+/* A transfer of the application's that has ended (tcpx_p2p_completions). */
+typedef struct tcpx_p2p_completion {
+	tcpx_p2p_xfer *xfer; /* still the caller's: release it as ever */
+	uint64_t user_data;  /* its params.user_data (0 for send and recv) */
+	int status;          /* 0, or the error tcpx_p2p_wait would return (the
+			      * detail: tcpx_p2p_wait(xfer, 0)) */
+} tcpx_p2p_completion;
+
+/* A file descriptor of the session (an eventfd) that becomes readable when
+ * a transfer of the session ends (completes or fails, whatever ends it:
+ * its last chunk, its connection's failure or destruction) or a
+ * notification arrives; tcpx_p2p_completions clears it.  For epoll, poll,
+ * asyncio's add_reader, libuv's uv_poll: wait for readable, then call
+ * tcpx_p2p_completions until it returns fewer than max, and take
+ * notifications (tcpx_p2p_notif_poll / _take) if you use them: the fd says
+ * "something happened since the last clear", not what.  It reports what the
+ * session's passes find: with config.progress_thread they run by
+ * themselves; without it, drive the session (any wait, test, progress or
+ * tcpx_p2p_completions call) whenever transfers are pending, or only the
+ * keepalive thread's occasional passes will find their ends.  The fd is
+ * the session's: never read, write or close it; it is closed by
+ * tcpx_p2p_session_destroy.  The same fd on every call.
+ * RETURN VALUE: 0; EINVAL (NULL argument); ENET (eventfd failed). */
+TCPX_P2P_API int tcpx_p2p_session_fd(tcpx_p2p_session *s, int *fd);
+
+/* Take up to max ended transfers of the session, in the order they ended,
+ * into out; *n is how many (fewer than max: none is left).  Every transfer
+ * of the application's is queued when it ends, whether or not anybody
+ * takes completions, and leaves the queue when taken here or released
+ * (tcpx_p2p_xfer_release), whichever comes first: test and wait still
+ * work, and a caller that never calls this pays one list insertion per
+ * transfer.  Clears the session fd; drives the session once first (unless
+ * a progress thread does).  Never blocks.  Thread-safe: each ended
+ * transfer is returned to exactly one caller.
+ * RETURN VALUE: 0; EINVAL (NULL s or n, max < 0, NULL out with max > 0). */
+TCPX_P2P_API int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max,
+				      int *n);
 
 /* ---- statistics (0.7) ---------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 """Build and install the tcpx_p2p Python package.
 
-    pip install ./python            # from a checkout whose library is built in build/
+    pip install ./python            # from a checkout (builds the library in build/ if need be)
 
 Offline, with Debian's python3-setuptools and python3-dev: there is no
 pyproject.toml, so pip builds with the setuptools it has instead of
@@ -11,6 +11,11 @@ match wins:
     TCPX_P2P_PREFIX      an install prefix (cmake --install)
     ../build             the checkout's build directory (scripts/quickstart.sh)
     pkg-config tcpx_p2p  an installed library
+
+and where none is, in a checkout, the library and the emulator are built
+with CMake into ../build first (as scripts/quickstart.sh would;
+TCPX_P2P_NO_BUILD=1 turns that off; TCPX_P2P_CMAKE_ARGS adds configure
+options, e.g. "-DTCPX_P2P_CUDA=OFF").
 
 Its headers compile the extension; libtcpx_p2p.so.0 and the emulator
 plugin beside it are copied into the package (tcpx_p2p/lib/) unless
@@ -85,8 +90,38 @@ def find_library():
     if found:
         return found
     tried.append("pkg-config tcpx_p2p (not found)")
+    found = build_checkout(os.path.abspath(default), tried)
+    if found:
+        return found
     sys.exit("setup.py: libtcpx_p2p not found: build it first (scripts/quickstart.sh), or set "
              "TCPX_P2P_BUILD_DIR or TCPX_P2P_PREFIX.  Tried: " + "; ".join(tried))
+
+
+def build_checkout(build, tried):
+    """A checkout with no library built yet: build it with CMake, as
+    scripts/quickstart.sh does (the library and the emulator only)."""
+    src = os.path.dirname(build)
+    if not os.path.exists(os.path.join(src, "include", "tcpx_p2p.h")):
+        tried.append(f"{src} (not a libtcpx_p2p checkout: nothing to build)")
+        return None
+    if os.environ.get("TCPX_P2P_NO_BUILD") == "1" or not shutil.which("cmake"):
+        tried.append(f"building in {build} (TCPX_P2P_NO_BUILD=1, or no cmake)")
+        return None
+    print(f"setup.py: no libtcpx_p2p found: building it with CMake in {build}", file=sys.stderr)
+    try:
+        extra = os.environ.get("TCPX_P2P_CMAKE_ARGS", "").split()
+        subprocess.check_call(["cmake", "-S", src, "-B", build, "-DBUILD_TESTING=OFF"] + extra,
+                              stdout=sys.stderr)
+        subprocess.check_call(["cmake", "--build", build, "-j", str(os.cpu_count() or 1),
+                               "--target", "tcpx_p2p", "nccl-net-tcpxemu"], stdout=sys.stderr)
+    except (OSError, subprocess.CalledProcessError) as e:
+        tried.append(f"building in {build} ({e})")
+        return None
+    found = from_build_dir(build)
+    if found and os.path.exists(os.path.join(found[1], LIBS[0])):
+        return found
+    tried.append(f"building in {build} (no lib/{LIBS[0]} after the build)")
+    return None
 
 
 INCLUDES, LIBDIR = find_library()

@@ -143,6 +143,11 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	tp_list_init(&s->listeners);
 	tp_list_init(&s->orphan_xfers);
 	tp_list_init(&s->orphan_mrs);
+	s->handles = PyDict_New();
+	if (!s->handles) {
+		Py_DECREF(s);
+		return NULL;
+	}
 	return (PyObject *)s;
 }
 
@@ -185,6 +190,7 @@ static int session_init(SessionObject *self, PyObject *args, PyObject *kw)
 		if (set_field(&cfg, &cfg_fields[i], val, self->strings))
 			return -1;
 	}
+	self->progress_thread = cfg.progress_thread;
 	Py_BEGIN_ALLOW_THREADS
 	rc = tp_api.session_create(&cfg, &self->s);
 	Py_END_ALLOW_THREADS
@@ -293,12 +299,28 @@ static int session_in_use(SessionObject *s)
 
 /* Release everything of the session in the order the C API requires,
  * then the session.  Returns the session_destroy result. */
+static PyObject *close_hook; /* tcpx_p2p.aio.forget */
+
+PyObject *tp_py_set_close_hook(PyObject *mod, PyObject *fn)
+{
+	Py_XSETREF(close_hook, Py_NewRef(fn));
+	Py_RETURN_NONE;
+}
+
 static int session_close_all(SessionObject *s)
 {
 	struct tp_list *p, *t;
+	PyObject *r;
 	int rc;
 
 	s->closing = 1;
+	/* Event loops stop watching the fd before session_destroy closes it. */
+	if (close_hook && Py_REFCNT(s) > 0 && !PyErr_Occurred()) {
+		r = PyObject_CallOneArg(close_hook, (PyObject *)s);
+		if (!r)
+			PyErr_Clear();
+		Py_XDECREF(r);
+	}
 	tp_list_each(p, t, &s->servers) {
 		ServerObject *o = tp_list_entry(p, ServerObject, link);
 
@@ -351,6 +373,7 @@ static void session_dealloc(SessionObject *self)
 	if (self->s)
 		session_close_all(self);
 	Py_XDECREF(self->strings);
+	Py_XDECREF(self->handles);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -562,6 +585,68 @@ static PyObject *session_progress(SessionObject *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
+static PyObject *session_fileno(SessionObject *self, PyObject *unused)
+{
+	int fd, rc;
+
+	if (tp_session_check(self))
+		return NULL;
+	rc = tp_api.session_fd(self->s, &fd);
+	if (rc)
+		return tp_py_raise(rc, "Session.fileno");
+	return PyLong_FromLong(fd);
+}
+
+/* Take the session's ended transfers: each one's result is taken (its
+ * handle released), as wait() would, and its Xfer returned.  An Xfer that
+ * another thread is waiting on is left to that thread; a transfer whose
+ * Xfer is gone (released with its conn or session) is skipped. */
+static PyObject *session_completions(SessionObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "max", NULL };
+	tcpx_p2p_completion *out;
+	PyObject *list;
+	int max = 256, n = 0, rc, i;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|i:completions", kwlist, &max))
+		return NULL;
+	if (tp_session_check(self))
+		return NULL;
+	if (max < 1 || max > 65536) {
+		PyErr_SetString(PyExc_ValueError, "max must be 1..65536");
+		return NULL;
+	}
+	out = PyMem_RawMalloc((size_t)max * sizeof(*out));
+	if (!out)
+		return PyErr_NoMemory();
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.completions(self->s, out, max, &n);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc) {
+		PyMem_RawFree(out);
+		return tp_py_raise(rc, "Session.completions");
+	}
+	list = PyList_New(0);
+	for (i = 0; list && i < n; i++) {
+		XferObject *x = tp_xfer_of_handle(self, out[i].xfer);
+		int st = out[i].status, done = 0;
+
+		if (!x || x->busy || x->status != 1)
+			continue;
+		if (st) /* its own error and detail, as wait() reports it */
+			st = tp_api.test(x->x, &done);
+		tp_xfer_take_result(x, st);
+		if (PyList_Append(list, (PyObject *)x))
+			Py_CLEAR(list);
+	}
+	PyMem_RawFree(out);
+	if (!tp_list_empty(&self->orphan_xfers) || !tp_list_empty(&self->orphan_mrs))
+		tp_session_reap(self, NULL);
+	return list;
+}
+
 static ConnObject *conn_of(SessionObject *s, tcpx_p2p_conn *c)
 {
 	struct tp_list *p;
@@ -731,6 +816,11 @@ static PyObject *session_get_gpu(SessionObject *self, void *unused)
 	return PyLong_FromLong(self->gpu);
 }
 
+static PyObject *session_get_progress_thread(SessionObject *self, void *unused)
+{
+	return PyBool_FromLong(self->progress_thread);
+}
+
 static PyObject *session_stats(SessionObject *self, PyObject *unused)
 {
 	if (tp_session_check(self))
@@ -767,6 +857,15 @@ static PyMethodDef session_methods[] = {
 	  "listen() -> Listener: the first half of a connection made by blob exchange" },
 	{ "progress", (PyCFunction)session_progress, METH_NOARGS,
 	  "progress(): drive every connection of the session once" },
+	{ "fileno", (PyCFunction)session_fileno, METH_NOARGS,
+	  "fileno() -> int: the session's completion fd (tcpx_p2p_session_fd): readable once a "
+	  "transfer ended or a notification arrived since the last completions(); for "
+	  "selectors, epoll or asyncio's add_reader.  Never read or close it." },
+	{ "completions", (PyCFunction)(void (*)(void))session_completions,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "completions(max=256) -> [Xfer]: the transfers that ended since the last call, "
+	  "oldest first, their results taken (done is True; wait(0) returns or raises at once); "
+	  "clears fileno(); drives the session once (unless a progress thread does)." },
 	{ "notif_poll", (PyCFunction)(void (*)(void))session_notif_poll,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "notif_poll(max=16, timeout=0) -> [(conn, bytes)]: delivered notifications, oldest "
@@ -780,6 +879,8 @@ static PyMethodDef session_methods[] = {
 static PyGetSetDef session_getset[] = {
 	{ "closed", (getter)session_get_closed, NULL, "True once closed", NULL },
 	{ "gpu", (getter)session_get_gpu, NULL, "the session's CUDA device, -1 for host only", NULL },
+	{ "progress_thread", (getter)session_get_progress_thread, NULL,
+	  "True when a thread of the library drives the session", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 

@@ -35,7 +35,8 @@
 	X(progress) X(test) X(wait) X(wait_any) X(xfer_release) X(mr_export)    \
 	X(rmr_import) X(rmr_query) X(rmr_release) X(write) X(read) X(notify)    \
 	X(notif_poll) X(mr_unexport) X(conn_stats) X(session_stats)             \
-	X(notif_take) X(xfer_query) X(xfer_deadline) X(stream_wait)
+	X(notif_take) X(xfer_query) X(xfer_deadline) X(stream_wait)         \
+	X(session_fd) X(completions) X(xfer_cancel)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;
@@ -108,10 +109,13 @@ typedef struct {
 	tcpx_p2p_session *s; /* NULL once closed */
 	int closing;         /* close() is releasing its objects */
 	int gpu;
+	int progress_thread; /* its config's: a thread drives it */
 	int busy;            /* calls of other threads in the library */
 	struct tp_list conns, mrs, rmrs, xfers, servers, listeners;
 	struct tp_list orphan_xfers, orphan_mrs;
 	PyObject *strings;   /* keeps the config's strings alive */
+	PyObject *handles;   /* {xfer handle address: XferObject address} of the
+			      * Xfers that hold a handle (completions) */
 } SessionObject;
 
 typedef struct {
@@ -219,6 +223,8 @@ XferObject *tp_xfer_new(ConnObject *conn, tcpx_p2p_xfer *x, PyObject *keep, cons
 /* Session close(): release every xfer of it (their conns are gone). */
 void tp_xfer_finalize_all(SessionObject *s);
 int tp_xfer_take_result(XferObject *x, int rc);
+/* The Xfer holding handle h, or NULL (borrowed). */
+XferObject *tp_xfer_of_handle(SessionObject *s, tcpx_p2p_xfer *h);
 
 /* A segment list built for one call. */
 struct tp_segset {
@@ -236,6 +242,8 @@ void tp_keep_busy(PyObject *keep, int delta);
 int tp_py_add_types(PyObject *module);
 PyObject *tp_py_wait_any(PyObject *mod, PyObject *args, PyObject *kw);
 PyObject *tp_py_set_await(PyObject *mod, PyObject *fn);
+/* tcpx_p2p.aio's forget(session), called as a session closes (its fd goes). */
+PyObject *tp_py_set_close_hook(PyObject *mod, PyObject *fn);
 
 /* Handle releases used by close() and by the session's cascade. */
 void tp_conn_close_handle(ConnObject *c);

@@ -14,6 +14,46 @@
 
 static PyObject *await_hook; /* tcpx_p2p.aio's coroutine factory */
 
+/* The session's map from handles to Xfers (tcpx_p2p_completions reports
+ * handles).  A failed insertion only hides that Xfer from completions():
+ * its wait and test still work. */
+static void handle_note(SessionObject *s, tcpx_p2p_xfer *h, XferObject *o)
+{
+	PyObject *k = PyLong_FromVoidPtr(h), *v = PyLong_FromVoidPtr(o);
+
+	if (!k || !v || !s->handles || PyDict_SetItem(s->handles, k, v))
+		PyErr_Clear();
+	Py_XDECREF(k);
+	Py_XDECREF(v);
+}
+
+static void handle_forget(SessionObject *s, tcpx_p2p_xfer *h)
+{
+	PyObject *k = PyLong_FromVoidPtr(h);
+
+	if (!k || !s->handles || PyDict_DelItem(s->handles, k))
+		PyErr_Clear();
+	Py_XDECREF(k);
+}
+
+XferObject *tp_xfer_of_handle(SessionObject *s, tcpx_p2p_xfer *h)
+{
+	PyObject *k = PyLong_FromVoidPtr(h), *v;
+	XferObject *o = NULL;
+
+	if (!k)
+		return NULL;
+	v = s->handles ? PyDict_GetItemWithError(s->handles, k) : NULL;
+	Py_DECREF(k);
+	if (v)
+		o = PyLong_AsVoidPtr(v);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		return NULL;
+	}
+	return o && o->x == h ? o : NULL;
+}
+
 XferObject *tp_xfer_new(ConnObject *conn, tcpx_p2p_xfer *x, PyObject *keep, const char *op,
 			size_t length)
 {
@@ -37,6 +77,7 @@ XferObject *tp_xfer_new(ConnObject *conn, tcpx_p2p_xfer *x, PyObject *keep, cons
 	o->chunks = o->chunks_done = 0;
 	o->deadline = 0;
 	tp_list_add(&conn->sess->xfers, &o->link);
+	handle_note(conn->sess, x, o);
 	return o;
 }
 
@@ -57,6 +98,7 @@ int tp_xfer_take_result(XferObject *x, int rc)
 		x->chunks_done = info.chunks_done;
 	}
 	if (tp_api.xfer_release(x->x) == 0) {
+		handle_forget(x->conn->sess, x->x);
 		x->x = NULL;
 		tp_list_del(&x->link);
 		Py_CLEAR(x->keep);
@@ -225,6 +267,24 @@ static PyObject *xfer_set_deadline(XferObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+static PyObject *xfer_cancel(XferObject *self, PyObject *unused)
+{
+	int rc;
+
+	if (self->status != 1 || !self->x) /* ended: nothing happens, as in C */
+		Py_RETURN_NONE;
+	if (self->conn->closing)
+		return tp_busy_error("Xfer.cancel", "its connection, being closed,");
+	TP_ENTER(self);
+	Py_BEGIN_ALLOW_THREADS
+	rc = tp_api.xfer_cancel(self->x);
+	Py_END_ALLOW_THREADS
+	TP_LEAVE(self);
+	if (rc)
+		return tp_py_raise(rc, "Xfer.cancel");
+	Py_RETURN_NONE;
+}
+
 /* Is o one of CuPy's streams (which give their handle as ptr, as do CuPy
  * objects that are no streams)? */
 static int cupy_stream(PyObject *o)
@@ -322,6 +382,8 @@ static PyObject *xfer_stream_wait(XferObject *self, PyObject *arg)
 
 static void xfer_dealloc(XferObject *self)
 {
+	if (self->x)
+		handle_forget(self->conn->sess, self->x);
 	if (self->x && tp_api.xfer_release(self->x) == 0)
 		self->x = NULL;
 	if (self->x) /* pending: released when its conn or session closes */
@@ -412,6 +474,10 @@ static PyMethodDef xfer_methods[] = {
 	  "wait until the transfer ended, without blocking (tcpx_p2p_stream_wait); what the "
 	  "stream runs next sees every byte; a failed transfer releases it too: check the "
 	  "transfer before trusting what the stream computed" },
+	{ "cancel", (PyCFunction)xfer_cancel, METH_NOARGS,
+	  "cancel(): ask the transfer to stop (tcpx_p2p_xfer_cancel); wait() then raises "
+	  "Cancelled, unless it had ended or was too far along (every chunk handed to the plugin), "
+	  "when it gives its own result. Never blocks." },
 	{ "set_deadline", (PyCFunction)xfer_set_deadline, METH_O,
 	  "set_deadline(timeout): fail the transfer with TimedOut if it is still pending "
 	  "timeout seconds (> 0) from now; a later call replaces it (tcpx_p2p_xfer_deadline). "

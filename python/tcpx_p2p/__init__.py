@@ -20,7 +20,7 @@ from . import _tcpx_p2p
 from . import _lib
 from ._errors import (Error, InvalidArgument, NoMemory, NotSupported, NoPlugin, PluginError,
                       NetworkError, TimedOut, Again, CudaError, ProtocolError, Busy, Closed,
-                      InternalError, CLASSES as _CLASSES)
+                      InternalError, Cancelled, CLASSES as _CLASSES)
 
 _tcpx_p2p._set_errors(Error, dict(_CLASSES))
 _path, _libversion = _lib.load(_tcpx_p2p)
@@ -33,6 +33,7 @@ from . import aio as _aio  # noqa: E402
 from .metrics import prometheus  # noqa: E402
 
 _tcpx_p2p._set_await(_aio.wait_async)
+_tcpx_p2p._set_close_hook(_aio.forget)
 wait_async = _aio.wait_async
 
 __version__ = _tcpx_p2p.HEADER_VERSION
@@ -87,6 +88,6 @@ __all__ = [
     "wait_all", "wait_async", "strerror", "config_table", "set_log_level", "library_version",
     "library_path", "Error", "InvalidArgument", "NoMemory", "NotSupported", "NoPlugin",
     "PluginError", "NetworkError", "TimedOut", "Again", "CudaError", "ProtocolError", "Busy",
-    "Closed", "InternalError", "ACCESS_READ", "ACCESS_WRITE", "RDESC_SIZE", "NOTIF_MAX",
+    "Closed", "InternalError", "Cancelled", "ACCESS_READ", "ACCESS_WRITE", "RDESC_SIZE", "NOTIF_MAX",
     "NOTIF_LIMIT", "MAX_CHANNELS", "prometheus",
 ]

@@ -1,41 +1,136 @@
 """asyncio: ``await xfer`` and ``await wait_async(xfer, timeout)``.
 
-The wait runs in the event loop's default executor with the GIL released,
-in short slices, so the loop stays free and a cancelled await stops the
-thread's wait within one slice (the transfer itself goes on: close its
-connection to cancel it).
+Each (event loop, session) pair gets one reader on the session's completion
+fd (``Session.fileno()``, ``loop.add_reader``): when it becomes readable the
+loop takes ``Session.completions()`` and resolves the futures of the
+transfers that ended.  No thread is parked per await and nothing polls while
+the session's progress thread drives the transfers.  A session without a
+progress thread is driven from the loop itself: while awaits are pending,
+``completions()`` (which drives the session once) is called from loop
+callbacks, soon after each post and then backing off to every
+``DRIVE_MAX_S``; give such a session ``progress_thread=True`` to make that
+unnecessary.
+
+A cancelled or timed-out await stops waiting; the transfer itself goes on
+(close its connection to cancel it).
 """
 import asyncio
-import threading
+import weakref
 
-SLICE_S = 0.05
+DRIVE_MIN_S = 0.0001
+DRIVE_MAX_S = 0.005
+
+_reactors = weakref.WeakKeyDictionary()  # loop -> {id(session): _Reactor}
 
 
-def _wait_until(xfer, stop, timeout):
-    from ._errors import TimedOut
-    left = timeout
-    while not stop.is_set():
-        step = SLICE_S if left is None else min(SLICE_S, left)
+class _Reactor:
+    """The futures of one session's awaited transfers, on one loop."""
+
+    def __init__(self, loop, session):
+        self.loop = loop
+        self.session = session
+        self.waiters = {}  # Xfer -> [futures]
+        self.fd = session.fileno()
+        self.threaded = session.progress_thread
+        self.delay = DRIVE_MIN_S
+        self.timer = None
+        loop.add_reader(self.fd, self._ready)
+
+    def close(self):
+        self.loop.remove_reader(self.fd)
+        if self.timer:
+            self.timer.cancel()
+            self.timer = None
+
+    def _resolve(self, xfers):
+        for x in xfers:
+            for fut in self.waiters.pop(x, ()):
+                if not fut.done():
+                    fut.set_result(None)
+
+    def _take(self):
         try:
-            xfer.wait(step)
+            ended = self.session.completions()
+        except Exception as e:  # the session was closed under us
+            for futs in self.waiters.values():
+                for fut in futs:
+                    if not fut.done():
+                        fut.set_exception(e)
+            self.waiters.clear()
+            return False
+        self._resolve(ended)
+        # Ended elsewhere (wait() in another thread took the result).
+        self._resolve([x for x in self.waiters if x.done])
+        return bool(ended)
+
+    def _ready(self):
+        self._take()
+
+    def _drive(self):
+        self.timer = None
+        if not self.waiters:
             return
-        except TimedOut:
-            if xfer.done:  # failed by its own deadline (set_deadline): wait_async raises it
-                return
-            if left is not None:
-                left -= step
-                if left <= 0:
-                    raise
+        moved = self._take()
+        self.delay = DRIVE_MIN_S if moved else min(self.delay * 2, DRIVE_MAX_S)
+        self._arm()
+
+    def _arm(self):
+        if self.threaded or self.timer or not self.waiters:
+            return
+        self.timer = self.loop.call_later(self.delay, self._drive)
+
+    def add(self, xfer):
+        fut = self.loop.create_future()
+        self.waiters.setdefault(xfer, []).append(fut)
+        if xfer.done:  # ended before we looked
+            self._resolve([xfer])
+        else:
+            self.delay = DRIVE_MIN_S
+            self._arm()
+        return fut
+
+    def remove(self, xfer, fut):
+        futs = self.waiters.get(xfer)
+        if futs and fut in futs:
+            futs.remove(fut)
+            if not futs:
+                del self.waiters[xfer]
+
+
+def _reactor(loop, session):
+    per_loop = _reactors.get(loop)
+    if per_loop is None:
+        per_loop = _reactors[loop] = {}
+    r = per_loop.get(id(session))
+    if r is None or r.session is not session:
+        r = per_loop[id(session)] = _Reactor(loop, session)
+    return r
+
+
+def forget(session):
+    """Stop watching session's fd on every loop (Session.close calls it)."""
+    for per_loop in list(_reactors.values()):
+        r = per_loop.pop(id(session), None)
+        if r is not None:
+            try:
+                r.close()
+            except Exception:
+                pass  # the loop is closed already
 
 
 async def wait_async(xfer, timeout=None):
     """Wait for xfer without blocking the event loop; raises as Xfer.wait."""
+    from ._errors import TimedOut
     if xfer.done:
         return xfer.wait(0)
-    stop = threading.Event()
     loop = asyncio.get_running_loop()
+    r = _reactor(loop, xfer.conn.session)
+    fut = r.add(xfer)
     try:
-        await loop.run_in_executor(None, _wait_until, xfer, stop, timeout)
+        await asyncio.wait_for(asyncio.shield(fut), timeout)
+    except asyncio.TimeoutError:
+        if not xfer.done:
+            raise TimedOut(-7, f"transfer pending after {timeout} s", "wait_async") from None
     finally:
-        stop.set()
+        r.remove(xfer, fut)
     return xfer.wait(0)

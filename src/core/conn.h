@@ -86,6 +86,8 @@ struct tcpx_p2p_conn {
 	char *land;
 	struct tcpx_p2p_mr *landmr;
 	struct tp_xlist unmatched, answers;
+	uint32_t unmatched_skip; /* the peer's sends after the last unmatched receive that go
+				  * nowhere (receives cancelled unmatched; xfer.h, skip_before) */
 	/* Receives and reads whose bytes are in place but whose completion
 	 * waits until the answers this side owes the peer were handed to the
 	 * plugin (else a caller who stops driving on seeing it done would

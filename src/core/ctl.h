@@ -54,6 +54,7 @@ enum tp_ctl_type {
 			       * message, with its count of data requests (the close) */
 	TP_CTL_CREDIT = 8,    /* {n}: n more notifications the sender has room for */
 	TP_CTL_HEARTBEAT = 9, /* {}: the sender is alive (sent after heartbeat_ms of silence) */
+	TP_CTL_CANCEL = 10,   /* {id}: the sender's read id is cancelled (blob version 10) */
 };
 
 /* An export's secret: 128 random bits a peer must name with its index. */

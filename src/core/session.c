@@ -291,9 +291,12 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 		rc = tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
 		goto destroy_notif_lock;
 	}
-	rc = tp__engine_create(s);
+	rc = tp__cq_init(&s->cq);
 	if (rc)
 		goto destroy_close_lock;
+	rc = tp__engine_create(s);
+	if (rc)
+		goto destroy_cq;
 	TP_INFO("session", "plugin %s (%s, ABI v%d) net dev %d (%s) of %d striped, gpu %d, "
 		"%d channels, chunk %zu, up to %d a channel's share", s->net->name, s->net->path,
 		s->net->abi, s->net_dev, s->props.name, s->nnics, s->cfg.gpu, s->cfg.num_channels,
@@ -303,6 +306,8 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	*out = s;
 	return 0;
 
+destroy_cq:
+	tp__cq_fini(&s->cq);
 destroy_close_lock:
 	pthread_mutex_destroy(&s->close_lock);
 destroy_notif_lock:
@@ -346,6 +351,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 	tp__devq_destroy(s->devq);
 	tp__hcopy_destroy(s->hcopy);
 	tp__net_unload(s->net);
+	tp__cq_fini(&s->cq);
 	pthread_mutex_destroy(&s->close_lock);
 	pthread_mutex_destroy(&s->notif_lock);
 	pthread_mutex_destroy(&s->lock);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/cq.h"
 #include "core/setup/nics.h"
 #include "device/tp_device.h"
 #include "net/net.h"
@@ -50,6 +51,7 @@ struct tcpx_p2p_session {
 	pthread_mutex_t notif_lock;   /* guards the delivered notifications */
 	struct tp_notif_node *notifs, *notifs_tail;
 	uint64_t notif_polls;         /* notif_poll calls so far (notif.c; notif_lock) */
+	struct tp_cq cq;              /* ended transfers and the session fd (cq.c) */
 	uint64_t auth_id;             /* random: tells a connection to oneself */
 	/* Connections the caller destroyed whose close handshake still runs
 	 * (close/list.c), through elink; nclosing is also read without the lock. */

@@ -1,9 +1,11 @@
 /* Transfers: posting, completion and waiting. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/conn.h"
+#include "core/cq.h"
 #include "core/ctl.h"
 #include "core/engine.h"
 #include "core/items/items.h"
@@ -81,6 +83,7 @@ void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 		tp__devq_release(c->s, x->hold - 1, x->err != 0);
 		x->hold = 0;
 	}
+	tp__cq_push(c->s, x);
 }
 
 void tp__xfer_settle(struct tcpx_p2p_conn *c)
@@ -103,6 +106,13 @@ void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 		return;
 	}
 	tp__xfer_complete(c, x, 0);
+}
+
+uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p)
+{
+	if (!p || p->struct_size < offsetof(tcpx_p2p_xfer_params, user_data) + sizeof(p->user_data))
+		return 0;
+	return p->user_data;
 }
 
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what)
@@ -156,6 +166,9 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	tp_list_prepend(&c->live, x, llink);
 	switch (x->op) {
 	case TP_OP_RECV: /* streams once the peer's send is announced */
+		/* after the peer's sends that receives cancelled before it owned */
+		x->skip_before = c->unmatched_skip;
+		c->unmatched_skip = 0;
 		tp__xfer_set_state(x, TP_XS_UNMATCHED);
 		tp__xlist_push(&c->unmatched, x);
 		break;
@@ -189,6 +202,7 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 	x = tp__xfer_new(dir == TP_SEND ? TP_OP_SEND : TP_OP_RECV, dir);
 	if (!x)
 		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
+	x->user_data = tp__params_user_data(params);
 	rc = tp__segs_build(c, x, segs, n, what);
 	if (rc) {
 		tp__xfer_free(x);
@@ -365,6 +379,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		return tp__error(TCPX_P2P_EINVAL, "xfer_release: NULL xfer");
 	c = x->c;
 	if (!c) {
+		tp__cq_forget(x);
 		tp__xfer_free(x);
 		return 0;
 	}
@@ -373,6 +388,7 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		pthread_mutex_unlock(&c->lock);
 		return tp__error(TCPX_P2P_EBUSY, "xfer_release: transfer still pending");
 	}
+	tp__cq_forget(x);
 	/* A failed xfer stays with its conn until the comms are closed. */
 	keep = x->conn_failed;
 	x->released = true;
@@ -381,6 +397,63 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 	if (!keep)
 		tp__xfer_free(x);
 	return 0;
+}
+
+/* Cancel x (c->lock held): see tcpx_p2p_xfer_cancel in the header for what
+ * each kind does.  A receive not yet matched leaves the list at once and
+ * hands its place to the receive after it (or to the list's tail), so the
+ * peer's send it would have met goes nowhere; anything streaming is cut at
+ * its first chunk not yet prepared, and ends when its chunks retire. */
+static int cancel_locked(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	struct tcpx_p2p_xfer *next;
+
+	if (x->cancelled || x->state == TP_XS_DONE || x->state == TP_XS_SETTLING || c->err)
+		return 0;
+	if (x->state == TP_XS_UNMATCHED) {
+		next = x->wlink.next;
+		if (next)
+			next->skip_before += 1 + x->skip_before;
+		else
+			c->unmatched_skip += 1 + x->skip_before;
+		tp__xlist_remove(&c->unmatched, x);
+		snprintf(x->why, sizeof(x->why), "cancelled");
+		tp__xfer_complete(c, x, TCPX_P2P_ECANCELED);
+		return 0;
+	}
+	/* A read not yet answered has prepared nothing; anything else is
+	 * too late once every chunk went to the plugin. */
+	if (!(x->op == TP_OP_READ && x->state == TP_XS_UNANSWERED) &&
+	    (x->state == TP_XS_UNANSWERED || x->prepared >= x->nchunks || !x->len))
+		return 0;
+	if (x->op == TP_OP_READ) {
+		int rc = tp__items_send_cancel(c, x->id);
+
+		if (rc)
+			return rc;
+	}
+	x->cancelled = true;
+	if (!x->err) {
+		x->err = TCPX_P2P_ECANCELED;
+		snprintf(x->why, sizeof(x->why), "cancelled");
+	}
+	return 0;
+}
+
+int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
+{
+	struct tcpx_p2p_conn *c;
+	int rc;
+
+	if (!x)
+		return tp__error(TCPX_P2P_EINVAL, "xfer_cancel: NULL xfer");
+	c = x->c;
+	if (!c || x->op > TP_OP_READ) /* ended with its connection */
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	rc = cancel_locked(c, x);
+	tp__post_pass_unlock(c);
+	return rc;
 }
 
 TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)

@@ -12,6 +12,7 @@
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_mr;
+struct tp_cq;
 struct tp_wseg;
 
 
@@ -100,6 +101,14 @@ struct tcpx_p2p_xfer {
 	enum tp_xfer_state state; /* tp__xfer_set_state only; DONE is read unlocked */
 	int err;            /* first error, 0 while fine */
 	bool released;      /* failed and released: the conn frees it at destroy */
+	/* tcpx_p2p_xfer_cancel took effect: its chunks not yet prepared go
+	 * out empty (a send) or land nowhere (a receive), and nothing more is
+	 * unpacked into its segments. */
+	bool cancelled;
+	uint64_t prepared;  /* chunks prepared (stream.c) */
+	/* A receive: the peer's sends that come before it and go nowhere, as
+	 * many as receives before it were cancelled while unmatched. */
+	uint32_t skip_before;
 	bool conn_failed;   /* failed with its conn: listed until conn_destroy */
 	int64_t t_post;     /* when it was made (its latency in the stats) */
 	/* Stalls (live.c): chunks retired at the last look, and since when
@@ -109,6 +118,9 @@ struct tcpx_p2p_xfer {
 	bool stalled;
 	int64_t deadline_ns; /* tcpx_p2p_xfer_deadline's; 0: none */
 	int hold;           /* tcpx_p2p_stream_wait's slot + 1 until DONE; 0: none */
+	uint64_t user_data; /* params.user_data, handed back with its completion */
+	struct tp_cq *cq;   /* the session's completion queue while it is on it (atomic) */
+	TP_LINK(struct tcpx_p2p_xfer) clink; /* the completion queue (cq.c) */
 	TP_LINK(struct tcpx_p2p_xfer) dlink; /* the direction's active list */
 	TP_LINK(struct tcpx_p2p_xfer) wlink; /* a waiting list of the conn (unmatched, answers,
 					      * settling) */
@@ -146,6 +158,8 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c);
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
+/* params.user_data, 0 when params is NULL or older than the field. */
+uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p);
 /* Post x on c: take its regions, queue it (and its announcement) and make a
  * first pass.  On failure x is freed. */
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,

@@ -12,9 +12,11 @@ int tp__dev_count(int *n)
 	int count = 0;
 	cudaError_t err = cudaGetDeviceCount(&count);
 
-	/* Build machines carry cudart without a driver: that is "no GPU",
-	 * and the count is left unwritten, so never read it then. */
-	if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) {
+	/* Build machines carry cudart without a driver, or with the
+	 * toolkit's stub libcuda (CI images, CPU-only containers): that is
+	 * "no GPU", and the count is left unwritten, so never read it then. */
+	if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+	    err == cudaErrorStubLibrary) {
 		(void)cudaGetLastError();
 		*n = 0;
 		return 0;

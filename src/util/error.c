@@ -24,6 +24,7 @@ static const char *const tp_error_text[] = {
 	[-TCPX_P2P_EBUSY] = "object busy: transfers or users remain",
 	[-TCPX_P2P_ECLOSED] = "connection closed by the peer or failed earlier",
 	[-TCPX_P2P_EINTERNAL] = "internal error in libtcpx_p2p (please report)",
+	[-TCPX_P2P_ECANCELED] = "cancelled",
 };
 
 #define TP_NERRORS ((int)(sizeof(tp_error_text) / sizeof(tp_error_text[0])))

@@ -45,7 +45,7 @@ PAYLOADS = {
 
 
 BLOB_MAGIC = 0x54505842  # "TPXB", src/core/setup/listener.c
-BLOB_VERSION = 9  # src/core/setup/blob.h: TP_BLOB_VERSION
+BLOB_VERSION = 10  # src/core/setup/blob.h: TP_BLOB_VERSION
 EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
 
 

@@ -207,11 +207,13 @@ tp_start_pair() {
 
 	tp_free_port port
 	args=(-p "$port" -s 16M -n 1000000 -w 1 --verify --timeout "$tmo")
-	tp_spawn server 120 -- "$perf" server --bind 127.0.0.1 "${args[@]}"
-	tp_spawn client 120 -- "$perf" client --host 127.0.0.1 "${args[@]}"
-	# tcpx_perf prints progress 3 s into a size, after a completed iteration.
-	tp_wait_for server 'iteration [0-9]+ of' 30000
-	tp_wait_for client 'iteration [0-9]+ of' 30000
+	tp_spawn server 280 -- "$perf" server --bind 127.0.0.1 "${args[@]}"
+	tp_spawn client 280 -- "$perf" client --host 127.0.0.1 "${args[@]}"
+	# tcpx_perf prints progress 3 s into a size, after a completed iteration;
+	# on a loaded machine starting both can take many seconds: the limit
+	# only bounds a hang.
+	tp_wait_for server 'iteration [0-9]+ of' 150000
+	tp_wait_for client 'iteration [0-9]+ of' 150000
 }
 
 # The other side of VICTIM.

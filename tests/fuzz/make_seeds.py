@@ -25,8 +25,8 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    # TP_BLOB_VERSION 9: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
-    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 9, nchan, 524288, 128, plugin, 4096, 65536, 4)
+    # TP_BLOB_VERSION 10: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
+    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 10, nchan, 524288, 128, plugin, 4096, 65536, 4)
     return hdr + (handle or emu_handle()) * nchan
 
 
@@ -105,6 +105,11 @@ SEEDS = {
         "header_pad": b"\x00" + ctl(1, struct.pack("<QQ", 7, 100), pad=0x100),
         "close_chan1": b"\x03" + ctl(1, struct.pack("<QQ", 7, 100), chan=1) + ctl(7, struct.pack("<5I", 2, 0, 0, 1, 0)),
         "unknown": b"\x00" + ctl(77, b"zz"),
+        # CANCEL {id} (blob version 10): a read request cancelled while
+        # queued, one unknown, one malformed; ACK status 3 (cancelled).
+        "cancel_read": b"\x00" + ctl_write(9, [wseg(0, b"A", 0, 4096)], mtype=3) +
+        ctl(10, struct.pack("<Q", 9)) + ctl(10, struct.pack("<Q", 12345)) + ctl(10, b"short"),
+        "ack_cancelled": b"\x00" + ctl(5, struct.pack("<QiIQ", 1, 3, 0, 0)),
         # CLOSE: u32 channels (fuzz_ctl's conn has 2), then per channel the
         # sender's sends and receives so far.
         "close": b"\x03" + ctl(1, struct.pack("<QQ", 7, 100)) + ctl(7, struct.pack("<5I", 2, 3, 1, 0, 2)),

@@ -119,7 +119,7 @@ static void test_notifs_credits(void **state)
 	tcpx_p2p_rmr *rm;
 	tcpx_p2p_seg l = { f->amr, 0, 4096 };
 	tcpx_p2p_rseg r;
-	tcpx_p2p_xfer_params pr = { sizeof(pr), 0, "layer", 5 };
+	tcpx_p2p_xfer_params pr = { .struct_size = sizeof(pr), .notif = "layer", .notif_len = 5 };
 	tcpx_p2p_xfer *x;
 
 	assert_non_null(n);

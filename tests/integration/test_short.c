@@ -171,7 +171,7 @@ static void test_write_refused(void **state)
 	tcpx_p2p_rdesc d;
 	tcpx_p2p_rmr *rmr;
 	tcpx_p2p_seg ls = { f->smr, 0, BIG };
-	tcpx_p2p_xfer_params pr = { sizeof(pr), 0, "layer", 5 };
+	tcpx_p2p_xfer_params pr = { .struct_size = sizeof(pr), .notif = "layer", .notif_len = 5 };
 	tcpx_p2p_xfer *x[1];
 	int rc[1];
 

@@ -115,6 +115,20 @@ int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status 
 	return 0;
 }
 
+int tp__items_send_cancel(struct tcpx_p2p_conn *c, uint64_t id)
+{
+	unsigned char *m;
+	int rc = answer_room(c);
+
+	if (rc)
+		return rc;
+	m = tp__ctl_msg(c, TP_CTL_CANCEL, 8);
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put64(m, id);
+	return 0;
+}
+
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg)
 {

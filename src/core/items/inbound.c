@@ -147,14 +147,26 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 	int status;
 
 	/* A transfer answered once has left the answers list: a second
-	 * answer finds nothing. */
-	if (!x || wire > TP_ACK_REFUSED || (x->op == TP_OP_READ && wire != TP_ACK_REFUSED) ||
-	    (wire == TP_ACK_MISMATCH && x->op != TP_OP_SEND))
+	 * answer finds nothing.  CANCELED answers a send (its receive was
+	 * cancelled there) or a read this side cancelled. */
+	if (!x || wire > TP_ACK_CANCELED ||
+	    (x->op == TP_OP_READ && wire != TP_ACK_REFUSED && wire != TP_ACK_CANCELED) ||
+	    (wire == TP_ACK_MISMATCH && x->op != TP_OP_SEND) ||
+	    (wire == TP_ACK_CANCELED && x->op == TP_OP_WRITE) ||
+	    (wire == TP_ACK_CANCELED && x->op == TP_OP_READ && !x->cancelled))
 		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected answer %u to "
 				 "transfer %llu", wire, (unsigned long long)id);
 	status = wire == TP_ACK_MISMATCH ? TCPX_P2P_EPROTO
-		 : wire == TP_ACK_REFUSED ? TCPX_P2P_EINVAL : 0;
-	if (status) {
+		 : wire == TP_ACK_REFUSED ? TCPX_P2P_EINVAL
+		 : wire == TP_ACK_CANCELED ? TCPX_P2P_ECANCELED : 0;
+	if (wire == TP_ACK_CANCELED && !x->err) {
+		snprintf(x->why, sizeof(x->why), "the peer cancelled its receive");
+		x->err = status;
+		x->cancelled = true; /* its chunks not yet prepared go out empty */
+	} else if (status && x->cancelled) {
+		/* cancelled here first: the target's refusal of what landed
+		 * short (a write) says nothing more */
+	} else if (status) {
 		if (x->op == TP_OP_SEND)
 			snprintf(x->why, sizeof(x->why), "the peer's receive has %llu bytes, this "
 				 "send %zu (totals must match)", (unsigned long long)value, x->len);
@@ -170,6 +182,28 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 		tp__xfer_set_state(x, TP_XS_STREAMING);
 	else /* every chunk retired already */
 		tp__xfer_complete(c, x, x->err);
+	return 0;
+}
+
+/* The peer cancelled its read id: a request not yet served is answered
+ * CANCELED when the in-queue reaches it (inqueue.c), an in-read under way
+ * sends what it has not prepared empty; an id unknown or finished changes
+ * nothing. */
+static int on_cancel(struct tcpx_p2p_conn *c, uint64_t id)
+{
+	struct tcpx_p2p_xfer *x;
+	struct tp_in *in;
+
+	for (in = c->items->inq; in; in = in->next)
+		if (in->type == TP_CTL_READ_REQ && in->id == id) {
+			in->cancelled = true;
+			return 0;
+		}
+	for (x = c->dir[TP_SEND].head; x; x = x->dlink.next)
+		if (x->op == TP_OP_IN_READ && x->id == id) {
+			x->cancelled = true;
+			return 0;
+		}
 	return 0;
 }
 
@@ -193,6 +227,8 @@ int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, unsigned chan,
 		return len == 4 ? tp__items_on_credit(c, tp_get32(b)) : bad_msg(type, len);
 	case TP_CTL_HEARTBEAT:
 		return tp__live_on_heartbeat(c, len);
+	case TP_CTL_CANCEL:
+		return len == 8 ? on_cancel(c, tp_get64(b)) : bad_msg(type, len);
 	case TP_CTL_SEND:
 	case TP_CTL_READ_RESP:
 		if (len != 16)

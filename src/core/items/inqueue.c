@@ -48,12 +48,30 @@ static int discard(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	return 0;
 }
 
+/* A send whose receive was cancelled before the send was announced: its
+ * bytes go nowhere, and its sender learns why. */
+static int skip_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
+{
+	struct tcpx_p2p_xfer *x = c->unmatched.head;
+	int rc;
+
+	if (x)
+		x->skip_before--;
+	else
+		c->unmatched_skip--;
+	rc = discard(c, in);
+	return rc ? rc : tp__items_send_ack(c, in->id, TP_ACK_CANCELED, 0);
+}
+
 static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 {
 	struct tcpx_p2p_xfer *x = c->unmatched.head;
-	size_t mine = x->len;
+	size_t mine;
 	int rc;
 
+	if (x ? x->skip_before : c->unmatched_skip)
+		return skip_send(c, in);
+	mine = x->len;
 	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
 		x->chan0 = in->chan;
@@ -197,7 +215,7 @@ static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
 
 	switch (in->type) {
 	case TP_CTL_SEND:
-		if (!c->unmatched.head)
+		if (!c->unmatched.head && !c->unmatched_skip)
 			return 0;
 		rc = on_send(c, in);
 		break;
@@ -208,6 +226,10 @@ static int handle(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		rc = on_write(c, in);
 		break;
 	case TP_CTL_READ_REQ:
+		if (in->cancelled) {
+			rc = tp__items_send_ack(c, in->id, TP_ACK_CANCELED, 0);
+			break;
+		}
 		/* A read sees every write announced before it. */
 		if (c->dir[TP_RECV].head)
 			return 0;

@@ -32,6 +32,8 @@ int tp__items_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Queue the control message that announces x (nothing for a receive). */
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+/* Tell the peer that this side's read id is cancelled (TP_CTL_CANCEL). */
+int tp__items_send_cancel(struct tcpx_p2p_conn *c, uint64_t id);
 /* The notifications the peer holds for c and the longest it takes (its
  * blob's max_notifs, max_notif_bytes). */
 void tp__items_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes);
@@ -67,6 +69,8 @@ enum tp_ack_status {
 	TP_ACK_OK = 0,
 	TP_ACK_MISMATCH = 1, /* a send's total differs from the receive's: value = the receive's */
 	TP_ACK_REFUSED = 2,  /* a one-sided transfer refused: value = enum tp_refusal */
+	TP_ACK_CANCELED = 3, /* (blob version 10) a send whose receive was cancelled here, or a
+			      * read cancelled before it was served: value = 0 */
 };
 
 /* Why a target refused a one-sided transfer (the ack's value).  Every
@@ -101,6 +105,7 @@ struct tp_in {
 	struct tp_wseg *seg;
 	uint32_t notif_len;
 	unsigned char *notif;
+	bool cancelled;     /* a read request the peer cancelled before it was served */
 	struct tp_in *next;
 };
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/conn.h"
+#include "core/cq.h"
 #include "core/ctl.h"
 #include "core/engine.h"
 #include "core/items/items.h"
@@ -189,6 +190,7 @@ static int deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len
 		s->notifs = d;
 	s->notifs_tail = d;
 	pthread_mutex_unlock(&s->notif_lock);
+	tp__cq_wake(s);
 	return 0;
 }
 

@@ -62,6 +62,7 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 		free(w);
 		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
 	}
+	x->user_data = tp__params_user_data(params);
 	rc = tp__segs_build(c, x, local, nlocal, what);
 	if (!rc && rtotal != x->len)
 		rc = tp__error(TCPX_P2P_EINVAL, "%s: local segments hold %zu bytes, remote %zu",

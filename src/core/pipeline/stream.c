@@ -139,7 +139,13 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	char *ptr = NULL;
 	int rc;
 
+	/* A cancelled transfer's chunks go out empty (a send: its receiver
+	 * learns of the cancel from the empty chunk) or land nowhere. */
+	bool nowhere = x->op == TP_OP_DISCARD || x->cancelled;
+
 	tp_chunk_range(x->len, x->chunk, cm->next_seq - x->first_seq, &off, &n);
+	if (x->cancelled && cm->dir == TP_SEND)
+		n = 0;
 	sl->x = x;
 	sl->soff = off;
 	sl->len = (uint32_t)n;
@@ -149,7 +155,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	sl->request = NULL;
 	sl->dst_dev = x->mtype == TCPX_P2P_MEM_CUDA;
 	sl->dst_mapped = x->mapped;
-	if (x->op != TP_OP_DISCARD)
+	if (!nowhere)
 		ptr = tp__seg_single(x, off, n, &mr);
 	sl->multi = !ptr;
 	if (!ptr) {
@@ -164,7 +170,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 		if (rc)
 			return rc;
 		ptr = sl->stage;
-		if (cm->dir == TP_SEND) {
+		if (cm->dir == TP_SEND && !x->cancelled) {
 			enum tp_copy_path path = tp__copy_path(s, cm, sl);
 
 			rc = tp__vec_copies(s, x, sl, true, ptr, path == TP_PATH_HOST_NOW, &ncp);
@@ -180,7 +186,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 				tp__stage_give(cm, sl->stage);
 				return rc;
 			}
-		} else if (x->op != TP_OP_DISCARD) {
+		} else if (cm->dir == TP_RECV && !nowhere) {
 			rc = stage_clear(c, cm, sl, ptr, n, type);
 			if (rc) {
 				tp__stage_give(cm, sl->stage);
@@ -191,6 +197,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	sl->buf = ptr;
 	sl->mr = mr;
 	sl->seq = cm->next_seq;
+	x->prepared++;
 	return 0;
 }
 
@@ -289,6 +296,7 @@ int tp__stream_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
 static int landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned mslot)
 {
 	bool whole = sl->got == TP_NET_SIZE_UNKNOWN || sl->got == (int)sl->len;
+	long long got;
 	int rc;
 
 	if (whole && cm->meta) {
@@ -300,12 +308,15 @@ static int landed_whole(const struct tp_comm *cm, struct tp_slot *sl, unsigned m
 	}
 	if (whole)
 		return 1;
-	if (!sl->x->err) {
+	got = cm->meta && sl->got < 0 ? (long long)sl->meta.bytes : (long long)sl->got;
+	if (!sl->x->err && !got) { /* a sender's cancel (tcpx_p2p_xfer_cancel) */
+		sl->x->err = TCPX_P2P_ECANCELED;
+		snprintf(sl->x->why, sizeof(sl->x->why), "the sender cancelled it (chunk %llu "
+			 "arrived empty)", (unsigned long long)(sl->seq - sl->x->first_seq));
+	} else if (!sl->x->err) {
 		sl->x->err = TCPX_P2P_EPROTO;
 		snprintf(sl->x->why, sizeof(sl->x->why), "chunk %llu arrived with %lld of its %u "
-			 "bytes", (unsigned long long)(sl->seq - sl->x->first_seq),
-			 cm->meta && sl->got < 0 ? (long long)sl->meta.bytes : (long long)sl->got,
-			 sl->len);
+			 "bytes", (unsigned long long)(sl->seq - sl->x->first_seq), got, sl->len);
 	}
 	return 0;
 }
@@ -380,7 +391,7 @@ int tp__stream_unpack(struct tcpx_p2p_conn *c, bool *moved)
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
 			/* the k-th receive of a comm uses meta slot k % 16 */
-			rc = sl->x->op == TP_OP_DISCARD
+			rc = sl->x->op == TP_OP_DISCARD || sl->x->cancelled
 				     ? 0
 				     : landed_whole(cm, sl, tp_window_slot(cm->win.unpacked));
 			if (rc < 0)

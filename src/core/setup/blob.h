@@ -17,7 +17,7 @@
  * (the chunk sizes both sides compute depend on it); 9: an item's first
  * channel in the control message header, requests tagged with their index
  * on their comm. */
-#define TP_BLOB_VERSION 9u
+#define TP_BLOB_VERSION 10u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow

@@ -1,0 +1,156 @@
+/* The session's completion queue and the file descriptor that tells an
+ * event loop something ended (cq.h).
+ *
+ * The fd is an eventfd, made on the first tcpx_p2p_session_fd.  It is
+ * written once per clear: `signalled` says a write is outstanding, so an end
+ * costs an atomic exchange, not a system call, while the fd is already
+ * readable.  tcpx_p2p_completions clears the flag and reads the fd *before*
+ * it drives and takes the queue, and an end is queued *before* the flag is
+ * looked at, so an end is never both missed by the drain and left
+ * unsignalled. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/cq.h"
+#include "core/engine.h"
+#include "core/pass.h"
+#include "core/session.h"
+#include "core/xfer.h"
+#include "util/error.h"
+
+int tp__cq_init(struct tp_cq *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->fd = -1;
+	if (pthread_mutex_init(&q->lock, NULL))
+		return tp__error(TCPX_P2P_ENOMEM, "session_create: mutex init failed");
+	return 0;
+}
+
+void tp__cq_fini(struct tp_cq *q)
+{
+	struct tcpx_p2p_xfer *x;
+
+	while ((x = q->ended.head)) {
+		tp_list_remove(&q->ended, x, clink);
+		__atomic_store_n(&x->cq, NULL, __ATOMIC_RELAXED);
+	}
+	if (q->fd >= 0)
+		close(q->fd);
+	pthread_mutex_destroy(&q->lock);
+}
+
+static void signal_fd(struct tp_cq *q)
+{
+	uint64_t one = 1;
+	int fd = __atomic_load_n(&q->fd, __ATOMIC_ACQUIRE);
+
+	if (fd < 0 || __atomic_exchange_n(&q->signalled, 1, __ATOMIC_ACQ_REL))
+		return;
+	/* Fails only with the counter at its maximum: readable all the same. */
+	(void)!write(fd, &one, sizeof(one));
+}
+
+void tp__cq_push(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x)
+{
+	struct tp_cq *q = &s->cq;
+
+	pthread_mutex_lock(&q->lock);
+	tp_list_append(&q->ended, x, clink);
+	__atomic_store_n(&x->cq, q, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&q->lock);
+	signal_fd(q);
+}
+
+void tp__cq_forget(struct tcpx_p2p_xfer *x)
+{
+	struct tp_cq *q = __atomic_load_n(&x->cq, __ATOMIC_ACQUIRE);
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->lock);
+	if (__atomic_load_n(&x->cq, __ATOMIC_RELAXED)) {
+		tp_list_remove(&q->ended, x, clink);
+		__atomic_store_n(&x->cq, NULL, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+void tp__cq_wake(struct tcpx_p2p_session *s)
+{
+	signal_fd(&s->cq);
+}
+
+int tcpx_p2p_session_fd(tcpx_p2p_session *s, int *fd)
+{
+	struct tp_cq *q;
+	int rc = 0;
+
+	if (!s || !fd)
+		return tp__error(TCPX_P2P_EINVAL, "session_fd: NULL argument");
+	q = &s->cq;
+	pthread_mutex_lock(&q->lock);
+	if (q->fd < 0) {
+		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+		if (efd < 0) {
+			rc = tp__error(TCPX_P2P_ENET, "session_fd: eventfd: %s", strerror(errno));
+			goto unlock;
+		}
+		__atomic_store_n(&q->fd, efd, __ATOMIC_RELEASE);
+		/* Ends queued before the fd existed are reported by it too. */
+		if (q->ended.head) {
+			__atomic_store_n(&q->signalled, 0, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&q->lock);
+			signal_fd(q);
+			*fd = efd;
+			return 0;
+		}
+	}
+	*fd = q->fd;
+unlock:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max, int *n)
+{
+	struct tcpx_p2p_xfer *x;
+	struct tp_progress st;
+	struct tp_cq *q;
+	uint64_t count;
+	int fd, got = 0;
+
+	if (!s || !n || max < 0 || (max && !out))
+		return tp__error(TCPX_P2P_EINVAL, "completions: NULL argument or max %d", max);
+	q = &s->cq;
+	/* Cleared first: what this call's own pass finds (a notification,
+	 * which it does not take) signals the fd again. */
+	fd = __atomic_load_n(&q->fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0 && __atomic_exchange_n(&q->signalled, 0, __ATOMIC_ACQ_REL))
+		(void)!read(fd, &count, sizeof(count));
+	/* Without a progress thread the caller's calls are what drive. */
+	if (!tp__engine_threaded(s))
+		tp__engine_pass(s, NULL, &st);
+	pthread_mutex_lock(&q->lock);
+	while (got < max && (x = q->ended.head)) {
+		tp_list_remove(&q->ended, x, clink);
+		__atomic_store_n(&x->cq, NULL, __ATOMIC_RELAXED);
+		out[got].xfer = x;
+		out[got].user_data = x->user_data;
+		out[got].status = x->err;
+		got++;
+	}
+	/* Left for the next call: keep the fd readable so it comes. */
+	if (q->ended.head) {
+		pthread_mutex_unlock(&q->lock);
+		signal_fd(q);
+	} else {
+		pthread_mutex_unlock(&q->lock);
+	}
+	*n = got;
+	return 0;
+}

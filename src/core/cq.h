@@ -1,0 +1,38 @@
+/* The session's completion queue and its file descriptor (cq.c).
+ *
+ * Every transfer of the application's that ends (complete or failed) is
+ * queued here, in the order it ended, until tcpx_p2p_completions takes it or
+ * tcpx_p2p_xfer_release lets it go; an eventfd becomes readable when a
+ * transfer ends or a notification arrives, and tcpx_p2p_completions clears
+ * it.  Locking: cq.lock is taken after a conn's lock (an end is queued from
+ * a pass) and never the other way round. */
+#ifndef TP_CORE_CQ_H
+#define TP_CORE_CQ_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "util/list.h"
+
+struct tcpx_p2p_session;
+struct tcpx_p2p_xfer;
+
+struct tp_cq {
+	pthread_mutex_t lock;                 /* guards the list and fd's creation */
+	TP_LIST(struct tcpx_p2p_xfer) ended;  /* through the xfer's clink */
+	int fd;                               /* the eventfd; -1 until asked for */
+	int signalled;                        /* atomic: fd written since the last clear */
+};
+
+int tp__cq_init(struct tp_cq *q);
+/* At session_destroy: what is still queued is forgotten (its xfers stay the
+ * caller's), the fd closed. */
+void tp__cq_fini(struct tp_cq *q);
+/* x (the application's) has just ended: queue it and wake the fd. */
+void tp__cq_push(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
+/* x is being released: out of the queue if it is there. */
+void tp__cq_forget(struct tcpx_p2p_xfer *x);
+/* Something else the fd reports happened (a notification arrived). */
+void tp__cq_wake(struct tcpx_p2p_session *s);
+
+#endif
