@@ -185,11 +185,12 @@ static int decode(void)
 		return fail("decode", "the offer", rc);
 
 	/* Nothing is posted for the data: each poll drives the session, which
-	 * lands the write and then delivers its notification. */
-	while (!(rc = tcpx_p2p_notif_poll(s, &note, 1, &n)) && n == 0 && time(NULL) < give_up)
+	 * lands the write and then delivers its notification (> 0: longer ones
+	 * wait for tcpx_p2p_notif_take; prefill sends none). */
+	while ((rc = tcpx_p2p_notif_poll(s, &note, 1, &n)) >= 0 && n == 0 && time(NULL) < give_up)
 		;
-	if (rc || n == 0)
-		return fail("decode", "notification", rc ? rc : TCPX_P2P_ETIMEDOUT);
+	if (rc < 0 || n == 0)
+		return fail("decode", "notification", rc < 0 ? rc : TCPX_P2P_ETIMEDOUT);
 	printf("decode: notification \"%.*s\"\n", (int)note.len - 1, (const char *)note.msg);
 	for (a = 0; a < ARRAYS; a++) /* blocks not offered stay zero */
 		for (j = 0; j < POOL_BLOCKS; j++)

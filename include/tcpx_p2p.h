@@ -185,7 +185,10 @@ typedef struct tcpx_p2p_config {
 	/* Added in 0.7: the longest notification this side accepts (up to
 	 * TCPX_P2P_NOTIF_LIMIT); the peer learns it from the blob and refuses
 	 * longer ones at notify (EINVAL).  Each started KiB counts as one of
-	 * peer_max_notifs (docs/api.md, "Notifications"). */
+	 * peer_max_notifs (docs/api.md, "Notifications").  A struct_size that
+	 * ends before it (a caller built against 0.6 or older, which cannot
+	 * know tcpx_p2p_notif_take) gets TCPX_P2P_NOTIF_MAX unless
+	 * TCPX_P2P_NOTIF_MAX_BYTES is set. */
 	int notif_max_bytes;
 	/* Added in 0.7: a pending transfer that has moved no chunk for this
 	 * many ms is reported stalled (tcpx_p2p_xfer_query, the stats' stalls),
@@ -741,7 +744,14 @@ typedef struct tcpx_p2p_notif {
  * at most config.peer_max_notifs (KiB, 0.7) not yet taken: the peer's notify returns
  * EAGAIN until this side has taken some; a peer that sends one more all
  * the same fails the conn (EPROTO).
- * RETURN VALUE: 0; EINVAL. */
+ * (0.10) A notification longer than TCPX_P2P_NOTIF_MAX is left for
+ * tcpx_p2p_notif_take, and with it the later ones of its connection (so
+ * that each connection's order holds); other connections' notifications
+ * are taken past it.  The return value counts the connections that wait
+ * so (among the notifications looked at before max was reached).
+ * RETURN VALUE: 0, or (0.10) the number of connections whose next
+ * notification waits for tcpx_p2p_notif_take; EINVAL.  (A binary built
+ * against 0.3 to 0.8 gets 0 there, and the same skipping.) */
 TCPX_P2P_API int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 
 /* (0.7) A notification of any length, into the caller's buffer. */
@@ -757,8 +767,9 @@ typedef struct tcpx_p2p_notif_buf {
  * to this side's config.notif_max_bytes, into nb->buf: *got = 1, nb->conn
  * and nb->len set; *got = 0 when none waits.  Drives the session once
  * first (unless a progress thread does); never blocks.  tcpx_p2p_notif_poll
- * stops before a notification longer than TCPX_P2P_NOTIF_MAX, which waits
- * for this call; the two may be mixed, and take from the same queue.
+ * leaves a notification longer than TCPX_P2P_NOTIF_MAX (and its
+ * connection's later ones) for this call; the two may be mixed, and take
+ * from the same queue.
  * RETURN VALUE: 0; EINVAL (NULL s, nb or got, struct_size too small, NULL
  * buf with cap > 0; or cap smaller than the oldest notification: nb->len
  * is then its length, and nothing was taken). */
@@ -841,6 +852,10 @@ typedef struct tcpx_p2p_stats {
 	 * them (index i: data channel i; a session adds its conns' up). */
 	uint64_t chunks_out_by_channel[TCPX_P2P_MAX_CHANNELS];
 	uint64_t chunks_in_by_channel[TCPX_P2P_MAX_CHANNELS];
+	/* Added in 0.10: the peer's notifications that were never delivered
+	 * here because the connection failed or closed before the transfers
+	 * announced ahead of them landed (docs/api.md, "Notifications"). */
+	uint64_t notifs_dropped;
 } tcpx_p2p_stats;
 
 /* Fill *out (its struct_size bytes at most, set by the caller; struct_size

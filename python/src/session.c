@@ -669,9 +669,10 @@ struct long_note {
 	int got;
 };
 
-/* Up to max short notifications, then, with room left, the next one
- * whatever its length (notif_poll stops before a long one): the queue's
- * order is kept.  Runs without the GIL. */
+/* Up to max short notifications, then, with room left, the oldest one
+ * whatever its length (notif_poll leaves a long one, and its connection's
+ * later ones, for notif_take; > 0 says some wait): each connection's order
+ * is kept.  Runs without the GIL. */
 static int poll_mixed(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n,
 		      struct long_note *ln)
 {
@@ -679,8 +680,10 @@ static int poll_mixed(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n,
 	unsigned char *p;
 	int rc = tp_api.notif_poll(s, out, max, n);
 
-	if (rc || *n == max)
+	if (rc < 0)
 		return rc;
+	if (*n == max)
+		return 0;
 	if (!ln->buf) { /* never NULL: a bytes object, even of length 0 */
 		ln->buf = PyMem_RawMalloc(64 << 10);
 		if (!ln->buf)

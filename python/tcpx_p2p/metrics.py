@@ -17,6 +17,7 @@ _COUNTERS = (
     ("chunks_in", "plugin receive requests (chunks) of those transfers"),
     ("notifs_out", "notifications sent"),
     ("notifs_in", "notifications delivered here"),
+    ("notifs_dropped", "notifications never delivered: their connection ended first"),
     ("failed", "transfers that failed"),
     ("stalls", "transfers found stalled (stall_ms without moving)"),
     ("heartbeats_sent", "heartbeats sent on idle control channels"),

@@ -262,6 +262,8 @@ void tp__conn_peer_gone(struct tcpx_p2p_conn *c)
 {
 	snprintf(c->why, sizeof(c->why), "the peer closed the connection");
 	TP_INFO("conn", "%s closed the connection", c->peer[0] ? c->peer : "the peer");
+	/* What it notified before its CLOSE comes first. */
+	tp__items_close_notes(c);
 	tp__conn_cancel(c, TCPX_P2P_ECLOSED);
 	tp__items_tell_failed(c);
 }

@@ -42,6 +42,9 @@ struct tp_live {
 	uint64_t missed;    /* whole heartbeat intervals of the current silence, counted */
 	int64_t scan_ns;    /* the last look for stalled transfers */
 	int64_t deadline_ns; /* the earliest deadline of a pending transfer (0: none) */
+	/* The peer's control messages that carry no work (live.c, tp__live_idle) */
+	uint32_t idle_tokens;
+	int64_t idle_ns;    /* when idle_tokens was last refilled */
 };
 
 /* What closing a connection keeps (close/). */

@@ -8,6 +8,7 @@
 
 #include "core/conn.h"
 #include "core/ctl.h"
+#include "core/live.h"
 #include "core/mr.h"
 #include "core/pipeline/comm.h"
 #include "core/pipeline/devq.h"
@@ -248,7 +249,10 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 		if (t->peer_closed && n)
 			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent %u bytes after "
 					 "its close", n);
-		rc = tp__ctl_feed(c, f + TP_CTL_FRAME_HDR, n);
+		/* Before its CLOSE an empty frame carries nothing: bounded. */
+		rc = n || t->peer_closed ? 0 : tp__live_idle(c, "empty control frames");
+		if (!rc)
+			rc = tp__ctl_feed(c, f + TP_CTL_FRAME_HDR, n);
 		if (rc)
 			return rc;
 		/* test() reports no size: a short frame from a peer must not

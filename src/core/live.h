@@ -11,9 +11,12 @@ struct tcpx_p2p_conn;
  * when this side has said nothing for heartbeat_ms, and fail (ECLOSED,
  * the silence named) when the peer has said nothing for dead_after_ms of
  * this side's passes; a transfer past its deadline closes the conn.
- * on_heartbeat: the peer's. */
+ * on_heartbeat: the peer's.  idle: one more message of the peer's that
+ * carries no work (a heartbeat, an empty frame; what names them): 0, or
+ * EPROTO past the rate this side takes (a burst of 1024, then one per ms). */
 void tp__live_init(struct tcpx_p2p_conn *c);
 int tp__live_pass(struct tcpx_p2p_conn *c);
 int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len);
+int tp__live_idle(struct tcpx_p2p_conn *c, const char *what);
 
 #endif

@@ -50,6 +50,7 @@ struct tcpx_p2p_session {
 	char *auth_token;             /* cfg.auth_token points here when set */
 	pthread_mutex_t notif_lock;   /* guards the delivered notifications */
 	struct tp_notif_node *notifs, *notifs_tail;
+	uint64_t notif_polls;         /* notif_poll calls so far (notif.c; notif_lock) */
 	struct tp_cq cq;              /* ended transfers and the session fd (cq.c) */
 	uint64_t auth_id;             /* random: tells a connection to oneself */
 	/* Connections the caller destroyed whose close handshake still runs

@@ -45,6 +45,7 @@ struct tp_stats {
 	uint64_t stalls;
 	uint64_t hb_sent, hb_recv, hb_missed;
 	uint64_t windows_full;
+	uint64_t notifs_dropped;
 	uint64_t chunks_on[2][TCPX_P2P_MAX_CHANNELS]; /* chunks[] by channel */
 	struct tp_hist req_lat, xfer_lat;
 };

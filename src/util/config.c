@@ -471,6 +471,10 @@ static int tp_config_upgrade(const tcpx_p2p_config *in, tcpx_p2p_config *out)
 		n = TP_CONFIG_V06_SIZE;
 	memcpy(out, in, n);
 	out->struct_size = sizeof(*out);
+	/* A caller built before 0.7 knows no notif_take: by default its peer
+	 * may send it only notifications that tcpx_p2p_notif fits. */
+	if (n <= offsetof(tcpx_p2p_config, notif_max_bytes) && !getenv("TCPX_P2P_NOTIF_MAX_BYTES"))
+		out->notif_max_bytes = TCPX_P2P_NOTIF_MAX;
 	return 0;
 }
 

@@ -12,7 +12,7 @@
  * figures (open descriptors, resident memory) before, at the highest point
  * and after.  A benchmark, not a test: numbers go to docs/performance.md.
  *
- * Usage: hostile_peer [rounds per kind (default 1000)] [write bytes (1 MiB)]
+ * Usage: hostile_peer [rounds per kind (default 1000)] [write bytes (1 MiB)] [kind (all)]
  * (over the emulator this build made, unless TCPX_P2P_PLUGIN names another) */
 #include <dirent.h>
 #include <pthread.h>
@@ -144,12 +144,25 @@ enum kind {
 	K_ACK,        /* an answer to a transfer that does not exist */
 	K_NOTIF,      /* notifications nobody takes, past peer_max_notifs */
 	K_UNKNOWN,    /* a message of no known type */
+	K_HEARTBEAT,  /* heartbeats, 8,000 to a frame, kept coming while the conn lives */
 	K_COUNT,
 };
 
 static const char *const kind_name[K_COUNT] = {
 	"send", "write_hang", "bad_key", "read_refused", "read_resp", "ack", "notif", "unknown",
+	"heartbeat",
 };
+
+static unsigned long long heartbeats; /* queued by the attacker */
+
+/* Keep two frames of heartbeats waiting in the attacker's stream. */
+static void heartbeat_refill(tcpx_p2p_conn *a)
+{
+	pthread_mutex_lock(&a->lock);
+	while (!a->err && tp__ctl_out_bytes(a) < 2 * TP_CTL_FRAME && tp__ctl_msg(a, TP_CTL_HEARTBEAT, 0))
+		heartbeats++;
+	pthread_mutex_unlock(&a->lock);
+}
 
 static void attack(tcpx_p2p_conn *a, const tcpx_p2p_rdesc *d, enum kind k)
 {
@@ -192,6 +205,8 @@ static void attack(tcpx_p2p_conn *a, const tcpx_p2p_rdesc *d, enum kind k)
 			memset(m + 4, 'n', 512);
 		}
 		break;
+	case K_HEARTBEAT: /* refilled in main's loop */
+		break;
 	default:
 		m = msg(a, (enum tp_ctl_type)77, 8);
 		memset(m, 0, 8);
@@ -203,6 +218,7 @@ int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 1000;
 	size_t len = argc > 2 ? strtoull(argv[2], NULL, 0) : 1u << 20;
+	int only = -1;
 	tcpx_p2p_session *t, *gs, *as;
 	tcpx_p2p_config cfg;
 	tcpx_p2p_conn *gc, *tc;
@@ -215,8 +231,11 @@ int main(int argc, char **argv)
 	long rss0, rss_peak, rss;
 	double base, during, t0;
 
-	if (rounds <= 0 || !len)
-		return fprintf(stderr, "usage: hostile_peer [rounds per kind] [write bytes]\n"), 2;
+	for (int k = 0; argc > 3 && k < K_COUNT; k++)
+		only = strcmp(argv[3], kind_name[k]) ? only : k;
+	if (rounds <= 0 || !len || (argc > 3 && only < 0))
+		return fprintf(stderr, "usage: hostile_peer [rounds per kind] [write bytes] "
+			       "[kind: send, ..., heartbeat]\n"), 2;
 	/* Linked with the library's objects, not next to the .so: name the
 	 * emulator this build made unless the environment names a plugin. */
 	setenv("TCPX_P2P_PLUGIN", TP_EMU_PLUGIN, 0);
@@ -247,7 +266,7 @@ int main(int argc, char **argv)
 
 	t0 = now();
 	for (int r = 0; r < rounds; r++) {
-		for (int k = 0; k < K_COUNT; k++) {
+		for (int k = only < 0 ? 0 : only; k < (only < 0 ? K_COUNT : only + 1); k++) {
 			tcpx_p2p_conn *ac, *atc;
 			tcpx_p2p_rdesc ad;
 			int rc = 0;
@@ -262,6 +281,8 @@ int main(int argc, char **argv)
 			double end = now() + (k == K_WRITE_HANG || k == K_READ_REFUSED ? 0.01 : 2.0);
 
 			while (!rc && now() < end) {
+				if (k == K_HEARTBEAT)
+					heartbeat_refill(ac);
 				tcpx_p2p_progress(ac);
 				pthread_mutex_lock(&atc->lock);
 				rc = atc->err;
@@ -290,11 +311,14 @@ int main(int argc, char **argv)
 	atomic_store(&g.stop, true);
 	pthread_join(th, NULL);
 	printf("# hostile_peer: %d rounds x %d message kinds (%.1f s), good peer writes of %zu B\n",
-	       rounds, K_COUNT, now() - t0, len);
+	       rounds, only < 0 ? K_COUNT : 1, now() - t0, len);
 	printf("# target's connection to the attacker failed, per kind:");
 	for (int k = 0; k < K_COUNT; k++)
 		printf(" %s %d/%d", kind_name[k], failed[k], rounds);
 	printf("\n");
+	if (only < 0 || only == K_HEARTBEAT)
+		printf("heartbeats queued by the attacker: %llu (%.2f M/s)\n", heartbeats,
+		       (double)heartbeats / (now() - t0) / 1e6);
 	printf("good peer GB/s: before %.3f, during %.3f (%.2f)%s\n", base, during,
 	       base > 0 ? during / base : 0.0, g.err ? " (its write failed)" : "");
 	printf("open fds: before %d, peak %d, after %d\n", fd0, fd_peak, open_fds());

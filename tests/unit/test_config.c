@@ -375,7 +375,13 @@ static void test_resolve_old_struct(void **state)
 	assert_int_equal(out.close_timeout_ms, 10000);
 	assert_int_equal(out.heartbeat_ms, 1000);
 	assert_int_equal(out.dead_after_ms, 10000);
+	/* It cannot know notif_take: notifications tcpx_p2p_notif holds,
+	 * unless the environment says otherwise. */
+	assert_int_equal(out.notif_max_bytes, TCPX_P2P_NOTIF_MAX);
+	setenv("TCPX_P2P_NOTIF_MAX_BYTES", "65536", 1);
+	assert_int_equal(tp__config_resolve(&in, &out), 0);
 	assert_int_equal(out.notif_max_bytes, 65536);
+	unsetenv("TCPX_P2P_NOTIF_MAX_BYTES");
 	assert_int_equal(out.stall_ms, 2000);
 	assert_int_equal(out.chunks_per_channel, 1);
 

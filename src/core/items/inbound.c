@@ -54,15 +54,51 @@ void tp__items_fail(struct tcpx_p2p_conn *c)
 		return;
 	while ((in = r->inq)) {
 		r->inq = in->next;
+		c->stats.notifs_dropped += in->notif_len != 0;
 		tp__items_in_free(c, in);
 		c->inbound--;
 	}
 	r->inq_tail = NULL;
 	while ((n = r->notes)) {
 		r->notes = n->next;
+		c->stats.notifs_dropped++;
 		free(n);
 	}
 	r->notes_tail = NULL;
+}
+
+/* The peer closed (its CLOSE read, nothing failed yet): what it sent
+ * before is delivered where it can be, before the failure notification.
+ * A notification is deliverable when every receive item announced before
+ * it has landed: those still in flight, and the announcements not yet
+ * worked through, fail with the close, and a notification behind one of
+ * them is dropped (tp__items_fail counts it).  A READ_REQ is no item of
+ * the peer's stream: a notification behind it is still deliverable. */
+void tp__items_close_notes(struct tcpx_p2p_conn *c)
+{
+	struct tp_items *r = c->items;
+	struct tp_in *in, **pp;
+
+	/* Announcements not worked through come after every waiting note. */
+	if (!tp__items_notes_close(c))
+		return;
+	for (pp = &r->inq; (in = *pp);) {
+		if (in->type == TP_CTL_SEND || in->type == TP_CTL_WRITE ||
+		    in->type == TP_CTL_READ_RESP)
+			break;
+		if (in->type != TP_CTL_NOTIF) {
+			pp = &in->next;
+			continue;
+		}
+		if (tp__items_deliver(c, in->notif, in->notif_len))
+			break;
+		*pp = in->next;
+		tp__items_in_free(c, in);
+		c->inbound--;
+	}
+	r->inq_tail = NULL;
+	for (in = r->inq; in; in = in->next)
+		r->inq_tail = in;
 }
 
 void tp__items_destroy(struct tcpx_p2p_conn *c)

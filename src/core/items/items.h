@@ -50,7 +50,11 @@ int tp__items_send_cancel(struct tcpx_p2p_conn *c, uint64_t id);
 void tp__items_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes);
 /* Drop the session's delivered notifications that came on c. */
 void tp__items_drop_notifs(struct tcpx_p2p_conn *c);
-/* The conn failed: drop what waits inbound. */
+/* The peer's CLOSE arrived: deliver the notifications it sent that can
+ * still be (every receive item announced before them landed). */
+void tp__items_close_notes(struct tcpx_p2p_conn *c);
+/* The conn failed: drop what waits inbound (the notifications counted in
+ * the stats' notifs_dropped). */
 void tp__items_fail(struct tcpx_p2p_conn *c);
 /* ... and queue the notification (len 0) that tells notif_poll of it. */
 void tp__items_tell_failed(struct tcpx_p2p_conn *c);
@@ -150,6 +154,10 @@ struct tp_items {
 	uint32_t bad_keys;
 	uint64_t stamp;   /* resolve() calls so far */
 	bool failed_told; /* the conn's failure is in the session's notification queue */
+	/* notif_poll found this conn's oldest delivered notification too long
+	 * for it in its poll number poll_skip (notif.c; the session's
+	 * notif_lock) */
+	uint64_t poll_skip;
 };
 
 struct tcpx_p2p_rmr {
@@ -203,7 +211,17 @@ int tp__items_credit_out(struct tcpx_p2p_conn *c);
 int tp__items_add_note(struct tcpx_p2p_conn *c, uint64_t mark, bool of_write,
 		       const unsigned char *msg, size_t len);
 void tp__items_drop_note(struct tcpx_p2p_conn *c, uint64_t mark);
+/* The peer closed: deliver the waiting notes whose items landed (the
+ * answers owed no longer matter); true when none is left and no receive
+ * item is in flight. */
+bool tp__items_notes_close(struct tcpx_p2p_conn *c);
+/* Append one to the session's queue now (counted in notifs_in). */
+int tp__items_deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len);
 /* Deliver the notifications whose data has landed. */
 int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved);
+/* tcpx_p2p_notif_poll, one per version (the public name is versioned by
+ * what its return value says). */
+int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
+int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 
 #endif

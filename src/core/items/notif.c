@@ -194,6 +194,15 @@ static int deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len
 	return 0;
 }
 
+int tp__items_deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len)
+{
+	int rc = deliver(c, msg, len);
+
+	if (!rc)
+		c->stats.notifs_in++;
+	return rc;
+}
+
 void tp__items_tell_failed(struct tcpx_p2p_conn *c)
 {
 	if (!c->items || c->items->failed_told)
@@ -226,6 +235,23 @@ int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved)
 		*moved = true;
 	}
 	return 0;
+}
+
+bool tp__items_notes_close(struct tcpx_p2p_conn *c)
+{
+	struct tp_items *r = c->items;
+	struct tcpx_p2p_xfer *h = c->dir[TP_RECV].head;
+	struct tp_note *n;
+
+	while ((n = r->notes) && (!h || h->first_seq >= n->mark)) {
+		if (tp__items_deliver(c, n->msg, n->len))
+			return false; /* out of memory: the rest are dropped */
+		r->notes = n->next;
+		if (!r->notes)
+			r->notes_tail = NULL;
+		free(n);
+	}
+	return !r->notes && !h;
 }
 
 int tp__items_notif_room(struct tcpx_p2p_conn *c, const char *what, size_t len)
@@ -319,30 +345,77 @@ int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
 	return rc;
 }
 
-int tcpx_p2p_notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+/* Up to max delivered notifications into out, oldest first per
+ * connection.  One longer than the struct holds waits for notif_take, and
+ * everything of its connection behind it (their order is the peer's);
+ * the other connections' go on past it.  *n: how many were taken; returns
+ * how many connections wait so, among those looked at. */
+static int poll_queue(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
 {
-	struct tp_notif_node *d;
+	struct tp_notif_node **pp, *d, *prev = NULL;
+	uint64_t stamp;
+	int k = 0, waiting = 0;
+
+	pthread_mutex_lock(&s->notif_lock);
+	stamp = ++s->notif_polls;
+	for (pp = &s->notifs; k < max && (d = *pp);) {
+		struct tp_items *r = d->c->items;
+
+		if (r->poll_skip == stamp || d->len > TCPX_P2P_NOTIF_MAX) {
+			waiting += r->poll_skip != stamp;
+			r->poll_skip = stamp;
+			prev = d;
+			pp = &d->next;
+			continue;
+		}
+		out[k].conn = d->c;
+		out[k].len = d->len;
+		memcpy(out[k].msg, d->msg, d->len);
+		k++;
+		*pp = d->next;
+		if (s->notifs_tail == d)
+			s->notifs_tail = prev;
+		if (d->len)
+			gone_locked(r, d->len);
+		free(d);
+	}
+	pthread_mutex_unlock(&s->notif_lock);
+	*n = k;
+	return waiting;
+}
+
+static int notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+{
 	struct tp_progress st;
-	int k = 0;
+	int waiting;
 
 	if (!s || !n || max < 0 || (max && !out))
 		return tp__error(TCPX_P2P_EINVAL, "notif_poll: NULL argument or max %d", max);
 	if (!tp__engine_threaded(s))
 		tp__engine_pass(s, NULL, &st);
-	pthread_mutex_lock(&s->notif_lock);
-	/* One longer than the struct holds waits for tcpx_p2p_notif_take. */
-	while (k < max && (d = s->notifs) && d->len <= TCPX_P2P_NOTIF_MAX) {
-		out[k].conn = d->c;
-		out[k].len = d->len;
-		memcpy(out[k].msg, d->msg, d->len);
-		take_locked(s, d);
-		k++;
-	}
-	pthread_mutex_unlock(&s->notif_lock);
+	waiting = poll_queue(s, out, max, n);
 	/* The freed slots go back in the next pass: a progress thread that
 	 * sleeps for want of transfers has credits to send. */
-	if (k)
+	if (*n)
 		tp__engine_kick(s);
-	*n = k;
-	return 0;
+	return waiting;
+}
+
+/* notif_poll has one version per meaning of its return value: from 0.10
+ * it says how many connections have a notification waiting for
+ * notif_take; a binary built against 0.3 to 0.8 tests it for 0 and gets 0
+ * (a caller that cannot know notif_take gets no long notification by
+ * default: config.c). */
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_notif_poll@@TCPX_P2P_0.10")))
+int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+{
+	return notif_poll(s, out, max, n);
+}
+
+TCPX_P2P_API __attribute__((symver("tcpx_p2p_notif_poll@TCPX_P2P_0.3")))
+int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+{
+	int rc = notif_poll(s, out, max, n);
+
+	return rc < 0 ? rc : 0;
 }
