@@ -70,6 +70,10 @@ struct tcpx_p2p_conn {
 	 * learns without taking this conn's lock again. */
 	TP_LINK(struct tcpx_p2p_conn) elink;
 	uint64_t completed; /* xfers completed or failed; guarded by lock */
+	/* The pass running is a post's own (tp__post_pass_unlock): it leaves
+	 * host gathers to the passes that follow (stream.c, prepare), so that
+	 * posting costs the caller its descriptors, not a copy of its bytes. */
+	bool posting;
 	/* The control channel (announcements, acks, notifications) and what
 	 * waits on it: receives not yet matched to the peer's announcement,
 	 * and sends, writes and reads waiting for the peer's answer. */
