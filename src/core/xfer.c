@@ -132,7 +132,7 @@ static const char *op_name(enum tp_op op)
 }
 
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
+		  size_t notif_len, const unsigned char *rwire, size_t nrseg,
 		  tcpx_p2p_xfer **out)
 {
 	int rc;
@@ -146,7 +146,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xfer_free(x);
 		return rc;
 	}
-	rc = tp__items_announce(c, x, notif, notif_len, rseg, nrseg);
+	rc = tp__items_announce(c, x, notif, notif_len, rwire, nrseg);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);
 		tp__xfer_free(x);

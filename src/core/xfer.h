@@ -12,7 +12,6 @@
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_mr;
-struct tp_wseg;
 
 
 /* What an xfer is.  The first four are the caller's; the others are the
@@ -146,10 +145,11 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c);
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 /* Check params (NULL allowed) for a call that may or may not carry a notification. */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what);
-/* Post x on c: take its regions, queue it (and its announcement) and make a
- * first pass.  On failure x is freed. */
+/* Post x on c: take its regions, queue it (and its announcement: a write's
+ * or read's nrseg remote segments encoded at rwire) and make a first pass.
+ * On failure x is freed. */
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg,
+		  size_t notif_len, const unsigned char *rwire, size_t nrseg,
 		  tcpx_p2p_xfer **out);
 void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
 void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x);

@@ -29,9 +29,11 @@ bool tp__items_busy(const struct tcpx_p2p_conn *c);
 /* An in-write landed: answer the initiator (non-zero: the answer could
  * not be queued, which fails the conn). */
 int tp__items_in_write_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-/* Queue the control message that announces x (nothing for a receive). */
+/* Queue the control message that announces x (nothing for a receive);
+ * a write's or read's nrseg remote segments come encoded (rwire,
+ * TP_WSEG_BYTES each: tp__rsegs_encode). */
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg);
+		       size_t notif_len, const unsigned char *rwire, size_t nrseg);
 /* The notifications the peer holds for c and the longest it takes (its
  * blob's max_notifs, max_notif_bytes). */
 void tp__items_set_credits(struct tcpx_p2p_conn *c, uint32_t n, uint32_t max_bytes);
@@ -161,6 +163,15 @@ int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status 
  * exports: 0 and x's segments, each region held, or a refusal reason. */
 uint64_t tp__items_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
 			   struct tcpx_p2p_xfer *x, bool *bad_key);
+
+/* onesided.c: n remote segments of a transfer that needs `need` access
+ * (TCPX_P2P_ACCESS_*), checked against their imports (and, one_type, all
+ * of one memory type) and encoded as a WRITE or READ_REQ carries them:
+ * *wire (malloc'd, n * TP_WSEG_BYTES; NULL when n is 0) and their *total
+ * bytes; the detail names `what`. */
+int tp__rsegs_encode(struct tcpx_p2p_conn *c, unsigned need, const tcpx_p2p_rseg *remote,
+		     size_t n, bool one_type, const char *what, unsigned char **wire,
+		     size_t *total);
 
 /* notif.c */
 /* What a notification of len bytes counts against peer_max_notifs and the

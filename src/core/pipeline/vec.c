@@ -64,6 +64,28 @@ int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_
 	return hold_runs(x, what);
 }
 
+int tp__segs_copy(struct tcpx_p2p_xfer *x, const struct tcpx_p2p_xfer *from)
+{
+	size_t n = from->nseg;
+
+	x->seg = n == 1 ? &x->seg1 : n ? malloc(n * sizeof(*x->seg)) : NULL;
+	if (n > 1 && !x->seg)
+		return TCPX_P2P_ENOMEM;
+	if (n)
+		memcpy(x->seg, from->seg, n * sizeof(*x->seg));
+	x->nseg = n;
+	if (tp__held_alloc(x, from->nheld)) {
+		tp__segs_free(x);
+		return TCPX_P2P_ENOMEM;
+	}
+	memcpy(x->held, from->held, from->nheld * sizeof(*x->held));
+	x->nheld = from->nheld;
+	x->mtype = from->mtype;
+	x->mapped = from->mapped;
+	x->len = from->len;
+	return 0;
+}
+
 int tp__held_alloc(struct tcpx_p2p_xfer *x, size_t n)
 {
 	x->held = n <= 1 ? &x->held1 : malloc(n * sizeof(*x->held));
