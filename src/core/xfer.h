@@ -12,6 +12,7 @@
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_mr;
+struct tp_segs_shared;
 
 
 /* What an xfer is.  The first four are the caller's; the others are the
@@ -83,6 +84,7 @@ struct tcpx_p2p_xfer {
 	struct tp_vseg *seg; /* nseg segments (seg1 when there is one) */
 	size_t nseg;
 	struct tp_vseg seg1;
+	struct tp_segs_shared *shared; /* seg's owner when a prepared list's: vec.c */
 	/* The regions it holds (their inflight counts) while it may touch
 	 * them: one entry per run of segments in one region, or per export a
 	 * peer's transfer names (held1 when there is one). */

@@ -1,7 +1,8 @@
 /* Prepared transfer lists: a WRITE or READ whose segment lists are checked
- * and encoded once (prepare), then posted many times.  A post copies the
- * checked local list into its xfer and the encoded remote list into its
- * announcement: no segment is looked at again on this side.  The target
+ * and encoded once (prepare), then posted many times.  A post shares the
+ * checked local list with its xfer (vec.c: refcounted, so the list may be
+ * released while posts are in flight) and copies the encoded remote list
+ * into its announcement: no segment is looked at again on this side.  The target
  * checks every post as it checks any write or read (export.c), so what the
  * peer withdrew after prepare is still refused there. */
 #include <stdint.h>
@@ -74,6 +75,8 @@ static int prepare(tcpx_p2p_conn *c, int op, const tcpx_p2p_seg *local, size_t n
 		goto free_wire;
 	}
 	rc = tp__segs_build(c, l->tpl, local, nlocal, what);
+	if (!rc && tp__segs_share(l->tpl))
+		rc = tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
 	if (!rc && rtotal != l->tpl->len)
 		rc = tp__error(TCPX_P2P_EINVAL, "%s: local segments hold %zu bytes, remote %zu",
 			       what, l->tpl->len, rtotal);
