@@ -172,6 +172,13 @@ uint64_t tp__items_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsi
 int tp__rsegs_encode(struct tcpx_p2p_conn *c, unsigned need, const tcpx_p2p_rseg *remote,
 		     size_t n, bool one_type, const char *what, unsigned char **wire,
 		     size_t *total);
+/* Post x, a write or read whose local segments are built, with the caller's
+ * params (checked: tp__params_check) and its nrseg encoded remote segments:
+ * the one path of tcpx_p2p_write, tcpx_p2p_read and a prepared list's
+ * post.  On failure x is freed. */
+int tp__one_sided_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x,
+		       const tcpx_p2p_xfer_params *params, const unsigned char *wire, size_t nrseg,
+		       tcpx_p2p_xfer **out);
 
 /* notif.c */
 /* What a notification of len bytes counts against peer_max_notifs and the

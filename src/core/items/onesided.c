@@ -55,6 +55,14 @@ int tp__rsegs_encode(tcpx_p2p_conn *c, unsigned need, const tcpx_p2p_rseg *remot
 	return 0;
 }
 
+int tp__one_sided_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x,
+		       const tcpx_p2p_xfer_params *params, const unsigned char *wire, size_t nrseg,
+		       tcpx_p2p_xfer **out)
+{
+	return tp__xfer_post(c, x, params ? params->notif : NULL, params ? params->notif_len : 0,
+			     wire, nrseg, out);
+}
+
 /* Local and remote segments of a write or read, checked on this side. */
 static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local, size_t nlocal,
 		     const tcpx_p2p_rseg *remote, size_t nremote,
@@ -90,8 +98,7 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 		tp__xfer_free(x);
 		return rc;
 	}
-	rc = tp__xfer_post(c, x, params ? params->notif : NULL, params ? params->notif_len : 0, w,
-			   nremote, out);
+	rc = tp__one_sided_post(c, x, params, w, nremote, out);
 	free(w);
 	return rc;
 }

@@ -198,8 +198,7 @@ int tcpx_p2p_xlist_post(tcpx_p2p_xlist *l, const tcpx_p2p_xfer_params *params,
 			tp__xfer_free(x);
 		return tp__error(TCPX_P2P_ENOMEM, "%s: out of memory", what);
 	}
-	return tp__xfer_post(l->c, x, params ? params->notif : NULL,
-			     params ? params->notif_len : 0, l->wire, l->nrseg, out);
+	return tp__one_sided_post(l->c, x, params, l->wire, l->nrseg, out);
 }
 
 int tcpx_p2p_xlist_release(tcpx_p2p_xlist *l)
