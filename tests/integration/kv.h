@@ -136,5 +136,6 @@ void test_first_chunks_unattended(void **state);
 void test_prep_lists(void **state);
 void test_prep_strided(void **state);
 void test_prep_refusals(void **state);
+void test_prep_threads(void **state);
 
 #endif

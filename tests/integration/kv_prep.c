@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,4 +403,67 @@ void test_prep_refusals(void **state)
 	free(dst);
 	free(src);
 	free(nt);
+}
+
+/* ---- one list posted from several threads ----------------------------------- */
+
+struct poster {
+	tcpx_p2p_xlist *l;
+	int rc;
+	char why[320];
+};
+
+/* 20 posts of the list, each waited for (the sessions' progress threads
+ * drive both sides). */
+static void *poster_main(void *arg)
+{
+	struct poster *p = arg;
+	tcpx_p2p_xfer *x;
+
+	for (int i = 0; i < 20 && !p->rc; i++) {
+		p->rc = tcpx_p2p_xlist_post(p->l, NULL, &x);
+		if (!p->rc) {
+			p->rc = tcpx_p2p_wait(x, (int)(DEADLINE_S * 1000));
+			if (p->rc != TCPX_P2P_ETIMEDOUT)
+				tcpx_p2p_xfer_release(x);
+		}
+		if (p->rc)
+			snprintf(p->why, sizeof(p->why), "post %d: %s", i, tcpx_p2p_last_error());
+	}
+	return NULL;
+}
+
+void test_prep_threads(void **state)
+{
+	struct fx *f = *state;
+	enum { NB = 64, NL = 16, T = 3 };
+	tcpx_p2p_strided lw = { 0, BLK, NL, BLK }, rw = { 3, 2 * (size_t)BLK, NL, BLK };
+	struct side *dst = calloc(1, sizeof(*dst)), *src = calloc(1, sizeof(*src));
+	struct poster p[T];
+	pthread_t th[T];
+	tcpx_p2p_xlist *w;
+	struct kv k;
+	int i;
+
+	assert_true(dst && src);
+	kv_open(f, &k, NB, NL, BLK, TCPX_P2P_ACCESS_WRITE, 305);
+	side_strided(src, k.loc, 0, &lw);
+	side_strided(dst, k.pool, k.eo, &rw);
+	assert_int_equal(tcpx_p2p_xlist_prepare_strided(f->p.c[0], TCPX_P2P_XLIST_WRITE, k.loc->mr,
+							&lw, k.rm, &rw, 0, &w), 0);
+	expect_packed(dst, src); /* every post writes the same bytes */
+	for (i = 0; i < T; i++) {
+		p[i] = (struct poster){ .l = w };
+		assert_int_equal(pthread_create(&th[i], NULL, poster_main, &p[i]), 0);
+	}
+	for (i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		if (p[i].rc)
+			fail_msg("thread %d: %s: %s", i, tcpx_p2p_strerror(p[i].rc), p[i].why);
+	}
+	assert_int_equal(tcpx_p2p_xlist_release(w), 0);
+	verify(k.pool, "pool after posts from several threads");
+	kv_close(&k);
+	free(dst);
+	free(src);
 }

@@ -66,6 +66,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_prep_lists, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prep_strided, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_prep_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prep_threads, setup_threaded, teardown),
 	};
 	const char *mode = argc > 1 ? argv[1] : "host";
 	const char *seed = getenv("TP_KV_SEED");
