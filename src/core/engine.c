@@ -97,6 +97,7 @@ void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
 	 * gathers wait for the next pass: the progress thread's (kicked
 	 * below), or the caller's wait. */
 	c->posting = true;
+	c->post_gather = TP_POST_GATHER_BYTES;
 	tp__progress(c, &st);
 	c->posting = false;
 	before = c->completed - before;
