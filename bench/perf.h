@@ -30,6 +30,7 @@ struct perf_kv_opts {
 	int blocks;                          /* --blocks: per batch */
 	int pool_blocks;                     /* --pool-blocks (0: 4 x blocks) */
 	int read;                            /* --op read */
+	int prep;                            /* --prep: post, prepared and strided forms */
 	uint64_t seed;                       /* --seed */
 };
 

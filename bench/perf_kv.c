@@ -15,7 +15,15 @@
  *
  * Batches are paced by 8-byte two-sided tokens outside the timed region:
  * the target sends "go" when it is ready, the initiator answers "done"
- * after the batch completed.  --verify fills the blocks a batch moves
+ * after the batch completed.
+ *
+ * --prep measures what a post costs the caller: one batch of fixed block
+ * ids per block size, moved iteration after iteration in three forms:
+ * the lists posted with tcpx_p2p_write/read each time ("lists"), prepared
+ * once with tcpx_p2p_xlist_prepare and posted ("prepared"), and blocks
+ * every (pool-blocks / blocks)-th of the pool described by one strided
+ * run a side (tcpx_p2p_xlist_prepare_strided, "strided"), timing the
+ * post call itself beside the batch.  --verify fills the blocks a batch moves
  * with a pattern of (seed, batch) and the blocks it lands in with a
  * sentinel first, then checks them where and when they are promised: a
  * WRITE on the target as soon as its notification is taken (before the
@@ -43,10 +51,14 @@
  * both peers, and (from the target) its pool's export. */
 struct kv_setup {
 	uint64_t magic, layers, blocks, pool_blocks, nblock, block[PERF_KV_MAX_SIZES];
-	uint64_t iters, warmup, seed, read, verify, chunk;
+	uint64_t iters, warmup, seed, read, verify, chunk, prep;
 	unsigned char desc[TCPX_P2P_RDESC_SIZE];
 };
 _Static_assert(sizeof(struct kv_setup) <= KV_CTRL_HALF, "kv_setup outgrew the control region");
+
+/* How a batch's segments are given (--prep measures the last three). */
+enum kv_form { KV_RANDOM, KV_LISTS, KV_PREPARED, KV_STRIDED };
+static const char *const form_name[] = { "random", "lists", "prepared", "strided" };
 
 /* xfer slots: at most one of each kind is pending at a time. */
 enum { X_GO, X_DONE, X_OP, X_ACK, KV_NX };
@@ -67,6 +79,9 @@ struct kv_peer {
 	tcpx_p2p_seg *local;
 	tcpx_p2p_rseg *remote;
 	double *us, *cus;        /* per timed iteration: batch, contiguous */
+	double *post_us;         /* per timed iteration: the caller's time in the post */
+	enum kv_form form;
+	tcpx_p2p_xlist *xl;      /* initiator, prepared and strided forms */
 	double setup_ms;
 	int numa_node;
 	const char *numa_why;
@@ -282,7 +297,8 @@ static int target_batch(struct kv_peer *p, size_t bs, uint64_t key, int it)
 {
 	const struct perf_opts *o = p->o;
 
-	build_batch(p, key, bs);
+	if (p->form == KV_RANDOM)
+		build_batch(p, key, bs);
 	if (token_recv(p, X_DONE))
 		return -1;
 	if (o->verify && batch_blocks(p, key, bs, it, o->kv.read ? BLOCKS_FILL : BLOCKS_POISON))
@@ -299,16 +315,28 @@ static int target_batch(struct kv_peer *p, size_t bs, uint64_t key, int it)
 	return 0;
 }
 
-static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, double *us)
+static int post_batch(struct kv_peer *p, const tcpx_p2p_xfer_params *prm)
+{
+	size_t nseg = (size_t)p->o->kv.blocks;
+
+	if (p->form == KV_PREPARED || p->form == KV_STRIDED)
+		return tcpx_p2p_xlist_post(p->xl, p->o->kv.read ? NULL : prm, &p->x[X_OP]);
+	if (p->o->kv.read)
+		return tcpx_p2p_read(p->c, p->local, nseg, p->remote, nseg, NULL, &p->x[X_OP]);
+	return tcpx_p2p_write(p->c, p->local, nseg, p->remote, nseg, prm, &p->x[X_OP]);
+}
+
+static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, double *us,
+			   double *post_us)
 {
 	const struct perf_opts *o = p->o;
 	tcpx_p2p_xfer_params prm = { .struct_size = sizeof(prm) };
-	size_t nseg = (size_t)o->kv.blocks;
 	char msg[40];
-	double t0;
+	double t0, t1;
 	int rc;
 
-	build_batch(p, key, bs);
+	if (p->form == KV_RANDOM)
+		build_batch(p, key, bs);
 	snprintf(msg, sizeof(msg), "kv %016llx", (unsigned long long)key);
 	prm.notif = msg;
 	prm.notif_len = strlen(msg) + 1;
@@ -319,10 +347,9 @@ static int initiator_batch(struct kv_peer *p, size_t bs, uint64_t key, int it, d
 	if (finish(p, X_GO, "go token", 1, key))
 		return -1;
 	t0 = bench_now_s();
-	if (o->kv.read)
-		rc = tcpx_p2p_read(p->c, p->local, nseg, p->remote, nseg, NULL, &p->x[X_OP]);
-	else
-		rc = tcpx_p2p_write(p->c, p->local, nseg, p->remote, nseg, &prm, &p->x[X_OP]);
+	rc = post_batch(p, &prm);
+	t1 = bench_now_s();
+	*post_us = (t1 - t0) * 1e6;
 	if (rc)
 		return fail(o->kv.read ? "read" : "write", rc);
 	if (finish(p, X_OP, o->kv.read ? "read" : "write", 0, 0))
@@ -458,6 +485,18 @@ static void print_header(const struct kv_peer *p)
 		fflush(out);
 		return;
 	}
+	if (kv->prep) {
+		fprintf(out, "# --prep: one batch of fixed block ids per row, posted as lists "
+			"(tcpx_p2p_%s each time), as a prepared list and as a strided one "
+			"(tcpx_p2p_xlist_post); post = the caller's time in that call; "
+			"segs/s = blocks / post; time = post to completion; GB/s = 10^9 bytes/s\n",
+			kv->read ? "read" : "write");
+		fprintf(out, "# %9s %7s %-9s %6s %10s %10s %10s %12s %10s %9s\n", "block(B)",
+			"blocks", "form", "iters", "post(us)", "p50(us)", "p99(us)", "segs/s",
+			"time(us)", "GB/s");
+		fflush(out);
+		return;
+	}
 	fprintf(out, "# time = per batch, initiator's post to completion; GB/s = 10^9 bytes/s; "
 		"requests/batch (chunks) = ceil(batch bytes / chunk); contig = the same bytes as one "
 		"tcpx_p2p_send/recv, until the initiator knows they landed; kv/contig = GB/s ratio\n");
@@ -497,6 +536,107 @@ static void json_record(FILE *f, const struct kv_peer *p, const struct bench_row
 
 /* ---- a row: one block size ----------------------------------------------------- */
 
+/* --prep: the fixed batch of a form (both peers), and the initiator's
+ * prepared list.  Strided: segment k = a x ids + j is block b0 + k x step
+ * of the pool on each side (step = pool-blocks / blocks), which is block
+ * b0 + j x step of array a, as batch_blocks finds it. */
+static int form_begin(struct kv_peer *p, size_t bs, uint64_t key)
+{
+	const struct perf_opts *o = p->o;
+	int op = o->kv.read ? TCPX_P2P_XLIST_READ : TCPX_P2P_XLIST_WRITE;
+	uint32_t step = (uint32_t)(p->nblk / p->ids), b0s, b0d;
+	uint64_t rng = key;
+	int rc = 0, j;
+
+	if (p->form != KV_STRIDED) {
+		build_batch(p, key, bs);
+		if (p->role && p->form == KV_PREPARED)
+			rc = tcpx_p2p_xlist_prepare(p->c, op, p->local, (size_t)o->kv.blocks,
+						    p->remote, (size_t)o->kv.blocks, 0, &p->xl);
+		return rc ? fail("xlist_prepare", rc) : 0;
+	}
+	b0s = (uint32_t)(splitmix(&rng) % step);
+	b0d = (uint32_t)(splitmix(&rng) % step);
+	for (j = 0; j < p->ids; j++) {
+		p->src[j] = b0s + (uint32_t)j * step;
+		p->dst[j] = b0d + (uint32_t)j * step;
+	}
+	if (!p->role)
+		return 0;
+	rc = tcpx_p2p_xlist_prepare_strided(
+		p->c, op, p->pool_mr,
+		&(tcpx_p2p_strided){ b0s * bs, step * bs, (size_t)o->kv.blocks, bs }, p->rmr,
+		&(tcpx_p2p_strided){ b0d * bs, step * bs, (size_t)o->kv.blocks, bs }, 0, &p->xl);
+	return rc ? fail("xlist_prepare_strided", rc) : 0;
+}
+
+static void form_end(struct kv_peer *p)
+{
+	if (p->xl)
+		tcpx_p2p_xlist_release(p->xl);
+	p->xl = NULL;
+}
+
+static void json_prep(FILE *f, const struct kv_peer *p, const struct bench_row *post,
+		      const struct bench_row *r, size_t bs, int first)
+{
+	const struct perf_opts *o = p->o;
+
+	if (!f)
+		return;
+	fprintf(f, "%s  {\"bench\": \"kv_prep\", \"op\": \"%s\", \"form\": \"%s\", "
+		"\"block_size\": %zu, \"blocks\": %d, \"size\": %zu, \"iters\": %d, "
+		"\"post_us\": %.3f, \"post_p50_us\": %.3f, \"post_p99_us\": %.3f, "
+		"\"segments_per_s\": %.1f, \"time_us\": %.3f, \"gbps\": %.4f, "
+		"\"config\": {\"mem\": \"%s\", \"layers\": %d, \"pool_blocks\": %d, "
+		"\"channels\": %d, \"chunk_bytes\": %zu, \"plugin\": \"%s\", "
+		"\"version\": \"%s\"}}", first ? "" : ",\n", o->kv.read ? "read" : "write",
+		form_name[p->form], bs, o->kv.blocks, r->size, r->iters, post->avg_us,
+		post->p50_us, post->p99_us, post->avg_us > 0 ? o->kv.blocks / (post->avg_us * 1e-6) : 0,
+		r->avg_us, r->gbps, perf_mem_name(o), o->kv.layers, o->kv.pool_blocks,
+		o->cfg.num_channels, o->cfg.chunk_bytes, p->info.plugin_name, tcpx_p2p_version());
+	fflush(f);
+}
+
+/* --prep: the three forms of one block size, a table row each. */
+static int run_row_prep(struct kv_peer *p, int row, int report, FILE *json)
+{
+	const struct perf_opts *o = p->o;
+	size_t bs = o->kv.block[row], len = (size_t)o->kv.blocks * bs;
+	struct bench_row r = { .size = len, .iters = o->sweep.iters }, post;
+	FILE *out = table_out(o);
+	double t;
+	int it, rc = 0;
+
+	for (p->form = KV_LISTS; p->form <= KV_STRIDED && !rc; p->form++) {
+		rc = form_begin(p, bs, batch_key(p, row, -o->sweep.warmup - 1));
+		for (it = -o->sweep.warmup; it < o->sweep.iters && !rc; it++)
+			rc = p->role ? initiator_batch(p, bs, batch_key(p, row, it), it,
+						       it >= 0 ? &p->us[it] : &t,
+						       it >= 0 ? &p->post_us[it] : &t) :
+				       target_batch(p, bs, batch_key(p, row, it), it);
+		form_end(p);
+		if (rc || !report || !p->role)
+			continue;
+		post = r;
+		bench_stats(&r, p->us, len);
+		bench_stats(&post, p->post_us, len);
+		fprintf(out, "  %9zu %7d %-9s %6d %10.1f %10.1f %10.1f %12.0f %10.1f %9.3f\n", bs,
+			o->kv.blocks, form_name[p->form], r.iters, post.avg_us, post.p50_us,
+			post.p99_us, post.avg_us > 0 ? o->kv.blocks / (post.avg_us * 1e-6) : 0,
+			r.avg_us, r.gbps);
+		fflush(out);
+		json_prep(json, p, &post, &r, bs, row == 0 && p->form == KV_LISTS);
+	}
+	p->form = KV_RANDOM;
+	if (!rc && report && !p->role) {
+		fprintf(out, "# block %zu: %d batches of %d blocks in each of 3 forms%s\n", bs,
+			o->sweep.warmup + o->sweep.iters, o->kv.blocks, o->verify ? ", verified" : "");
+		fflush(out);
+	}
+	return rc;
+}
+
 static int run_row(struct kv_peer *p, int row, int report, FILE *json)
 {
 	const struct perf_opts *o = p->o;
@@ -512,7 +652,8 @@ static int run_row(struct kv_peer *p, int row, int report, FILE *json)
 		return -1;
 	for (it = -o->sweep.warmup; it < o->sweep.iters; it++)
 		if (p->role ? initiator_batch(p, bs, batch_key(p, row, it), it,
-					      it >= 0 ? &p->us[it] : &t) :
+					      it >= 0 ? &p->us[it] : &t,
+					      it >= 0 ? &p->post_us[it] : &t) :
 			      target_batch(p, bs, batch_key(p, row, it), it))
 			return -1;
 	for (it = -o->sweep.warmup; it < o->sweep.iters; it++)
@@ -562,6 +703,7 @@ static void fill_setup(const struct kv_peer *p, struct kv_setup *m)
 	m->read = (uint64_t)o->kv.read;
 	m->verify = (uint64_t)o->verify;
 	m->chunk = o->cfg.chunk_bytes;
+	m->prep = (uint64_t)o->kv.prep;
 }
 
 /* Both peers send their kv_setup and compare the peer's (everything but
@@ -598,7 +740,7 @@ static int exchange_setup(struct kv_peer *p)
 	if (memcmp(&mine, &peer, sizeof(mine))) {
 		perf_error("tcpx_perf: kv: the peer runs another shape: give both the same "
 			"--layers, --block-size, --blocks, --pool-blocks, -n, -w, --seed, --op, "
-			"--verify and --chunk\n");
+			"--prep, --verify and --chunk\n");
 		return -1;
 	}
 	if (p->role == 0)
@@ -663,7 +805,8 @@ static int alloc_arrays(struct kv_peer *p)
 	p->remote = calloc(n, sizeof(*p->remote));
 	p->us = calloc(it, sizeof(*p->us));
 	p->cus = calloc(it, sizeof(*p->cus));
-	if (p->perm && p->src && p->dst && p->local && p->remote && p->us && p->cus)
+	p->post_us = calloc(it, sizeof(*p->post_us));
+	if (p->perm && p->src && p->dst && p->local && p->remote && p->us && p->cus && p->post_us)
 		return 0;
 	perf_error("tcpx_perf: kv: out of memory\n");
 	return -1;
@@ -671,6 +814,7 @@ static int alloc_arrays(struct kv_peer *p)
 
 static void free_arrays(struct kv_peer *p)
 {
+	free(p->post_us);
 	free(p->cus);
 	free(p->us);
 	free(p->remote);
@@ -747,7 +891,7 @@ static int run_rows(struct kv_peer *p, int report)
 	if (report)
 		print_header(p);
 	for (row = 0; row < p->o->kv.nblock && !rc; row++)
-		rc = run_row(p, row, report, json);
+		rc = p->o->kv.prep ? run_row_prep(p, row, report, json) : run_row(p, row, report, json);
 	perf_json_close(json);
 	return rc;
 }

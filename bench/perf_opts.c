@@ -59,6 +59,9 @@ BENCH_SWEEP_USAGE
 "      --blocks B         blocks per batch, a multiple of 2 x layers (default 1024)\n"
 "      --pool-blocks P    blocks in each peer's pool (default 4 x blocks)\n"
 "      --op write|read    one-sided WRITE with a notification (default), or READ\n"
+"      --prep             the post's cost: one fixed batch posted as lists (write/read),\n"
+"                         as a prepared list and as a strided one (tcpx_p2p_xlist_*);\n"
+"                         prints the caller's time per post and segments per second\n"
 "      --seed N           block ids of batch i come from (seed, size, i) (default 1)\n"
 "GB/s means 10^9 bytes per second of completed payload.\n");
 }
@@ -83,7 +86,7 @@ static int launcher_rank(void)
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
        O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS, O_LAYERS, O_BLOCK_SIZE,
-       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_SEED, O_STATS, O_DEPTH, O_INFLIGHT };
+       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_PREP, O_SEED, O_STATS, O_DEPTH, O_INFLIGHT };
 
 static int bad(const char *opt, const char *val)
 {
@@ -132,6 +135,9 @@ static int parse_kv_flag(struct perf_kv_opts *kv, int c, const char *arg)
 		if (strcmp(arg, "write") && strcmp(arg, "read"))
 			return bad("--op", arg);
 		kv->read = !strcmp(arg, "read");
+		return 0;
+	case O_PREP:
+		kv->prep = 1;
 		return 0;
 	case O_SEED:
 		kv->seed = strtoull(arg, &end, 0);
@@ -183,7 +189,7 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	if (c >= O_LAYERS && c <= O_SEED) {
 		if (!o->kv.on) {
 			fprintf(stderr, "tcpx_perf: --layers, --block-size, --blocks, --pool-blocks, "
-				"--op and --seed are flags of the kv mode (tcpx_perf kv ...)\n");
+				"--op, --prep and --seed are flags of the kv mode (tcpx_perf kv ...)\n");
 			return -1;
 		}
 		return parse_kv_flag(&o->kv, c, arg) ? -1 : 0;
@@ -360,6 +366,9 @@ static int check_kv(struct perf_opts *o)
 		      "and V)";
 	else if (kv->pool_blocks % (2 * kv->layers) || kv->pool_blocks < kv->blocks)
 		why = "--pool-blocks must be a multiple of 2 x --layers and at least --blocks";
+	else if (kv->prep && kv->pool_blocks % kv->blocks)
+		why = "--prep: --pool-blocks must be a multiple of --blocks (the strided form "
+		      "takes every (pool-blocks / blocks)-th block)";
 	if (why) {
 		fprintf(stderr, "tcpx_perf: %s\n", why);
 		return -1;
@@ -382,7 +391,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "numa", 1, NULL, O_NUMA }, { "gpus", 1, NULL, O_GPUS }, { "pairs", 1, NULL, O_PAIRS },
 		{ "layers", 1, NULL, O_LAYERS }, { "block-size", 1, NULL, O_BLOCK_SIZE },
 		{ "blocks", 1, NULL, O_BLOCKS }, { "pool-blocks", 1, NULL, O_POOL_BLOCKS },
-		{ "op", 1, NULL, O_OP }, { "seed", 1, NULL, O_SEED },
+		{ "op", 1, NULL, O_OP }, { "prep", 0, NULL, O_PREP }, { "seed", 1, NULL, O_SEED },
 		{ "quiet", 0, NULL, 'q' }, { "help", 0, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	const char *v;

@@ -351,7 +351,8 @@ TCPX_P2P_API int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t 
 
 /* RETURN VALUE: 0; EBUSY (a transfer in flight uses it, or one that failed
  * with its connection: the plugin may write into it until that connection
- * is destroyed; nothing freed). */
+ * is destroyed; or (0.10) a prepared list names it until it is released:
+ * tcpx_p2p_xlist_release; nothing freed). */
 TCPX_P2P_API int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr);
 
 /* ---- connections: built-in TCP rendezvous ------------------------------- */
@@ -714,6 +715,74 @@ TCPX_P2P_API int tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, siz
 TCPX_P2P_API int tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
 			       const tcpx_p2p_rseg *remote, size_t nremote,
 			       const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out);
+
+/* ---- prepared transfer lists (0.10) --------------------------------------- */
+
+/* A WRITE or READ prepared once and posted many times: the segment lists
+ * checked against their regions and imports and the request encoded at
+ * prepare, so that a post does no per-segment work of its own. */
+typedef struct tcpx_p2p_xlist tcpx_p2p_xlist;
+
+enum tcpx_p2p_xlist_op {
+	TCPX_P2P_XLIST_WRITE = 1, /* each post is a tcpx_p2p_write of the lists */
+	TCPX_P2P_XLIST_READ = 2,  /* each post is a tcpx_p2p_read of the lists */
+};
+
+/* count blocks of len bytes, block i at base + i * stride of a region (an
+ * mr, or a peer's export): a block table's layer, a strided descriptor. */
+typedef struct tcpx_p2p_strided {
+	size_t base;
+	size_t stride; /* at least len when count > 1: blocks never overlap */
+	size_t count;  /* 1.. */
+	size_t len;    /* 1.. */
+} tcpx_p2p_strided;
+
+/* Prepare a WRITE or READ (op: TCPX_P2P_XLIST_*) of these local and remote
+ * segments on c, checked as tcpx_p2p_write checks them and more: the
+ * remote segments must also be of one memory type.  The lists are copied;
+ * the caller's arrays and rmrs may go once this returns.  The list holds
+ * every region its local segments name: tcpx_p2p_mr_deregister of one is
+ * EBUSY until tcpx_p2p_xlist_release.  The peer checks every post against
+ * its exports as it checks any write or read, so an export withdrawn
+ * (tcpx_p2p_mr_unexport) or a region the peer deregistered after prepare
+ * fails that post with EINVAL and nothing written or read.  flags: 0.
+ * Thread rules: as tcpx_p2p_write.
+ * RETURN VALUE: 0; EINVAL (op, flags, arguments, totals, a segment outside
+ * its mr or export, mrs of another session, rmrs of another connection,
+ * lacking the access, host and CUDA memory on one side, more than
+ * config.peer_max_segments remote segments); the connection's error;
+ * ENOMEM.  Nothing is held on failure. */
+TCPX_P2P_API int tcpx_p2p_xlist_prepare(tcpx_p2p_conn *c, int op, const tcpx_p2p_seg *local,
+					size_t nlocal, const tcpx_p2p_rseg *remote,
+					size_t nremote, unsigned flags, tcpx_p2p_xlist **out);
+
+/* The same of a strided block list on each side: local blocks of mr,
+ * remote blocks of rmr, their totals (count x len) equal.  RETURN VALUE: as
+ * tcpx_p2p_xlist_prepare; EINVAL also for count or len 0, a stride below
+ * len with count > 1, and base + stride x (count - 1) + len overflowing or
+ * past the end of the mr or export. */
+TCPX_P2P_API int tcpx_p2p_xlist_prepare_strided(tcpx_p2p_conn *c, int op, tcpx_p2p_mr *mr,
+						const tcpx_p2p_strided *local,
+						const tcpx_p2p_rmr *rmr,
+						const tcpx_p2p_strided *remote, unsigned flags,
+						tcpx_p2p_xlist **out);
+
+/* Post the prepared transfer: one tcpx_p2p_write or tcpx_p2p_read of its
+ * lists, with these params (a WRITE's notification; NULL = none), and an
+ * xfer of its own to test, wait and release.  A list may be posted again
+ * while earlier posts are in flight (their bytes may land in either order,
+ * as for any two writes).  Thread rules: as tcpx_p2p_write; one list may be
+ * posted from several threads, never while it is being released.
+ * RETURN VALUE: as tcpx_p2p_write (EINVAL also for a NULL list). */
+TCPX_P2P_API int tcpx_p2p_xlist_post(tcpx_p2p_xlist *l, const tcpx_p2p_xfer_params *params,
+				     tcpx_p2p_xfer **out);
+
+/* Release a prepared list and its hold on its regions.  Transfers posted
+ * from it are its own and finish unaffected (they hold the regions they
+ * use until they end).  A list outlives its connection only to be released
+ * (before tcpx_p2p_session_destroy): never post it after
+ * tcpx_p2p_conn_destroy.  RETURN VALUE: 0; EINVAL (NULL). */
+TCPX_P2P_API int tcpx_p2p_xlist_release(tcpx_p2p_xlist *l);
 
 /* ---- notifications (0.3) -------------------------------------------------- */
 

@@ -44,6 +44,12 @@ void tp_conn_close_handle(ConnObject *o)
 		if (r->conn == o)
 			tp_rmr_close_handle(r);
 	}
+	tp_list_each(p, t, &s->xlists) {
+		XListObject *l = tp_list_entry(p, XListObject, link);
+
+		if (l->conn == o)
+			tp_xlist_close_handle(l);
+	}
 	o->closing = 1; /* its Xfers' handles stay, but wait for the close */
 	Py_BEGIN_ALLOW_THREADS
 	tp_api.conn_destroy(c);
@@ -519,6 +525,12 @@ static PyMethodDef conn_methods[] = {
 	{ "read", TP_PY_FN(conn_read), TP_PY_KW,
 	  "read(local, remote, event=None) -> Xfer: one-sided READ of the remote segments into "
 	  "the local ones; event: a CUDA event the request waits for (as send)" },
+	{ "prepare", TP_PY_FN(tp_py_conn_prepare), TP_PY_KW,
+	  "prepare(op, local, remote) -> XList: a 'write' or 'read' of these segments checked "
+	  "once, posted with XList.post (the local regions stay registered until it is closed)" },
+	{ "prepare_strided", TP_PY_FN(tp_py_conn_prepare_strided), TP_PY_KW,
+	  "prepare_strided(op, mr, local, rmr, remote) -> XList: local and remote are (base, "
+	  "stride, count, length) blocks of mr and rmr" },
 	{ "stats", TP_PY_FN(conn_stats), METH_NOARGS,
 	  "stats() -> dict: this connection's counters (tcpx_p2p_conn_stats; docs/api.md, "
 	  "\"Statistics\")" },

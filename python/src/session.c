@@ -138,6 +138,7 @@ static PyObject *session_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	tp_list_init(&s->conns);
 	tp_list_init(&s->mrs);
 	tp_list_init(&s->rmrs);
+	tp_list_init(&s->xlists);
 	tp_list_init(&s->xfers);
 	tp_list_init(&s->servers);
 	tp_list_init(&s->listeners);
@@ -294,6 +295,7 @@ static int session_in_use(SessionObject *s)
 {
 	return s->busy || LIST_BUSY(&s->conns, ConnObject) || LIST_BUSY(&s->mrs, MRObject) ||
 	       LIST_BUSY(&s->rmrs, RMRObject) || LIST_BUSY(&s->xfers, XferObject) ||
+	       LIST_BUSY(&s->xlists, XListObject) ||
 	       LIST_BUSY(&s->servers, ServerObject) || LIST_BUSY(&s->listeners, ListenerObject);
 }
 

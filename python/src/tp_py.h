@@ -36,7 +36,8 @@
 	X(rmr_import) X(rmr_query) X(rmr_release) X(write) X(read) X(notify)    \
 	X(notif_poll) X(mr_unexport) X(conn_stats) X(session_stats)             \
 	X(notif_take) X(xfer_query) X(xfer_deadline) X(stream_wait)         \
-	X(session_fd) X(completions) X(xfer_cancel)
+	X(session_fd) X(completions) X(xfer_cancel)    \
+	X(xlist_prepare) X(xlist_prepare_strided) X(xlist_post) X(xlist_release)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;
@@ -111,7 +112,7 @@ typedef struct {
 	int gpu;
 	int progress_thread; /* its config's: a thread drives it */
 	int busy;            /* calls of other threads in the library */
-	struct tp_list conns, mrs, rmrs, xfers, servers, listeners;
+	struct tp_list conns, mrs, rmrs, xfers, servers, listeners, xlists;
 	struct tp_list orphan_xfers, orphan_mrs;
 	PyObject *strings;   /* keeps the config's strings alive */
 	PyObject *handles;   /* {xfer handle address: XferObject address} of the
@@ -171,6 +172,18 @@ typedef struct {
 	struct tp_list link;
 } XferObject;
 
+/* A prepared WRITE or READ (xlist.c). */
+typedef struct {
+	PyObject_HEAD
+	ConnObject *conn;
+	tcpx_p2p_xlist *l;   /* NULL once released */
+	PyObject *keep;      /* its local regions (the library holds them) */
+	const char *op;
+	size_t length;
+	int busy;
+	struct tp_list link;
+} XListObject;
+
 typedef struct {
 	PyObject_HEAD
 	SessionObject *sess;
@@ -197,7 +210,7 @@ typedef struct {
 } SegmentsObject;
 
 extern PyTypeObject tp_SessionType, tp_ConnType, tp_MRType, tp_RMRType, tp_XferType,
-	tp_ServerType, tp_ListenerType, tp_SegmentsType;
+	tp_ServerType, tp_ListenerType, tp_SegmentsType, tp_XListType;
 
 /* ---- shared helpers ----------------------------------------------------- */
 
@@ -247,6 +260,10 @@ PyObject *tp_py_set_close_hook(PyObject *mod, PyObject *fn);
 
 /* Handle releases used by close() and by the session's cascade. */
 void tp_conn_close_handle(ConnObject *c);
+void tp_xlist_close_handle(XListObject *o);
+/* xlist.c: Conn.prepare, Conn.prepare_strided */
+PyObject *tp_py_conn_prepare(ConnObject *self, PyObject *args, PyObject *kw);
+PyObject *tp_py_conn_prepare_strided(ConnObject *self, PyObject *args, PyObject *kw);
 /* gil: let the GIL go meanwhile (not while walking a list of the session) */
 int tp_mr_close_handle(MRObject *m, int gil);
 void tp_rmr_close_handle(RMRObject *r);

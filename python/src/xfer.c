@@ -623,6 +623,7 @@ int tp_py_add_types(PyObject *m)
 		{ "MR", &tp_MRType }, { "RMR", &tp_RMRType },
 		{ "Xfer", &tp_XferType }, { "Server", &tp_ServerType },
 		{ "Listener", &tp_ListenerType }, { "Segments", &tp_SegmentsType },
+		{ "XList", &tp_XListType },
 	};
 	size_t i;
 

@@ -11,6 +11,7 @@ Python bindings of libtcpx_p2p (a C extension over the C API).  Objects:
                            query(), set_deadline())
     Conn.export(mr) -> bytes; Conn.import_rmr(bytes) -> RMR (one-sided targets)
     Segments(region, offsets, lengths)      a KV batch's blocks, checked once
+    Conn.prepare/prepare_strided -> XList   a WRITE or READ checked once; XList.post()
     Session.stats(), Conn.stats() -> dict; prometheus(stats) -> text exposition
 
 Waiting never holds the GIL.  Errors are Error subclasses carrying the
@@ -25,7 +26,7 @@ from ._errors import (Error, InvalidArgument, NoMemory, NotSupported, NoPlugin, 
 _tcpx_p2p._set_errors(Error, dict(_CLASSES))
 _path, _libversion = _lib.load(_tcpx_p2p)
 
-from ._tcpx_p2p import (Session, Conn, MR, RMR, Xfer, Server, Listener, Segments,  # noqa: E402
+from ._tcpx_p2p import (Session, Conn, MR, RMR, Xfer, Server, Listener, Segments, XList,  # noqa: E402
                         wait_any, strerror, config_table, set_log_level,
                         ACCESS_READ, ACCESS_WRITE, RDESC_SIZE, NOTIF_MAX, NOTIF_LIMIT,
                         MAX_CHANNELS)
@@ -84,7 +85,7 @@ def wait_all(xfers, timeout=None):
 
 
 __all__ = [
-    "Session", "Conn", "MR", "RMR", "Xfer", "Server", "Listener", "Segments", "wait_any",
+    "Session", "Conn", "MR", "RMR", "Xfer", "Server", "Listener", "Segments", "XList", "wait_any",
     "wait_all", "wait_async", "strerror", "config_table", "set_log_level", "library_version",
     "library_path", "Error", "InvalidArgument", "NoMemory", "NotSupported", "NoPlugin",
     "PluginError", "NetworkError", "TimedOut", "Again", "CudaError", "ProtocolError", "Busy",

@@ -18,6 +18,11 @@
 
 struct tcpx_p2p_session;
 
+/* Bytes of host gathers a post's own pass does on the caller's thread
+ * (c->posting): a small transfer starts at once, a large one's copies wait
+ * for the next pass. */
+#define TP_POST_GATHER_BYTES (64u << 10)
+
 struct tp_direction {
 	uint64_t next_seq;  /* seq of the next chunk to be created */
 	uint32_t on[TCPX_P2P_MAX_CHANNELS]; /* chunks created on each channel (the send
@@ -74,6 +79,13 @@ struct tcpx_p2p_conn {
 	 * learns without taking this conn's lock again. */
 	TP_LINK(struct tcpx_p2p_conn) elink;
 	uint64_t completed; /* xfers completed or failed; guarded by lock */
+	/* The pass running is a post's own (tp__post_pass_unlock): it gathers
+	 * at most post_gather more bytes of host chunks (TP_POST_GATHER_BYTES
+	 * in all) and leaves the rest to the passes that follow (stream.c,
+	 * prepare), so that posting costs the caller its descriptors, not a
+	 * copy of its bytes, while a small transfer still starts at once. */
+	bool posting;
+	size_t post_gather;
 	/* The control channel (announcements, acks, notifications) and what
 	 * waits on it: receives not yet matched to the peer's announcement,
 	 * and sends, writes and reads waiting for the peer's answer. */

@@ -87,6 +87,17 @@ static inline void tp_put64(unsigned char *p, uint64_t v)
 	memcpy(p, &v, sizeof(v));
 }
 
+/* A remote segment in its wire form (TP_WSEG_BYTES at p). */
+static inline void tp_wseg_put(unsigned char *p, uint32_t idx, const unsigned char *key,
+			       uint64_t off, uint64_t len)
+{
+	tp_put32(p, idx);
+	tp_put32(p + 4, 0);
+	memcpy(p + 8, key, TP_KEY_BYTES);
+	tp_put64(p + 8 + TP_KEY_BYTES, off);
+	tp_put64(p + 16 + TP_KEY_BYTES, len);
+}
+
 static inline uint32_t tp_get32(const unsigned char *p)
 {
 	uint32_t v;

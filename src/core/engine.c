@@ -93,8 +93,13 @@ void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
 	struct tp_progress st;
 	uint64_t before = c->completed;
 
-	/* Post what fits now; errors land on the xfers and the conn. */
+	/* Post what fits now; errors land on the xfers and the conn.  Host
+	 * gathers wait for the next pass: the progress thread's (kicked
+	 * below), or the caller's wait. */
+	c->posting = true;
+	c->post_gather = TP_POST_GATHER_BYTES;
 	tp__progress(c, &st);
+	c->posting = false;
 	before = c->completed - before;
 	pthread_mutex_unlock(&c->lock);
 	tp__engine_notify(c->s, before);

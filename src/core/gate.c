@@ -48,24 +48,24 @@ static void queue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 /* Gate x: its announcement's room and credits reserved, its arguments
  * copied (the caller's may go once the post returns). */
 static int gate(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event)
+		size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event)
 {
 	struct tp_gate *g;
 	int rc = tp__items_room(c, x, notif_len, nrseg);
 
 	if (rc)
 		return rc;
-	g = calloc(1, sizeof(*g) + nrseg * sizeof(*rseg) + notif_len);
+	g = calloc(1, sizeof(*g) + nrseg * TP_WSEG_BYTES + notif_len);
 	if (!g)
 		return tp__error(TCPX_P2P_ENOMEM, "post: out of memory");
 	g->x = x;
 	g->event = event;
 	g->bytes = tp__items_announce_bytes(x, notif_len, nrseg);
-	g->rseg = (struct tp_wseg *)(g + 1);
+	g->rwire = (unsigned char *)(g + 1);
 	g->nrseg = nrseg;
 	if (nrseg)
-		memcpy(g->rseg, rseg, nrseg * sizeof(*rseg));
-	g->notif = (unsigned char *)(g->rseg + nrseg);
+		memcpy(g->rwire, rwire, nrseg * TP_WSEG_BYTES);
+	g->notif = g->rwire + nrseg * TP_WSEG_BYTES;
 	g->notif_len = notif_len;
 	if (notif_len) {
 		memcpy(g->notif, notif, notif_len);
@@ -78,14 +78,14 @@ static int gate(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *no
 }
 
 int tp__gate_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event)
+		  size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event)
 {
 	int rc;
 
 	/* A receive announces nothing: no gate, and none to wait behind. */
 	if (x->op != TP_OP_RECV && (event || c->gates.head))
-		return gate(c, x, notif, notif_len, rseg, nrseg, event);
-	rc = tp__items_announce(c, x, notif, notif_len, rseg, nrseg, false);
+		return gate(c, x, notif, notif_len, rwire, nrseg, event);
+	rc = tp__items_announce(c, x, notif, notif_len, rwire, nrseg, false);
 	if (rc)
 		return rc;
 	tp__segs_get(c->s, x);
@@ -136,7 +136,7 @@ static int release(struct tcpx_p2p_conn *c, struct tp_gate *g)
 
 	if (!x)
 		return tp__items_notif_msg(c, g->notif, g->notif_len);
-	rc = tp__items_announce(c, x, g->notif, g->notif_len, g->rseg, g->nrseg, true);
+	rc = tp__items_announce(c, x, g->notif, g->notif_len, g->rwire, g->nrseg, true);
 	if (rc)
 		return rc;
 	/* Stalls count from here: waiting for its event is not the network's. */

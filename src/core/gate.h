@@ -14,7 +14,6 @@
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_xfer;
-struct tp_wseg;
 
 /* One gated announcement: what it needs once released, and what its post
  * reserved (control bytes, the notification's credits, its regions). */
@@ -23,7 +22,7 @@ struct tp_gate {
 	struct tcpx_p2p_xfer *x; /* GATED; NULL: a notification (tcpx_p2p_notify) */
 	void *event;             /* the caller's cudaEvent_t; NULL: waits its turn only */
 	size_t bytes;            /* control bytes reserved for the announcement */
-	struct tp_wseg *rseg;    /* copies of the remote segments and the notification */
+	unsigned char *rwire;    /* copies of the encoded remote segments and the notification */
 	size_t nrseg;
 	size_t notif_len;
 	unsigned char *notif;
@@ -51,7 +50,7 @@ static inline void tp_gate_append(struct tp_gates *q, struct tp_gate *g)
  * an event or behind a gated announcement, gated with its room reserved.
  * Either way x holds its regions.  Non-zero: nothing was taken. */
 int tp__gate_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event);
+		  size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event);
 /* A pass: release the head while its event completed (an event that failed
  * fails its transfer alone, ECUDA); the head waits otherwise. */
 void tp__gate_pass(struct tcpx_p2p_conn *c, bool *moved);

@@ -95,18 +95,24 @@ uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p)
 	return p->user_data;
 }
 
+void *tp__params_event(const tcpx_p2p_xfer_params *p)
+{
+	/* Read only where the caller's struct has it (0.10). */
+	if (!p || p->struct_size < offsetof(tcpx_p2p_xfer_params, event) + sizeof(p->event))
+		return NULL;
+	return p->event;
+}
+
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what,
 		     void **event)
 {
-	*event = NULL;
+	if (event)
+		*event = tp__params_event(p);
 	if (!p)
 		return 0;
 	if (p->struct_size < offsetof(tcpx_p2p_xfer_params, notif_len) + sizeof(p->notif_len))
 		return tp__error(TCPX_P2P_EINVAL, "%s: params.struct_size %zu (set it to "
 				 "sizeof(tcpx_p2p_xfer_params))", what, p->struct_size);
-	/* Read only where the caller's struct has it (0.10). */
-	if (p->struct_size >= offsetof(tcpx_p2p_xfer_params, event) + sizeof(p->event))
-		*event = p->event;
 	if (p->flags)
 		return tp__error(TCPX_P2P_EINVAL, "%s: unknown flags 0x%x", what, p->flags);
 	if (!p->notif && !p->notif_len)
@@ -127,7 +133,7 @@ static const char *op_name(enum tp_op op)
 }
 
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event,
+		  size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event,
 		  tcpx_p2p_xfer **out)
 {
 	int rc;
@@ -147,7 +153,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xfer_free(x);
 		return rc;
 	}
-	rc = tp__gate_post(c, x, notif, notif_len, rseg, nrseg, event);
+	rc = tp__gate_post(c, x, notif, notif_len, rwire, nrseg, event);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);
 		tp__xfer_free(x);

@@ -13,7 +13,7 @@
 struct tcpx_p2p_conn;
 struct tcpx_p2p_mr;
 struct tp_cq;
-struct tp_wseg;
+struct tp_segs_shared;
 
 
 /* What an xfer is.  The first four are the caller's; the others are the
@@ -89,6 +89,7 @@ struct tcpx_p2p_xfer {
 	struct tp_vseg *seg; /* nseg segments (seg1 when there is one) */
 	size_t nseg;
 	struct tp_vseg seg1;
+	struct tp_segs_shared *shared; /* seg's owner when a prepared list's: vec.c */
 	/* The regions it holds (their inflight counts) while it may touch
 	 * them: one entry per run of segments in one region, or per export a
 	 * peer's transfer names (held1 when there is one). */
@@ -164,16 +165,20 @@ void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 void tp__xfer_settle(struct tcpx_p2p_conn *c);
 /* Check params (NULL allowed) for a call that may or may not carry a
- * notification; *event: its event (NULL: none, or a struct_size before it). */
+ * notification; *event (event may be NULL): its event (NULL: none, or a
+ * struct_size before it). */
 int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *what,
 		     void **event);
-/* params.user_data, 0 when params is NULL or older than the field. */
+/* params.event and params.user_data, NULL and 0 when params is NULL or
+ * older than the field. */
+void *tp__params_event(const tcpx_p2p_xfer_params *p);
 uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p);
-/* Post x on c: take its regions, queue it (and its announcement), or gate
- * it behind event and the transfers gated before it (gate.c), and make a
- * first pass.  On failure x is freed. */
+/* Post x on c: take its regions, queue it (and its announcement: a write's
+ * or read's nrseg remote segments encoded at rwire), or gate it behind
+ * event and the transfers gated before it (gate.c), and make a first pass.
+ * On failure x is freed. */
 int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, void *event,
+		  size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event,
 		  tcpx_p2p_xfer **out);
 
 #endif

@@ -393,7 +393,7 @@ static void test_own_message_sizes(void **state)
 {
 	struct fx *f = *state;
 	enum { BIG = 14000, HALF = 6000 }; /* 40-byte segments: 560 KB and 240 KB */
-	struct tp_wseg *w = calloc(BIG, sizeof(*w));
+	unsigned char *w = calloc(BIG, TP_WSEG_BYTES); /* encoded segments */
 	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_WRITE, TP_SEND);
 	uint32_t st[1];
 	uint64_t val[1];

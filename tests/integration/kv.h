@@ -133,5 +133,9 @@ void test_write_notif(void **state);
 void test_notif_order(void **state);
 void test_target_killed(void **state);
 void test_first_chunks_unattended(void **state);
+void test_prep_lists(void **state);
+void test_prep_strided(void **state);
+void test_prep_refusals(void **state);
+void test_prep_threads(void **state);
 
 #endif

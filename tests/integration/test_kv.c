@@ -21,7 +21,8 @@
  *
  * One binary, a file per feature: kv_vec.c (vectored), kv_onesided.c
  * (WRITE and READ), kv_refusals.c, kv_notif.c, kv_kill.c (the target gone
- * mid-write), kv_first.c (the first chunks of fresh connections, unattended); the fixture, segment layouts and the exported pool they share
+ * mid-write), kv_first.c (the first chunks of fresh connections, unattended),
+ * kv_prep.c (prepared and strided lists: tcpx_p2p_xlist_*); the fixture, segment layouts and the exported pool they share
  * are kv_fixture.c, kv_layout.c and kv_pool.c (kv.h). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -62,6 +63,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_target_killed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_batches, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_first_chunks_unattended, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prep_lists, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prep_strided, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prep_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_prep_threads, setup_threaded, teardown),
 	};
 	const char *mode = argc > 1 ? argv[1] : "host";
 	const char *seed = getenv("TP_KV_SEED");

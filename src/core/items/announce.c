@@ -14,17 +14,6 @@
 #include "core/xfer.h"
 #include "util/error.h"
 
-static void put_segs(unsigned char *p, const struct tp_wseg *g, size_t n)
-{
-	for (size_t i = 0; i < n; i++, p += TP_WSEG_BYTES) {
-		tp_put32(p, g[i].idx);
-		tp_put32(p + 4, 0);
-		memcpy(p + 8, g[i].key, TP_KEY_BYTES);
-		tp_put64(p + 8 + TP_KEY_BYTES, g[i].off);
-		tp_put64(p + 16 + TP_KEY_BYTES, g[i].len);
-	}
-}
-
 /* Room in the outgoing control stream.  An answer the peer's messages
  * caused (an ack, a read's response) may take it up to peer_max_ctl_bytes;
  * beyond that the peer is not reading what it asked for, and the conn
@@ -62,7 +51,7 @@ static int own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
 
 /* A WRITE (an item: its first channel chan) or a READ_REQ (chan 0). */
 static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan, uint64_t id,
-			uint64_t len, size_t nseg, const struct tp_wseg *seg, const void *notif,
+			uint64_t len, size_t nseg, const unsigned char *wire, const void *notif,
 			size_t notif_len)
 {
 	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
@@ -75,7 +64,8 @@ static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned
 	tp_put64(m + 8, len);
 	tp_put32(m + 16, (uint32_t)nseg);
 	tp_put32(m + 20, (uint32_t)notif_len);
-	put_segs(m + 24, seg, nseg);
+	if (nseg) /* encoded once, where the post checked them */
+		memcpy(m + 24, wire, nseg * TP_WSEG_BYTES);
 	if (notif_len)
 		memcpy(m + 24 + nseg * TP_WSEG_BYTES, notif, notif_len);
 	return 0;
@@ -159,7 +149,7 @@ int tp__items_room(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, size_
 }
 
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, bool reserved)
+		       size_t notif_len, const unsigned char *rwire, size_t nrseg, bool reserved)
 {
 	int rc = reserved ? 0 : tp__items_room(c, x, notif_len, nrseg);
 
@@ -176,14 +166,14 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 		return short_msg(c, TP_CTL_SEND, x->chan0, x->id, x->len);
 	case TP_OP_WRITE:
 		x->id = ++c->next_id;
-		rc = announce_hdr(c, TP_CTL_WRITE, x->chan0, x->id, x->len, nrseg, rseg, notif,
+		rc = announce_hdr(c, TP_CTL_WRITE, x->chan0, x->id, x->len, nrseg, rwire, notif,
 				  notif_len);
 		if (!rc && notif_len && !reserved)
 			tp__items_notif_spend(c, notif_len);
 		return rc;
 	case TP_OP_READ:
 		x->id = ++c->next_id;
-		return announce_hdr(c, TP_CTL_READ_REQ, 0, x->id, x->len, nrseg, rseg, NULL, 0);
+		return announce_hdr(c, TP_CTL_READ_REQ, 0, x->id, x->len, nrseg, rwire, NULL, 0);
 	case TP_OP_IN_READ:
 		return short_msg(c, TP_CTL_READ_RESP, x->chan0, x->id, x->len);
 	default:

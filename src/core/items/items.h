@@ -35,10 +35,12 @@ int tp__items_room(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, size_
 		   size_t nrseg);
 /* The control bytes of x's announcement (0 for a receive). */
 size_t tp__items_announce_bytes(const struct tcpx_p2p_xfer *x, size_t notif_len, size_t nrseg);
-/* Queue the control message that announces x (nothing for a receive);
- * reserved: its room was checked and its credits spent (a gated post). */
+/* Queue the control message that announces x (nothing for a receive); a
+ * write's or read's nrseg remote segments come encoded (rwire,
+ * TP_WSEG_BYTES each: tp__rsegs_encode); reserved: its room was checked and
+ * its credits spent (a gated post). */
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		       size_t notif_len, const struct tp_wseg *rseg, size_t nrseg, bool reserved);
+		       size_t notif_len, const unsigned char *rwire, size_t nrseg, bool reserved);
 /* Queue a NOTIF message (its credits spent by the caller). */
 int tp__items_notif_msg(struct tcpx_p2p_conn *c, const void *msg, size_t len);
 /* Give back what a notification of len bytes spent: it never went out. */
@@ -185,6 +187,22 @@ int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status 
  * exports: 0 and x's segments, each region held, or a refusal reason. */
 uint64_t tp__items_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
 			   struct tcpx_p2p_xfer *x, bool *bad_key);
+
+/* onesided.c: n remote segments of a transfer that needs `need` access
+ * (TCPX_P2P_ACCESS_*), checked against their imports (and, one_type, all
+ * of one memory type) and encoded as a WRITE or READ_REQ carries them:
+ * *wire (malloc'd, n * TP_WSEG_BYTES; NULL when n is 0) and their *total
+ * bytes; the detail names `what`. */
+int tp__rsegs_encode(struct tcpx_p2p_conn *c, unsigned need, const tcpx_p2p_rseg *remote,
+		     size_t n, bool one_type, const char *what, unsigned char **wire,
+		     size_t *total);
+/* Post x, a write or read whose local segments are built, with the caller's
+ * params (checked: tp__params_check) and its nrseg encoded remote segments:
+ * the one path of tcpx_p2p_write, tcpx_p2p_read and a prepared list's
+ * post.  On failure x is freed. */
+int tp__one_sided_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x,
+		       const tcpx_p2p_xfer_params *params, const unsigned char *wire, size_t nrseg,
+		       tcpx_p2p_xfer **out);
 
 /* notif.c */
 /* What a notification of len bytes counts against peer_max_notifs and the

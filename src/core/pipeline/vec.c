@@ -64,6 +64,57 @@ int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_
 	return hold_runs(x, what);
 }
 
+/* A prepared list's segments, shared read-only by the list and its posts:
+ * the last of them to go frees them. */
+struct tp_segs_shared {
+	long refs; /* atomic */
+	struct tp_vseg seg[];
+};
+
+int tp__segs_share(struct tcpx_p2p_xfer *x)
+{
+	struct tp_segs_shared *sh;
+
+	if (x->nseg <= 1 || x->shared)
+		return 0;
+	sh = malloc(sizeof(*sh) + x->nseg * sizeof(*x->seg));
+	if (!sh)
+		return TCPX_P2P_ENOMEM;
+	sh->refs = 1;
+	memcpy(sh->seg, x->seg, x->nseg * sizeof(*x->seg));
+	free(x->seg);
+	x->seg = sh->seg;
+	x->shared = sh;
+	return 0;
+}
+
+int tp__segs_copy(struct tcpx_p2p_xfer *x, const struct tcpx_p2p_xfer *from)
+{
+	size_t n = from->nseg;
+
+	if (from->shared) {
+		__atomic_add_fetch(&from->shared->refs, 1, __ATOMIC_RELAXED);
+		x->shared = from->shared;
+		x->seg = from->seg;
+	} else if (n == 1) {
+		x->seg1 = from->seg[0];
+		x->seg = &x->seg1;
+	} else {
+		x->seg = NULL;
+	}
+	x->nseg = n;
+	if (tp__held_alloc(x, from->nheld)) {
+		tp__segs_free(x);
+		return TCPX_P2P_ENOMEM;
+	}
+	memcpy(x->held, from->held, from->nheld * sizeof(*x->held));
+	x->nheld = from->nheld;
+	x->mtype = from->mtype;
+	x->mapped = from->mapped;
+	x->len = from->len;
+	return 0;
+}
+
 int tp__held_alloc(struct tcpx_p2p_xfer *x, size_t n)
 {
 	x->held = n <= 1 ? &x->held1 : malloc(n * sizeof(*x->held));
@@ -88,8 +139,13 @@ static int hold_runs(struct tcpx_p2p_xfer *x, const char *what)
 
 void tp__segs_free(struct tcpx_p2p_xfer *x)
 {
-	if (x->seg != &x->seg1)
+	if (x->shared) {
+		if (!__atomic_sub_fetch(&x->shared->refs, 1, __ATOMIC_ACQ_REL))
+			free(x->shared);
+		x->shared = NULL;
+	} else if (x->seg != &x->seg1) {
 		free(x->seg);
+	}
 	if (x->held != &x->held1)
 		free(x->held);
 	x->seg = NULL;

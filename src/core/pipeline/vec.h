@@ -17,6 +17,12 @@ struct tcpx_p2p_xfer;
 int tp__segs_build(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const tcpx_p2p_seg *segs,
 		   size_t n, const char *what);
 void tp__segs_free(struct tcpx_p2p_xfer *x);
+/* A prepared list's segments (prepared.c): share makes x's list one that
+ * copy hands on without copying it (refcounted, read-only; 0 or ENOMEM);
+ * copy gives x from's segments and regions (from's holds stay its own):
+ * a post of the list.  0 or ENOMEM (x's arrays freed). */
+int tp__segs_share(struct tcpx_p2p_xfer *x);
+int tp__segs_copy(struct tcpx_p2p_xfer *x, const struct tcpx_p2p_xfer *from);
 /* Room for n held regions (x->held). */
 int tp__held_alloc(struct tcpx_p2p_xfer *x, size_t n);
 /* Take and drop x's holds on its regions (x->held). */
