@@ -750,6 +750,10 @@ typedef struct tcpx_p2p_stats {
 	 * them (index i: data channel i; a session adds its conns' up). */
 	uint64_t chunks_out_by_channel[TCPX_P2P_MAX_CHANNELS];
 	uint64_t chunks_in_by_channel[TCPX_P2P_MAX_CHANNELS];
+	/* Added in 0.10: received chunks that landed in a receive posted
+	 * before their transfer's announcement was matched on this side (a
+	 * plugin that receives into bounce pages; docs/api.md, "Statistics"). */
+	uint64_t chunks_in_ahead;
 } tcpx_p2p_stats;
 
 /* Fill *out (its struct_size bytes at most, set by the caller; struct_size
