@@ -16,6 +16,7 @@
 #include "core/stats.h"
 #include "core/xfer.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 {
@@ -76,6 +77,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
+	tp__tl_mark(x->dir == TP_SEND ? TP_TL_DONE_SEND : TP_TL_DONE_RECV);
 	tp__xfer_set_state(x, TP_XS_DONE);
 	if (x->hold) { /* every byte written (success: its device work is known done) */
 		tp__devq_release(c->s, x->hold - 1, x->err != 0);
@@ -154,6 +156,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	}
 	tp__segs_get(c->s, x);
 	tp_list_prepend(&c->live, x, llink);
+	tp__tl_mark(x->dir == TP_SEND ? TP_TL_SEND_POST : TP_TL_RECV_POST);
 	switch (x->op) {
 	case TP_OP_RECV: /* streams once the peer's send is announced */
 		tp__xfer_set_state(x, TP_XS_UNMATCHED);

@@ -21,6 +21,7 @@
 #include "core/xfer.h"
 #include "util/config.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 /* Where this side's send stream is idle an item starts on channel 0, so
  * that lone small transfers keep to the same comms, which the plugin
@@ -288,13 +289,11 @@ static int bind_ahead(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p
 	sl->got = was.got;
 	sl->caller = was.caller;
 	c->stats.chunks_ahead++;
+	tp__tl_mark(TP_TL_BOUND);
 	return 0;
 }
 
-/* Prepare chunks into free window slots, in stream order: first into the
- * receives posted ahead of them, then into new ones; a bounce comm with
- * no chunk known fills its window with receives ahead. */
-int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+int tp__stream_bind(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	int rc;
 
@@ -306,6 +305,18 @@ int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		*moved = true;
 		advance_cursor(c, cm);
 	}
+	return 0;
+}
+
+/* Prepare chunks into free window slots, in stream order: first into the
+ * receives posted ahead of them, then into new ones; a bounce comm with
+ * no chunk known fills its window with receives ahead. */
+int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	int rc = tp__stream_bind(c, cm, moved);
+
+	if (rc || (cm->cursor && cm->bound != cm->win.posted))
+		return rc;
 	while (cm->cursor && tp_window_can_post(&cm->win)) {
 		rc = prepare(c, cm, cm->cursor, &cm->slot[tp_window_slot(cm->win.posted)]);
 		if (rc)
@@ -367,6 +378,7 @@ int tp__stream_issue(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			return rc;
 		if (cm->dir == TP_SEND)
 			sl->t_issue = tp__now_ns();
+		tp__tl_mark(cm->dir == TP_SEND ? TP_TL_DATA_ISEND : TP_TL_DATA_IRECV);
 		sl->caller = !sl->stage && (cm->dir == TP_SEND || (!cm->meta && pbuf == sl->buf));
 		*moved = true;
 	}
@@ -383,6 +395,7 @@ int tp__stream_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
 	for (; k != cm->win.tested; k++) {
 		struct tp_slot *sl = &cm->slot[tp_window_slot(k)];
 
+		tp__tl_mark(cm->dir == TP_SEND ? TP_TL_DATA_SEND_DONE : TP_TL_DATA_RECV_DONE);
 		if (cm->dir == TP_RECV) {
 			c->alive.heard = true;
 			continue;
@@ -498,6 +511,7 @@ int tp__stream_unpack(struct tcpx_p2p_conn *c, bool *moved)
 		     cm->win.unpacked++) {
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
+			tp__tl_mark(TP_TL_UNPACK);
 			/* the k-th receive of a comm uses meta slot k % 16 */
 			rc = sl->x->op == TP_OP_DISCARD
 				     ? 0
@@ -564,6 +578,7 @@ int tp__stream_consume(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
 		rc = tp__comm_consume(c->s->net, cm);
 		if (rc)
 			return rc;
+		tp__tl_mark(TP_TL_CONSUMED);
 		*moved = true;
 		if (sl->x && done) /* none: a closing conn's (close/drain.c) */
 			retire_chunk(c, sl->x, done);

@@ -23,7 +23,11 @@ unsigned tp__stream_start(const struct tcpx_p2p_conn *c);
 /* Cut x into chunks and give them their numbers in its direction's
  * stream, from channel x->chan0. */
 void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-/* Prepare chunks into free window slots, in stream order (post). */
+/* Bind the next chunks of cm's stream to the receives posted ahead of
+ * them, in order (a comm with none: nothing to do). */
+int tp__stream_bind(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);
+/* Prepare chunks into free window slots, in stream order (post): those
+ * bound first, then new ones. */
 int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);
 /* Hand prepared chunks to the plugin in order, each once its gather is done. */
 int tp__stream_issue(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);
