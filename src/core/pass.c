@@ -72,7 +72,8 @@ static int data_pass(struct tcpx_p2p_conn *c, bool *moved)
 			rc = tp__stream_issue(c, &c->send[i], moved);
 	}
 	for (i = 0; i < c->nchan && !rc; i++) {
-		rc = tp__stream_test(c, &c->recv[i], moved, &done);
+		if (!tp__stream_resting(c, &c->recv[i]))
+			rc = tp__stream_test(c, &c->recv[i], moved, &done);
 		if (!rc)
 			rc = tp__stream_bind(c, &c->recv[i], moved);
 	}

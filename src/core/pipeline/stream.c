@@ -293,6 +293,12 @@ static int bind_ahead(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p
 	return 0;
 }
 
+bool tp__stream_resting(const struct tcpx_p2p_conn *c, const struct tp_comm *cm)
+{
+	return cm->win.tested == cm->bound && !cm->handover && !c->unmatched.head &&
+	       !c->dir[TP_RECV].head;
+}
+
 int tp__stream_bind(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	int rc;
