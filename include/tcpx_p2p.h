@@ -925,6 +925,10 @@ typedef struct tcpx_p2p_stats {
 	 * here because the connection failed or closed before the transfers
 	 * announced ahead of them landed (docs/api.md, "Notifications"). */
 	uint64_t notifs_dropped;
+	/* Added in 0.10: received chunks that landed in a receive posted
+	 * before their transfer's announcement was matched on this side (a
+	 * plugin that receives into bounce pages; docs/api.md, "Statistics"). */
+	uint64_t chunks_in_ahead;
 } tcpx_p2p_stats;
 
 /* Fill *out (its struct_size bytes at most, set by the caller; struct_size

@@ -24,6 +24,7 @@ _COUNTERS = (
     ("heartbeats_recv", "heartbeats received"),
     ("heartbeats_missed", "heartbeat intervals of peer silence past the first"),
     ("windows_full", "passes that found a chunk ready and its window full"),
+    ("chunks_in_ahead", "received chunks that landed in a receive posted ahead of them"),
 )
 _LATENCIES = (
     ("req", "plugin send request latency, isend to test() done"),

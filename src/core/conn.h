@@ -120,6 +120,10 @@ struct tcpx_p2p_conn {
 	bool destroyed;
 	struct tp_conn_close closing;
 	char *zero_dev;     /* a cleared chunk of device memory (stream.c, stage_clear) */
+	/* Behind a host bounce, where receives ahead of their chunks are
+	 * posted: a host chunk the plugin never writes (stream.c). */
+	char *ahead;
+	struct tcpx_p2p_mr *aheadmr;
 };
 
 /* conn.c */

@@ -14,6 +14,7 @@
 #include "core/pipeline/devq.h"
 #include "core/session.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir)
 {
@@ -124,6 +125,7 @@ static int post_frame(struct tcpx_p2p_conn *c, size_t n, bool *posted)
 	if (rc || !taken)
 		return rc;
 	cm->win.posted = cm->issued;
+	tp__tl_mark(TP_TL_CTL_ISEND);
 	t->out_off += n;
 	c->alive.said = true;
 	*posted = true;
@@ -276,7 +278,7 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	struct tp_ctl *t = c->ctl;
 	struct tp_comm *rx = &t->rx;
 	struct tp_net *net = c->s->net;
-	uint32_t tested;
+	uint32_t tested, sent = t->tx.win.tested;
 	int rc;
 
 	rc = tp__comm_test(net, &t->tx, moved);
@@ -286,11 +288,15 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	 * waiting on it while nothing here drives this side again. */
 	if (!rc && t->tx.handover)
 		rc = tp__comm_test(net, &t->tx, moved);
+	if (t->tx.win.tested != sent)
+		tp__tl_mark(TP_TL_CTL_SEND_DONE);
 	tested = rx->win.tested;
 	if (!rc)
 		rc = tp__comm_test(net, rx, moved);
-	if (rx->win.tested != tested)
+	if (rx->win.tested != tested) {
 		c->alive.heard = true;
+		tp__tl_mark(TP_TL_CTL_RECV_DONE);
+	}
 	for (; !rc && rx->win.unpacked != rx->win.tested; rx->win.unpacked++) {
 		struct tp_slot *sl = &rx->slot[tp_window_slot(rx->win.unpacked)];
 

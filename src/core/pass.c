@@ -57,8 +57,10 @@ static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
 			      c->recv[i].win.unpacked != c->recv[i].win.retired;
 }
 
-/* The data channels: sends (test, post, issue), then receives (test,
- * unpack batched over the channels, consume, post, issue). */
+/* The data channels: sends (test, post, issue), then receives (test, bind
+ * the chunks of announcements just matched to receives posted ahead,
+ * unpack batched over the channels, consume, post, issue): a chunk that
+ * landed before its announcement is unpacked in the pass that matched it. */
 static int data_pass(struct tcpx_p2p_conn *c, bool *moved)
 {
 	struct tp_xlist done = { 0 };
@@ -71,8 +73,12 @@ static int data_pass(struct tcpx_p2p_conn *c, bool *moved)
 		if (!rc)
 			rc = tp__stream_issue(c, &c->send[i], moved);
 	}
-	for (i = 0; i < c->nchan && !rc; i++)
-		rc = tp__stream_test(c, &c->recv[i], moved, &done);
+	for (i = 0; i < c->nchan && !rc; i++) {
+		if (!tp__stream_resting(c, &c->recv[i]))
+			rc = tp__stream_test(c, &c->recv[i], moved, &done);
+		if (!rc)
+			rc = tp__stream_bind(c, &c->recv[i], moved);
+	}
 	if (!rc)
 		rc = tp__stream_unpack(c, moved);
 	for (i = 0; i < c->nchan && !rc; i++) {

@@ -108,6 +108,7 @@ void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out
 	full.heartbeats_missed = st->hb_missed;
 	full.windows_full = st->windows_full;
 	full.notifs_dropped = st->notifs_dropped;
+	full.chunks_in_ahead = st->chunks_ahead;
 	full.req_samples = hist_total(&st->req_lat);
 	full.req_ns_p50 = hist_quantile(&st->req_lat, 0.50);
 	full.req_ns_p90 = hist_quantile(&st->req_lat, 0.90);

@@ -47,6 +47,7 @@ struct tp_stats {
 	uint64_t windows_full;
 	uint64_t notifs_dropped;
 	uint64_t chunks_on[2][TCPX_P2P_MAX_CHANNELS]; /* chunks[] by channel */
+	uint64_t chunks_ahead; /* chunks received into a receive posted ahead of them */
 	struct tp_hist req_lat, xfer_lat;
 };
 

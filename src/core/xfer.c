@@ -19,6 +19,7 @@
 #include "core/stats.h"
 #include "core/xfer.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 {
@@ -153,6 +154,7 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 		tp__xfer_free(x);
 		return rc;
 	}
+	tp__tl_mark(x->dir == TP_SEND ? TP_TL_SEND_POST : TP_TL_RECV_POST);
 	rc = tp__gate_post(c, x, notif, notif_len, rwire, nrseg, event);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);

@@ -8,6 +8,7 @@
 #include "core/stats.h"
 #include "core/xfer.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 #if TP_TEST_HOOKS
 /* Test-hook builds (every CI suite, never a release) stop at the first
@@ -92,6 +93,7 @@ void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to)
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
+	tp__tl_mark(x->dir == TP_SEND ? TP_TL_DONE_SEND : TP_TL_DONE_RECV);
 	tp__xfer_set_state(x, TP_XS_DONE);
 	if (x->hold) { /* every byte written (success: its device work is known done) */
 		tp__devq_release(c->s, x->hold - 1, x->err != 0);

@@ -29,9 +29,9 @@ static int close_count_ok(const struct tp_comm *cm, uint32_t count, uint32_t mos
 /* The peer's CLOSE (its counts on the comms, ctl.c).  Each count is
  * bounded by what this side knows, so that a peer's number never makes it
  * post more than the peer can be owed: the peer's sends on a channel by
- * the chunks it announced there, its receives by the chunks this side
- * announced and by one window past this side's sends (a receive completes
- * only against a send).  A count beyond fails the handshake (EPROTO).
+ * the chunks it announced there, its receives by one window past the
+ * chunks this side announced (receives posted ahead of their chunks) and
+ * past this side's sends (a receive completes only against a send).  A count beyond fails the handshake (EPROTO).
  * Throw-away receives stop one window past this side's own
  * (tp__close_drain): a peer further ahead is one whose plugin completed
  * its sends without a receive (the emulator, TCP plugins), so nothing of
@@ -45,7 +45,9 @@ int tp__close_counts(struct tcpx_p2p_conn *c)
 		sends = c->recv[i].peer_count;
 		recvs = c->send[i].peer_count;
 		rc = close_count_ok(&c->recv[i], sends, c->ctl->peer_on[i], i, "sends");
-		most = c->dir[TP_SEND].on[i];
+		/* its receives posted ahead of chunks not yet announced
+		 * (stream.c) are one window at most */
+		most = c->dir[TP_SEND].on[i] + TP_WINDOW_SLOTS;
 		if ((int32_t)(most - (c->send[i].issued + TP_WINDOW_SLOTS)) > 0)
 			most = c->send[i].issued + TP_WINDOW_SLOTS;
 		if (!rc)
@@ -82,7 +84,7 @@ void tp__close_freeze(struct tcpx_p2p_conn *c)
 
 		/* Prepared, not handed over: dropped (their gathers end
 		 * before the staging goes: conn_destroy waits for them). */
-		cm->win.posted = cm->issued;
+		cm->win.posted = cm->bound = cm->issued;
 		cm->cursor = NULL;
 		/* Their transfers have failed: chunks in flight retire none. */
 		for (uint32_t k = cm->win.retired; k != cm->issued; k++)
@@ -137,7 +139,7 @@ static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 	rc = tp__comm_issue(net, cm, buf, cm->dir == TP_SEND ? 0 : bytes, mh, &taken);
 	if (rc || !taken)
 		return rc;
-	cm->win.posted = cm->issued;
+	cm->win.posted = cm->bound = cm->issued;
 	return 1;
 }
 

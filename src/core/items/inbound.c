@@ -15,6 +15,7 @@
 #include "core/xfer.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 const char *tp__items_refusal(uint64_t why)
 {
@@ -146,6 +147,7 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 	struct tcpx_p2p_xfer *x = tp__items_find_answer(c, id);
 	int status;
 
+	tp__tl_mark(TP_TL_ACK_READ);
 	/* A transfer answered once has left the answers list: a second
 	 * answer finds nothing.  CANCELED answers a send (its receive was
 	 * cancelled there) or a read this side cancelled. */

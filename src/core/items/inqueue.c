@@ -25,6 +25,7 @@
 #include "core/xfer.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "util/timeline.h"
 
 /* Remote segments naming a key this side never gave the peer that a
  * connection may send before it is failed: a peer that lost track of an
@@ -77,6 +78,7 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		x->chan0 = in->chan;
 		tp__xfer_set_state(x, TP_XS_STREAMING);
 		tp__stream_enqueue(c, x);
+		tp__tl_mark(TP_TL_MATCHED);
 		return tp__items_send_ack(c, in->id, TP_ACK_OK, mine);
 	}
 	snprintf(x->why, sizeof(x->why), "the peer sent %llu bytes, this receive has %zu "

@@ -113,6 +113,11 @@ struct tp_comm {
 	/* Next chunk this comm posts: seq in cursor (NULL: none queued). */
 	struct tcpx_p2p_xfer *cursor;
 	uint64_t next_seq;
+	/* Receives [win.retired, bound) carry their chunk; [bound, win.posted)
+	 * were posted ahead of it, into bounce pages, before the announcement
+	 * of their item was numbered here (stream.c, "Receives ahead").
+	 * bound == win.posted on every other comm. */
+	uint32_t bound;
 	/* Posted requests a test() may still have to hand to the plugin's
 	 * helpers: TCPX activates at most one per test (docs/tcpx.md, plugin
 	 * contract rule 12). */

@@ -21,6 +21,7 @@
 #include "core/xfer.h"
 #include "util/config.h"
 #include "util/error.h"
+#include "util/timeline.h"
 
 /* Where this side's send stream is idle an item starts on channel 0, so
  * that lone small transfers keep to the same comms, which the plugin
@@ -211,21 +212,153 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	return 0;
 }
 
-/* Prepare chunks into free window slots, in stream order. */
-int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+/*
+ * Receives ahead.  Where the plugin receives into bounce pages of its own
+ * (TCPX, the emulator's bounce modes, the simulator), a receive's
+ * destination is read only at unpack time: the posted buffer is never
+ * written.  And the k-th receive of a comm meets the peer's k-th send on
+ * it (tags: comm.h), which is the next chunk of the stream that travels
+ * on that channel, whatever item it belongs to.  So each such comm keeps
+ * its window full of receives posted before any announcement names their
+ * chunks (post_ahead: into the landing buffer, or a host chunk nothing
+ * reads), and the chunks bind to them in order as their items are
+ * numbered (bind_ahead, from the comm's cursor as every post).  A receive
+ * that completes unbound is tested (its pages held) but never unpacked
+ * nor consumed until its chunk is bound: a peer's bytes land only in an
+ * item it announced, and a peer that sends without announcing holds at
+ * most one window of pages per comm.  The close counts each posted
+ * receive as any other (close/drain.c bounds the peer's count of them by
+ * one window past what this side announced).
+ */
+static bool ahead_comm(const struct tp_comm *cm)
+{
+	return cm->dir == TP_RECV && cm->meta;
+}
+
+/* The buffer receives ahead are posted with: the plugin writes none of
+ * it.  Device memory where the bounce pages are (TCPX takes only devmem
+ * there), else a host chunk of the conn, registered on first use. */
+static int ahead_buf(struct tcpx_p2p_conn *c, const struct tp_comm *cm, char **buf,
+		     struct tcpx_p2p_mr **mr)
+{
+	size_t bytes = (c->s->cfg.chunk_bytes + 4095) & ~(size_t)4095;
+	int rc;
+
+	if (cm->bounce_on_device && c->land) {
+		*buf = c->land;
+		*mr = c->landmr;
+		return 0;
+	}
+	if (!c->ahead) {
+		c->ahead = aligned_alloc(4096, bytes);
+		if (!c->ahead)
+			return tp__error(TCPX_P2P_ENOMEM, "receives ahead: out of memory");
+		rc = tcpx_p2p_mr_register(c->s, c->ahead, bytes, TCPX_P2P_MEM_HOST, &c->aheadmr);
+		if (rc) {
+			free(c->ahead);
+			c->ahead = NULL;
+			return rc;
+		}
+	}
+	*buf = c->ahead;
+	*mr = c->aheadmr;
+	return 0;
+}
+
+/* A receive of a whole chunk for whatever chunk comes next on cm. */
+static int post_ahead(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slot *sl)
+{
+	char *buf = NULL;
+	struct tcpx_p2p_mr *mr = NULL;
+	int rc = ahead_buf(c, cm, &buf, &mr);
+
+	if (rc)
+		return rc;
+	sl->x = NULL;
+	sl->soff = 0;
+	sl->len = (uint32_t)c->s->cfg.chunk_bytes;
+	sl->launch = 0;
+	sl->hjob_wait = false;
+	sl->stage = NULL;
+	sl->request = NULL;
+	sl->multi = false;
+	sl->dst_dev = sl->dst_mapped = false;
+	sl->buf = buf;
+	sl->mr = mr;
+	sl->seq = 0;
+	return 0;
+}
+
+/* The receive in sl, posted ahead, gets the chunk seq of x (cm's cursor):
+ * prepared as if posted now, its request and what its test said kept.
+ * Returns 1 when no staging slot is free (try again next pass). */
+static int bind_ahead(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_xfer *x,
+		      struct tp_slot *sl)
+{
+	struct tp_slot was = *sl;
+	int rc = prepare(c, cm, x, sl);
+
+	if (rc) {
+		*sl = was;
+		return rc;
+	}
+	sl->request = was.request;
+	sl->got = was.got;
+	sl->caller = was.caller;
+	c->stats.chunks_ahead++;
+	tp__tl_mark(TP_TL_BOUND);
+	return 0;
+}
+
+bool tp__stream_resting(const struct tcpx_p2p_conn *c, const struct tp_comm *cm)
+{
+	return cm->win.tested == cm->bound && !cm->handover && !c->unmatched.head &&
+	       !c->dir[TP_RECV].head;
+}
+
+int tp__stream_bind(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 {
 	int rc;
 
+	while (cm->cursor && cm->bound != cm->win.posted) {
+		rc = bind_ahead(c, cm, cm->cursor, &cm->slot[tp_window_slot(cm->bound)]);
+		if (rc)
+			return rc < 0 ? rc : 0;
+		cm->bound++;
+		*moved = true;
+		advance_cursor(c, cm);
+	}
+	return 0;
+}
+
+/* Prepare chunks into free window slots, in stream order: first into the
+ * receives posted ahead of them, then into new ones; a bounce comm with
+ * no chunk known fills its window with receives ahead. */
+int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
+{
+	int rc = tp__stream_bind(c, cm, moved);
+
+	if (rc || (cm->cursor && cm->bound != cm->win.posted))
+		return rc;
 	while (cm->cursor && tp_window_can_post(&cm->win)) {
 		rc = prepare(c, cm, cm->cursor, &cm->slot[tp_window_slot(cm->win.posted)]);
 		if (rc)
 			return rc < 0 ? rc : 0;
-		cm->win.posted++;
+		cm->bound = ++cm->win.posted;
 		*moved = true;
 		advance_cursor(c, cm);
 	}
-	if (cm->cursor)
+	if (cm->cursor) {
 		c->stats.windows_full++;
+		return 0;
+	}
+	while (ahead_comm(cm) && tp_window_can_post(&cm->win)) {
+		rc = post_ahead(c, cm, &cm->slot[tp_window_slot(cm->win.posted)]);
+		if (rc)
+			return rc;
+		cm->win.posted++;
+		*moved = true;
+	}
 	return 0;
 }
 
@@ -268,6 +401,7 @@ int tp__stream_issue(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 			return rc;
 		if (cm->dir == TP_SEND)
 			sl->t_issue = tp__now_ns();
+		tp__tl_mark(cm->dir == TP_SEND ? TP_TL_DATA_ISEND : TP_TL_DATA_IRECV);
 		sl->caller = !sl->stage && (cm->dir == TP_SEND || (!cm->meta && pbuf == sl->buf));
 		*moved = true;
 	}
@@ -284,6 +418,7 @@ int tp__stream_test(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
 	for (; k != cm->win.tested; k++) {
 		struct tp_slot *sl = &cm->slot[tp_window_slot(k)];
 
+		tp__tl_mark(cm->dir == TP_SEND ? TP_TL_DATA_SEND_DONE : TP_TL_DATA_RECV_DONE);
 		if (cm->dir == TP_RECV) {
 			c->alive.heard = true;
 			continue;
@@ -397,9 +532,13 @@ int tp__stream_unpack(struct tcpx_p2p_conn *c, bool *moved)
 	b.n = 0;
 	for (i = 0; i < c->nchan; i++) {
 		cm = &c->recv[i];
-		for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++) {
+		/* a receive posted ahead waits for its chunk (its item's
+		 * announcement) before anything reads its pages */
+		for (; cm->win.unpacked != cm->win.tested && cm->win.unpacked != cm->bound;
+		     cm->win.unpacked++) {
 			sl = &cm->slot[tp_window_slot(cm->win.unpacked)];
 			*moved = true;
+			tp__tl_mark(TP_TL_UNPACK);
 			/* the k-th receive of a comm uses meta slot k % 16 */
 			rc = sl->x->op == TP_OP_DISCARD || sl->x->cancelled
 				     ? 0
@@ -466,6 +605,7 @@ int tp__stream_consume(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved,
 		rc = tp__comm_consume(c->s->net, cm);
 		if (rc)
 			return rc;
+		tp__tl_mark(TP_TL_CONSUMED);
 		*moved = true;
 		if (sl->x && done) /* none: a closing conn's (close/drain.c) */
 			retire_chunk(c, sl->x, done);

@@ -23,7 +23,17 @@ unsigned tp__stream_start(const struct tcpx_p2p_conn *c);
 /* Cut x into chunks and give them their numbers in its direction's
  * stream, from channel x->chan0. */
 void tp__stream_enqueue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
-/* Prepare chunks into free window slots, in stream order (post). */
+/* Nothing on receive comm cm needs a test now: its oldest untested
+ * receive was posted ahead (or there is none), every receive was handed
+ * over, and this side expects nothing (no receive waits for its match, no
+ * item streams in), so an idle connection's passes cost no plugin call
+ * per channel. */
+bool tp__stream_resting(const struct tcpx_p2p_conn *c, const struct tp_comm *cm);
+/* Bind the next chunks of cm's stream to the receives posted ahead of
+ * them, in order (a comm with none: nothing to do). */
+int tp__stream_bind(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);
+/* Prepare chunks into free window slots, in stream order (post): those
+ * bound first, then new ones. */
 int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);
 /* Hand prepared chunks to the plugin in order, each once its gather is done. */
 int tp__stream_issue(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved);

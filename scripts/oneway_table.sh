@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One-way latency against raw TCP in one run: for each size, alternating,
+# raw loopback TCP (tcp_probe loopback: the message over S sockets, a
+# one-byte answer) and the library over the emulator (tcpx_perf loopback,
+# host memory, one transfer at a time), repeated; one line per repetition
+# with both p50s and averages and their ratios, then each ratio's range.
+# Usage: [BUILD=build] [BASE=dir] [BOUNCE=host|off] [CHANNELS=1] [SOCKS=S]
+#        [ITERS=300] scripts/oneway_table.sh [reps (3)] [sizes (4K 256K 1M 4M)]
+#   BASE: a second build (bin/, lib/) run after each of BUILD's, its rows
+#   marked "base" (a before/after comparison in the same run).
+#   S defaults to 2 sockets per channel, as the emulator's comms have.
+set -u
+
+usage() {
+	cat <<'USAGE'
+usage: [BUILD=build] [BASE=dir] [BOUNCE=host|off] [CHANNELS=1] [SOCKS=S] [ITERS=300]
+       scripts/oneway_table.sh [reps (3)] [sizes (4K 256K 1M 4M)]
+Alternates raw loopback TCP (tcp_probe: S sockets, a one-byte answer) and
+tcpx_perf loopback (host memory, the emulator with TCPX_EMU_BOUNCE=BOUNCE)
+per size and repetition; prints p50 and average of each and the ratios
+library/raw.  BASE names a second build run right after BUILD's ("base" rows).
+  -h, --help  this text
+USAGE
+}
+
+for a in "$@"; do
+	case $a in
+	-h|--help) usage; exit 0 ;;
+	-*) usage >&2; exit 2 ;;
+	esac
+done
+build=${BUILD:-build}
+base=${BASE:-}
+bounce=${BOUNCE:-host}
+ch=${CHANNELS:-1}
+socks=${SOCKS:-$((ch * 2))}
+iters=${ITERS:-300}
+reps=${1:-3}
+shift || true
+sizes=${*:-4K 256K 1M 4M}
+[[ $reps =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+
+row() { grep -v '^#' | awk 'NF >= 6 { a = $3; p = $5 } END { print (p ? p : "-"), (a ? a : "-") }'; }
+lib() { # dir: p50 avg of one tcpx_perf run
+	LD_LIBRARY_PATH=$1/lib TCPX_P2P_PLUGIN=$1/lib/libnccl-net-tcpxemu.so \
+		TCPX_EMU_BOUNCE=$bounce "$1/bin/tcpx_perf" loopback --mem host --channels "$ch" \
+		-s "$size" -n "$iters" -w 20 -q 2>/dev/null | row
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > 0 && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }'; }
+
+echo "# one way, host memory, $ch channel(s), emulator bounce=$bounce; raw: $socks socket(s)"
+echo "# us; ratio = library / raw TCP, each pair measured back to back"
+printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s\n" size rep build lib_p50 lib_avg raw_p50 \
+	raw_avg p50_x avg_x
+for size in $sizes; do
+	for r in $(seq 1 "$reps"); do
+		read -r rp ra < <("$build/bin/tcp_probe" loopback -S "$socks" -s "$size" \
+			-n "$iters" -w 20 2>/dev/null | row)
+		for b in "$build" $base; do
+			read -r lp la < <(lib "$b")
+			tag=new
+			[ "$b" = "$build" ] || tag=base
+			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s\n" "$size" "$r" "$tag" "$lp" \
+				"$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" "$(ratio "$la" "$ra")"
+		done
+	done
+done | awk '
+	{ print }
+	/^  / { k = $1 " " $3; x = $8 + 0; if (x > 0) {
+		if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x
+		order[k] = ++n } }
+	END { print "# p50 ratio ranges (library/raw):"
+		for (k in order) printf "#   %-14s %.2f-%.2f\n", k, lo[k], hi[k] }'
