@@ -535,8 +535,9 @@ TCPX_P2P_API int tcpx_p2p_stream_wait(tcpx_p2p_xfer *x, void *stream);
 TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
 
 /* (0.10) Ask that x stop: it then ends with ECANCELED, unless it ended
- * first — or had every chunk handed to the plugin already, which is too late
- * (it then ends with its own result).  Never blocks; x must still be waited
+ * first — or had every chunk prepared for a plugin request already (handed
+ * to the plugin, or bound to a receive posted ahead), which is too late (it
+ * then ends with its own result).  Never blocks; x must still be waited
  * for (or taken from tcpx_p2p_completions) and released as ever, since
  * chunks already in the plugin's hands finish first (their bytes may still
  * move).  The connection and its other transfers are untouched.  What each
