@@ -134,8 +134,10 @@ static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 	if (rc)
 		return rc;
 	/* The slot is free (the window has room): cleared before the plugin
-	 * may take it, so that no field of an earlier chunk stays. */
-	*sl = (struct tp_slot){ .got = TP_NET_SIZE_UNKNOWN };
+	 * may take it, so that no field of an earlier chunk stays — but for
+	 * its copy list, the slot's own allocation (freed with the comm). */
+	*sl = (struct tp_slot){ .got = TP_NET_SIZE_UNKNOWN, .cp = sl->cp, .cp_cap = sl->cp_cap,
+				.cp_pinned = sl->cp_pinned };
 	rc = tp__comm_issue(net, cm, buf, cm->dir == TP_SEND ? 0 : bytes, mh, &taken);
 	if (rc || !taken)
 		return rc;

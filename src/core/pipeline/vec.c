@@ -247,7 +247,8 @@ static int cp_add(struct tcpx_p2p_session *s, struct tp_slot *sl, uint32_t *n, b
 			if (!pinned && !(v = malloc(cap * sizeof(*v))))
 				return tp__error(TCPX_P2P_ENOMEM, "vectored transfer: no memory for "
 						 "%u copies", cap);
-			memcpy(v, sl->cp, *n * sizeof(*v));
+			if (*n)
+				memcpy(v, sl->cp, *n * sizeof(*v));
 			cp_free(s, sl);
 			sl->cp = v;
 			sl->cp_cap = cap;
