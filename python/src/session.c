@@ -633,12 +633,18 @@ static PyObject *session_completions(SessionObject *self, PyObject *args, PyObje
 	list = PyList_New(0);
 	for (i = 0; list && i < n; i++) {
 		XferObject *x = tp_xfer_of_handle(self, out[i].xfer);
-		int st = out[i].status, done = 0;
+		tcpx_p2p_xfer_info info = { .struct_size = sizeof(info) };
+		int st, done = 0;
 
 		if (!x || x->busy || x->status != 1)
 			continue;
-		if (st) /* its own error and detail, as wait() reports it */
-			st = tp_api.test(x->x, &done);
+		/* The handle may have been released by another thread's wait
+		 * while this call ran, and its address reused by a new transfer:
+		 * only a transfer that has ended is taken, with its own result
+		 * and detail (as wait() reports them), never the entry's. */
+		if (tp_api.xfer_query(x->x, &info) || !info.done)
+			continue;
+		st = tp_api.test(x->x, &done);
 		tp_xfer_take_result(x, st);
 		if (PyList_Append(list, (PyObject *)x))
 			Py_CLEAR(list);

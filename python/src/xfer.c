@@ -276,9 +276,11 @@ static PyObject *xfer_cancel(XferObject *self, PyObject *unused)
 	if (self->conn->closing)
 		return tp_busy_error("Xfer.cancel", "its connection, being closed,");
 	TP_ENTER(self);
+	TP_ENTER(self->conn); /* its Conn.close waits (Busy) meanwhile */
 	Py_BEGIN_ALLOW_THREADS
 	rc = tp_api.xfer_cancel(self->x);
 	Py_END_ALLOW_THREADS
+	TP_LEAVE(self->conn);
 	TP_LEAVE(self);
 	if (rc)
 		return tp_py_raise(rc, "Xfer.cancel");

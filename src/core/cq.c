@@ -4,9 +4,9 @@
  * The fd is an eventfd, made on the first tcpx_p2p_session_fd.  It is
  * written once per clear: `signalled` says a write is outstanding, so an end
  * costs an atomic exchange, not a system call, while the fd is already
- * readable.  tcpx_p2p_completions clears the flag and reads the fd *before*
- * it drives and takes the queue, and an end is queued *before* the flag is
- * looked at, so an end is never both missed by the drain and left
+ * readable.  tcpx_p2p_completions reads the fd, then clears the flag, both
+ * *before* it drives and takes the queue, and an end is queued *before* the
+ * flag is looked at, so an end is never both missed by the drain and left
  * unsignalled. */
 #include <errno.h>
 #include <stdint.h>
@@ -128,10 +128,17 @@ int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max,
 		return tp__error(TCPX_P2P_EINVAL, "completions: NULL argument or max %d", max);
 	q = &s->cq;
 	/* Cleared first: what this call's own pass finds (a notification,
-	 * which it does not take) signals the fd again. */
+	 * which it does not take) signals the fd again.  The counter is read
+	 * before the flag is cleared: an end queued in between found the flag
+	 * still set and wrote nothing, and is taken below; one queued after
+	 * writes again.  (Clearing the flag first would let such a write be
+	 * swallowed by the read, leaving the flag set and the fd silent for
+	 * good.)  Read on every call, so that no count outlives its flag. */
 	fd = __atomic_load_n(&q->fd, __ATOMIC_ACQUIRE);
-	if (fd >= 0 && __atomic_exchange_n(&q->signalled, 0, __ATOMIC_ACQ_REL))
+	if (fd >= 0) {
 		(void)!read(fd, &count, sizeof(count));
+		__atomic_store_n(&q->signalled, 0, __ATOMIC_RELEASE);
+	}
 	/* Without a progress thread the caller's calls are what drive. */
 	if (!tp__engine_threaded(s))
 		tp__engine_pass(s, NULL, &st);

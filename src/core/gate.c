@@ -145,6 +145,24 @@ static int release(struct tcpx_p2p_conn *c, struct tp_gate *g)
 	return 0;
 }
 
+/* A gated send that will not carry its bytes (its event failed, it was
+ * cancelled, it passed its deadline) still takes its place among the
+ * sends: the k-th send meets the peer's k-th receive, so dropping it
+ * unannounced would hand its receive the next send's bytes.  It goes out
+ * in turn with every chunk empty, which ends the peer's receive with
+ * ECANCELED, and ends here with err. */
+static void send_empty(struct tp_gate *g, int err, const char *why)
+{
+	struct tcpx_p2p_xfer *x = g->x;
+
+	g->event = NULL;
+	x->cancelled = true;
+	if (!x->err) {
+		x->err = err;
+		snprintf(x->why, sizeof(x->why), "%s", why);
+	}
+}
+
 void tp__gate_pass(struct tcpx_p2p_conn *c, bool *moved)
 {
 	struct tp_gate *g;
@@ -156,16 +174,22 @@ void tp__gate_pass(struct tcpx_p2p_conn *c, bool *moved)
 		rc = g->event ? tp__dev_user_event_query(g->event, &done) : 0;
 		if (!rc && !done)
 			return;
-		unlink_gate(c, g, NULL);
-		*moved = true;
 		if (rc) {
 			snprintf(why, sizeof(why), "the CUDA event %p it was posted on failed: %s",
 				 g->event, tcpx_p2p_last_error());
 			TP_INFO("gate", "a transfer to %s: %s", c->peer[0] ? c->peer : "the peer",
 				why);
-			end_unsent(c, g, rc, why);
-			continue;
+			if (g->x && g->x->op == TP_OP_SEND) {
+				send_empty(g, rc, why); /* and released below, in turn */
+			} else {
+				unlink_gate(c, g, NULL);
+				*moved = true;
+				end_unsent(c, g, rc, why);
+				continue;
+			}
 		}
+		unlink_gate(c, g, NULL);
+		*moved = true;
 		rc = release(c, g);
 		if (rc) {
 			snprintf(why, sizeof(why), "%s", tcpx_p2p_last_error());
@@ -190,6 +214,10 @@ void tp__gate_fail(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 		if (x && g->x != x) {
 			prev = g;
 			continue;
+		}
+		if (x && x->op == TP_OP_SEND) { /* keeps its place (send_empty) */
+			send_empty(g, err, why);
+			return;
 		}
 		unlink_gate(c, g, prev);
 		end_unsent(c, g, err, x ? why : NULL);

@@ -56,7 +56,10 @@ int tp__gate_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 void tp__gate_pass(struct tcpx_p2p_conn *c, bool *moved);
 /* Fail gated transfer x with err (its detail from the last error), or
  * every gated one (x NULL: the conn failed or closes, err its error).
- * Nothing of them reached the wire: their regions are let go at once. */
+ * Nothing of them reached the wire: their regions are let go at once —
+ * but for a single gated send, which keeps its place among the sends and
+ * goes out in turn with every chunk empty (the peer's receive it meets
+ * ends ECANCELED), ending with err when those retire. */
 void tp__gate_fail(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err);
 
 #endif

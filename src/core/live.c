@@ -127,7 +127,8 @@ static int64_t gates_past_deadline(struct tcpx_p2p_conn *c, int64_t now)
 		struct tcpx_p2p_xfer *x = g->x;
 
 		next_g = g->next;
-		if (!x || !x->deadline_ns)
+		/* cancelled: a send already set to go out empty (gate.c) */
+		if (!x || !x->deadline_ns || x->cancelled)
 			continue;
 		if (now >= x->deadline_ns) {
 			tp__error(TCPX_P2P_ETIMEDOUT, "passed its deadline %lld ms after its post, "

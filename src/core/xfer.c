@@ -434,7 +434,9 @@ static int cancel_locked(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 
 int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
 {
+	struct tcpx_p2p_session *s;
 	struct tcpx_p2p_conn *c;
+	uint64_t ended;
 	int rc;
 
 	if (!x)
@@ -442,9 +444,13 @@ int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
 	c = x->c;
 	if (!c || x->op > TP_OP_READ) /* ended with its connection */
 		return 0;
+	s = c->s;
 	pthread_mutex_lock(&c->lock);
+	ended = c->completed;
 	rc = cancel_locked(c, x);
+	ended = c->completed - ended; /* ended here, before the pass counts: waiters told */
 	tp__post_pass_unlock(c);
+	tp__engine_notify(s, ended);
 	return rc;
 }
 

@@ -290,6 +290,48 @@ static void test_cancel_gated(void **state)
 	layer_is(f, 0, 0);
 }
 
+/* A gated send that will not carry its bytes keeps its place among the
+ * sends: receives R0, R1 posted; S0 gated on a pending event, S1 behind it
+ * without one; S0 cancelled (a, with cancel) or its event failed (b): S0
+ * goes out empty, R0 ends ECANCELED with nothing written, and R1 gets S1's
+ * bytes — never R0 (the k-th send meets the k-th receive). */
+static void gated_send_keeps_place(struct fx *f, int fail_event)
+{
+	struct fake_uevent ev = { FAKE_EV_PENDING, 0 };
+	tcpx_p2p_xfer_params pr = { .struct_size = sizeof(pr), .event = &ev };
+	tcpx_p2p_seg s0 = { f->smr, 0, LAYER }, s1 = { f->smr, LAYER, LAYER };
+	tcpx_p2p_xfer *r0, *r1, *x0, *x1;
+	int rc;
+
+	assert_int_equal(tcpx_p2p_recv(f->p.c[1], f->dmr, 0, LAYER, &r0), 0);
+	assert_int_equal(tcpx_p2p_recv(f->p.c[1], f->dmr, LAYER, LAYER, &r1), 0);
+	assert_int_equal(tcpx_p2p_sendv(f->p.c[0], &s0, 1, &pr, &x0), 0);
+	assert_int_equal(tcpx_p2p_sendv(f->p.c[0], &s1, 1, NULL, &x1), 0);
+	drive_looks(f, &ev);
+	if (fail_event)
+		fake_event_set(&ev, FAKE_EV_FAILED);
+	else
+		assert_int_equal(tcpx_p2p_xfer_cancel(x0), 0);
+	rc = finish(f, x0);
+	assert_int_equal(rc, fail_event ? TCPX_P2P_ECUDA : TCPX_P2P_ECANCELED);
+	assert_int_equal(finish(f, x1), 0);
+	assert_int_equal(finish(f, r1), 0);
+	assert_int_equal(finish(f, r0), TCPX_P2P_ECANCELED);
+	layer_is(f, 0, 0);
+	assert_int_equal(memcmp(f->dst + LAYER, f->src + LAYER, LAYER), 0);
+	assert_int_equal(tcpx_p2p_progress(f->p.c[0]), 0); /* the conn is fine */
+}
+
+static void test_cancel_gated_send(void **state)
+{
+	gated_send_keeps_place(*state, 0);
+}
+
+static void test_failed_event_send(void **state)
+{
+	gated_send_keeps_place(*state, 1);
+}
+
 /* Destroying a connection fails its gated transfers (ECLOSED) and lets go
  * of their regions at once: the source deregisters. */
 static void test_close_gated(void **state)
@@ -562,6 +604,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_failed_event, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_close_gated, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_gated, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_gated_send, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_failed_event_send, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_notif_on_last, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_read_gated, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_deadline_gated, fx_setup, fx_teardown),

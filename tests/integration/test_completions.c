@@ -295,6 +295,45 @@ static void test_two_drainers(void **state)
 	(void)rx;
 }
 
+/* Round after round of a few transfers, each round waited for on the fd
+ * alone: ends that race with the drain's clear must never leave the fd
+ * silent with ends queued (a clear that swallowed a signal once did). */
+static void test_fd_never_silent(void **state)
+{
+	struct fx *f = *state;
+	tcpx_p2p_completion out[8];
+	tcpx_p2p_xfer *x[8];
+
+	for (int round = 0; round < 300; round++) {
+		int got = 0, n;
+
+		for (int k = 0; k < 4; k++) {
+			assert_int_equal(tcpx_p2p_recv(f->p.c[1], f->mr[1], (size_t)k * PIECE, PIECE,
+						       &x[2 * k]), 0);
+			assert_int_equal(tcpx_p2p_send(f->p.c[0], f->mr[0], (size_t)k * PIECE, PIECE,
+						       &x[2 * k + 1]), 0);
+		}
+		while (got < 8) {
+			for (int side = 0; side < 2 && got < 8; side++) {
+				if (!threaded)
+					(void)tcpx_p2p_session_progress(f->p.s[!side]);
+				assert_int_equal(tcpx_p2p_completions(f->p.s[side], out, 8, &n), 0);
+				for (int i = 0; i < n; i++) {
+					assert_int_equal(out[i].status, 0);
+					assert_int_equal(tcpx_p2p_xfer_release(out[i].xfer), 0);
+				}
+				got += n;
+			}
+			if (got < 8 && threaded) {
+				struct pollfd p[2] = { { .fd = f->fd[0], .events = POLLIN },
+						       { .fd = f->fd[1], .events = POLLIN } };
+
+				assert_true(poll(p, 2, TP_TEST_TIMEOUT_MS) > 0); /* else: silent */
+			}
+		}
+	}
+}
+
 static void test_refusals(void **state)
 {
 	struct fx *f = *state;
@@ -320,6 +359,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_release_forgets, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notif_and_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_drainers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_never_silent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	};
 

@@ -197,16 +197,18 @@ static int on_cancel(struct tcpx_p2p_conn *c, uint64_t id)
 	struct tp_in *in;
 
 	for (in = c->items->inq; in; in = in->next)
-		if (in->type == TP_CTL_READ_REQ && in->id == id) {
+		if (in->type == TP_CTL_READ_REQ && in->id == id && !in->cancelled) {
 			in->cancelled = true;
 			return 0;
 		}
 	for (x = c->dir[TP_SEND].head; x; x = x->dlink.next)
-		if (x->op == TP_OP_IN_READ && x->id == id) {
+		if (x->op == TP_OP_IN_READ && x->id == id && !x->cancelled) {
 			x->cancelled = true;
 			return 0;
 		}
-	return 0;
+	/* Nothing to stop (finished, never asked, cancelled already): work for
+	 * nothing, bounded as heartbeats are. */
+	return tp__live_idle(c, "cancels of reads it is not making");
 }
 
 static int bad_msg(unsigned type, size_t len)
