@@ -542,8 +542,9 @@ TCPX_P2P_API int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x);
  * chunks already in the plugin's hands finish first (their bytes may still
  * move).  The connection and its other transfers are untouched.  What each
  * kind does:
- *   posted on an event not yet complete (params.event): it ends at once,
- *                never announced; the peer knows nothing of it.
+ *   posted on an event not yet complete (params.event): a write or read
+ *                ends at once, never announced; a send keeps its place
+ *                among the sends and goes out empty in its turn.
  *   send, write  the chunks not yet prepared go out empty: the receiver's
  *                matching receive ends ECANCELED; a write's target drops
  *                its notification and answers nothing more to it.
@@ -601,7 +602,9 @@ typedef struct tcpx_p2p_xfer_params {
 	 * their turn behind it: announcements keep posting order.  What the
 	 * post can refuse (EAGAIN, EINVAL) it refuses at once; an event that
 	 * failed (an error on its stream, an invalid handle) fails that
-	 * transfer alone with ECUDA.  The event is not retained: it must stay
+	 * transfer alone with ECUDA (a send still goes out in its turn, every
+	 * chunk empty: the peer's receive it meets ends ECANCELED).  The event
+	 * is not retained: it must stay
 	 * valid until the transfer has started or ended (docs/api.md, "Posting
 	 * on a GPU event"). */
 	void *event;
