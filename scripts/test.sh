@@ -66,7 +66,9 @@ run_fuzz() {
 		if ! "$dir/bin/fuzz_$t" -max_total_time=20 -timeout=10 \
 			-artifact_prefix="$dir/crashes/$t-" "$dir/corpus/$t" \
 			"$tp_root/tests/fuzz/corpus/$t" >"$dir/fuzz_$t.log" 2>&1; then
-			tail -n 40 "$dir/fuzz_$t.log"
+			# The sanitizer's report with its stacks, then how the run ended.
+			sed -n '/ERROR: /,/^SUMMARY: /p' "$dir/fuzz_$t.log" | head -n 80
+			tail -n 6 "$dir/fuzz_$t.log"
 			tp_log "fuzz: $t failed; inputs in $dir/crashes"
 			return 1
 		fi

@@ -35,6 +35,7 @@ struct tcpx_p2p_xfer *tp__xfer_new(enum tp_op op, enum tp_dir dir)
 
 void tp__xfer_free(struct tcpx_p2p_xfer *x)
 {
+	tp__cq_forget(x); /* never left queued for completions to hand out */
 	tp__segs_free(x);
 	free(x);
 }
@@ -366,7 +367,6 @@ int tcpx_p2p_xfer_release(tcpx_p2p_xfer *x)
 		return tp__error(TCPX_P2P_EINVAL, "xfer_release: NULL xfer");
 	c = x->c;
 	if (!c) {
-		tp__cq_forget(x);
 		tp__xfer_free(x);
 		return 0;
 	}
