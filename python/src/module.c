@@ -222,6 +222,7 @@ static PyMethodDef mod_methods[] = {
 	{ "_set_errors", mod_set_errors, METH_VARARGS, NULL },
 	{ "_set_await", tp_py_set_await, METH_O, NULL },
 	{ "_set_close_hook", tp_py_set_close_hook, METH_O, NULL },
+	{ "_set_let_go_hook", tp_py_set_let_go_hook, METH_O, NULL },
 	{ "wait_any", (PyCFunction)(void (*)(void))tp_py_wait_any, METH_VARARGS | METH_KEYWORDS,
 	  "wait_any(xfers, timeout=None) -> int: wait (GIL released) until one of the xfers "
 	  "(of one session) completes or fails; its index. Its wait()/test() then gives the "

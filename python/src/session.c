@@ -596,12 +596,14 @@ static PyObject *session_fileno(SessionObject *self, PyObject *unused)
 	rc = tp_api.session_fd(self->s, &fd);
 	if (rc)
 		return tp_py_raise(rc, "Session.fileno");
+	self->watched = 1;
 	return PyLong_FromLong(fd);
 }
 
 /* Take the session's ended transfers: each one's result is taken (its
  * handle released), as wait() would, and its Xfer returned.  An Xfer that
- * another thread is waiting on is left to that thread; a transfer whose
+ * another thread is using (wait, cancel …) is left to that thread, which
+ * tells the event loops when it lets go (tp_xfer_let_go); a transfer whose
  * Xfer is gone (released with its conn or session) is skipped. */
 static PyObject *session_completions(SessionObject *self, PyObject *args, PyObject *kw)
 {

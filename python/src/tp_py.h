@@ -112,6 +112,7 @@ typedef struct {
 	int gpu;
 	int progress_thread; /* its config's: a thread drives it */
 	int busy;            /* calls of other threads in the library */
+	int watched;         /* fileno() was asked for: an event loop may watch it */
 	struct tp_list conns, mrs, rmrs, xfers, servers, listeners, xlists;
 	struct tp_list orphan_xfers, orphan_mrs;
 	PyObject *strings;   /* keeps the config's strings alive */
@@ -257,6 +258,8 @@ PyObject *tp_py_wait_any(PyObject *mod, PyObject *args, PyObject *kw);
 PyObject *tp_py_set_await(PyObject *mod, PyObject *fn);
 /* tcpx_p2p.aio's forget(session), called as a session closes (its fd goes). */
 PyObject *tp_py_set_close_hook(PyObject *mod, PyObject *fn);
+/* tcpx_p2p.aio.let_go(xfer), called when a thread stops using an Xfer. */
+PyObject *tp_py_set_let_go_hook(PyObject *mod, PyObject *fn);
 
 /* Handle releases used by close() and by the session's cascade. */
 void tp_conn_close_handle(ConnObject *c);

@@ -13,6 +13,25 @@
 #define SLICE_MS 50
 
 static PyObject *await_hook; /* tcpx_p2p.aio's coroutine factory */
+static PyObject *let_go_hook; /* tcpx_p2p.aio.let_go */
+
+/* This thread has stopped using x (wait, test, cancel, wait_any).  Meanwhile
+ * Session.completions() may have passed it over (busy), and the end it
+ * reported is not reported again: if an event loop may await x, tell it to
+ * look at x again.  Any exception of the caller's is kept. */
+static void let_go(XferObject *x)
+{
+	PyObject *type, *value, *tb, *r;
+
+	if (!let_go_hook || !x->conn->sess->watched)
+		return;
+	PyErr_Fetch(&type, &value, &tb);
+	r = PyObject_CallOneArg(let_go_hook, (PyObject *)x);
+	if (!r)
+		PyErr_Clear(); /* the loop's trouble, not this call's */
+	Py_XDECREF(r);
+	PyErr_Restore(type, value, tb);
+}
 
 /* The session's map from handles to Xfers (tcpx_p2p_completions reports
  * handles).  A failed insertion only hides that Xfer from completions():
@@ -176,14 +195,18 @@ static PyObject *xfer_wait(XferObject *self, PyObject *args, PyObject *kw)
 		if (PyErr_CheckSignals()) {
 			TP_LEAVE(self->conn);
 			TP_LEAVE(self);
+			let_go(self);
 			return NULL;
 		}
 	}
 	TP_LEAVE(self->conn);
 	TP_LEAVE(self);
-	if (over) /* still pending */
+	if (over) { /* still pending */
+		let_go(self);
 		return tp_py_raise(rc, "Xfer.wait");
+	}
 	tp_xfer_take_result(self, rc);
+	let_go(self);
 	return result(self, "Xfer.wait");
 }
 
@@ -207,9 +230,12 @@ static PyObject *xfer_test(XferObject *self, PyObject *unused)
 	Py_END_ALLOW_THREADS
 	TP_LEAVE(self->conn);
 	TP_LEAVE(self);
-	if (!rc && !done)
+	if (!rc && !done) {
+		let_go(self);
 		Py_RETURN_FALSE;
+	}
 	tp_xfer_take_result(self, rc);
+	let_go(self);
 	if (rc)
 		return result(self, "Xfer.test");
 	Py_RETURN_TRUE;
@@ -282,6 +308,7 @@ static PyObject *xfer_cancel(XferObject *self, PyObject *unused)
 	Py_END_ALLOW_THREADS
 	TP_LEAVE(self->conn);
 	TP_LEAVE(self);
+	let_go(self);
 	if (rc)
 		return tp_py_raise(rc, "Xfer.cancel");
 	Py_RETURN_NONE;
@@ -593,14 +620,17 @@ PyObject *tp_py_wait_any(PyObject *mod, PyObject *args, PyObject *kw)
 		TP_LEAVE(x->conn);
 		TP_LEAVE(x);
 	}
+	/* idx completed (rc 0) or failed (rc): its result is taken now. */
+	if (got)
+		tp_xfer_take_result((XferObject *)PySequence_Fast_GET_ITEM(fast, idx), rc);
+	for (i = 0; i < n; i++)
+		let_go((XferObject *)PySequence_Fast_GET_ITEM(fast, i));
 	if (PyErr_Occurred())
 		goto out;
 	if (!got) {
 		tp_py_raise(rc, "wait_any");
 		goto out;
 	}
-	/* idx completed (rc 0) or failed (rc): its result is taken now. */
-	tp_xfer_take_result((XferObject *)PySequence_Fast_GET_ITEM(fast, idx), rc);
 	ret = PyLong_FromLong(idx);
 out:
 	PyMem_Free(hs);
@@ -612,6 +642,12 @@ PyObject *tp_py_set_await(PyObject *mod, PyObject *fn)
 {
 	Py_INCREF(fn);
 	Py_XSETREF(await_hook, fn);
+	Py_RETURN_NONE;
+}
+
+PyObject *tp_py_set_let_go_hook(PyObject *mod, PyObject *fn)
+{
+	Py_XSETREF(let_go_hook, Py_NewRef(fn));
 	Py_RETURN_NONE;
 }
 

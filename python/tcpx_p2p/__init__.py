@@ -35,6 +35,7 @@ from .metrics import prometheus  # noqa: E402
 
 _tcpx_p2p._set_await(_aio.wait_async)
 _tcpx_p2p._set_close_hook(_aio.forget)
+_tcpx_p2p._set_let_go_hook(_aio.let_go)
 wait_async = _aio.wait_async
 
 __version__ = _tcpx_p2p.HEADER_VERSION

@@ -11,16 +11,37 @@ callbacks, soon after each post and then backing off to every
 ``DRIVE_MAX_S``; give such a session ``progress_thread=True`` to make that
 unnecessary.
 
+Several loops (in several threads) may await transfers of one session:
+whichever loop takes an end hands it to the loop that awaits it.  A thread
+that waits on, tests or cancels an awaited transfer tells the loops when it
+lets go of it (the end may have been passed over meanwhile).
+
 A cancelled or timed-out await stops waiting; the transfer itself goes on
-(close its connection to cancel it).
+(``Xfer.cancel`` cancels it).
 """
 import asyncio
+import threading
 import weakref
 
 DRIVE_MIN_S = 0.0001
 DRIVE_MAX_S = 0.005
 
 _reactors = weakref.WeakKeyDictionary()  # loop -> {id(session): _Reactor}
+_by_session = {}  # id(session) -> [_Reactor], one per loop watching it
+_by_session_lock = threading.Lock()
+
+
+def _others(reactor):
+    with _by_session_lock:
+        return [r for r in _by_session.get(id(reactor.session), ()) if r is not reactor]
+
+
+def _hand(reactor, method, arg):
+    """Run reactor.method(arg) on its own loop, from any thread."""
+    try:
+        reactor.loop.call_soon_threadsafe(method, arg)
+    except RuntimeError:
+        pass  # that loop is closed: nothing awaits there any more
 
 
 class _Reactor:
@@ -35,8 +56,16 @@ class _Reactor:
         self.delay = DRIVE_MIN_S
         self.timer = None
         loop.add_reader(self.fd, self._ready)
+        with _by_session_lock:
+            _by_session.setdefault(id(session), []).append(self)
 
     def close(self):
+        with _by_session_lock:
+            peers = _by_session.get(id(self.session), [])
+            if self in peers:
+                peers.remove(self)
+            if not peers:
+                _by_session.pop(id(self.session), None)
         self.loop.remove_reader(self.fd)
         if self.timer:
             self.timer.cancel()
@@ -58,10 +87,25 @@ class _Reactor:
                         fut.set_exception(e)
             self.waiters.clear()
             return False
-        self._resolve(ended)
-        # Ended elsewhere (wait() in another thread took the result).
-        self._resolve([x for x in self.waiters if x.done])
+        mine = [x for x in ended if x in self.waiters]
+        self._resolve(mine)
+        if len(mine) < len(ended):  # the rest may be awaited on other loops
+            for r in _others(self):
+                _hand(r, r._resolve, ended)
+        if not ended:  # woken for what another caller of completions() took
+            self._resolve([x for x in self.waiters if x.done])
         return bool(ended)
+
+    def _look_again(self, xfer):
+        """A thread let go of xfer: resolve it if it has ended."""
+        if xfer not in self.waiters:
+            return
+        try:
+            ended = xfer.done or xfer.query()["done"]
+        except Exception:  # its connection is being closed: that ends it too
+            ended = True
+        if ended:
+            self._resolve([xfer])
 
     def _ready(self):
         self._take()
@@ -105,6 +149,14 @@ def _reactor(loop, session):
     if r is None or r.session is not session:
         r = per_loop[id(session)] = _Reactor(loop, session)
     return r
+
+
+def let_go(xfer):
+    """A thread stopped using xfer (the extension calls this; any thread)."""
+    with _by_session_lock:
+        watching = list(_by_session.get(id(xfer.conn.session), ()))
+    for r in watching:
+        _hand(r, r._look_again, xfer)
 
 
 def forget(session):

@@ -4,12 +4,13 @@ must park no thread per await."""
 import asyncio
 import selectors
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import tcpx_p2p as tp
-from conftest import TIMEOUT, connect_pair, pattern
+from conftest import TIMEOUT, complete, connect_pair, pattern
 
 PIECE = 4096
 
@@ -144,3 +145,100 @@ def test_cancel(pair):
     assert np.array_equal(dst[:PIECE], src[:PIECE])
     assert np.array_equal(dst[2 * PIECE:], src[2 * PIECE:])
     assert not dst[PIECE:2 * PIECE].any()
+
+
+def _loop_thread():
+    """An event loop running in a thread of its own."""
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    return loop, t
+
+
+def _stop(loop, t):
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(TIMEOUT)
+    loop.close()
+
+
+def test_two_loops_one_session():
+    """An end that one loop takes from the session's fd reaches the loop
+    that awaits it: loop B is held busy while its transfer ends, so only
+    loop A sees the fd readable (and clears it)."""
+    a = tp.Session(gpu=-1, progress_thread=True)
+    b = tp.Session(gpu=-1, progress_thread=True)
+    ca, cb = connect_pair(a, b)
+    src, dst = pattern(2 * PIECE, 53), np.zeros(2 * PIECE, dtype=np.uint8)
+    ms, md = b.register(src), a.register(dst)
+    loop_a, ta = _loop_thread()
+    loop_b, tb = _loop_thread()
+    x1 = ca.recv(md, offset=0, length=PIECE)
+    x2 = ca.recv(md, offset=PIECE, length=PIECE)
+    gate, b_waiting = threading.Event(), threading.Event()
+
+    async def await_held(x):
+        coro = tp.wait_async(x)
+        fut = asyncio.ensure_future(coro)
+        await asyncio.sleep(0)  # the await is registered with B's reactor
+        b_waiting.set()
+        gate.wait(TIMEOUT)  # B's loop is held: it cannot see the fd
+        await asyncio.wait_for(fut, TIMEOUT)
+
+    fa = asyncio.run_coroutine_threadsafe(tp.wait_async(x1), loop_a)
+    fb = asyncio.run_coroutine_threadsafe(await_held(x2), loop_b)
+    try:
+        assert b_waiting.wait(TIMEOUT)
+        # The sends are matched in order: x1's data, then x2's.  Loop A
+        # takes both ends from the fd while B is held.
+        tx = [cb.send(ms, offset=0, length=PIECE), cb.send(ms, offset=PIECE, length=PIECE)]
+        fa.result(TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while not x2.done:  # until A's completions() has taken it too
+            assert time.monotonic() < deadline, "loop A never took the second end"
+            time.sleep(0.001)
+        gate.set()
+        fb.result(TIMEOUT)  # B resolves although its fd never woke it
+        complete(*tx)
+    finally:
+        gate.set()
+        _stop(loop_a, ta)
+        _stop(loop_b, tb)
+    assert np.array_equal(dst, src)
+    b.close()
+    a.close()
+
+
+@pytest.mark.parametrize("other", ["wait", "cancel"])
+def test_await_while_another_thread_uses_the_xfer(other):
+    """A thread that waits on (or cancels) an awaited transfer while it ends
+    holds it busy, so completions() passes it over; letting go of it tells
+    the loop.  Many rounds: the end must land inside the other thread's call
+    at least sometimes."""
+    a = tp.Session(gpu=-1, progress_thread=True)
+    b = tp.Session(gpu=-1, progress_thread=True)
+    ca, cb = connect_pair(a, b)
+    rounds = 200
+    src, dst = pattern(rounds * PIECE, 59), np.zeros(rounds * PIECE, dtype=np.uint8)
+    ms, md = b.register(src), a.register(dst)
+    loop, t = _loop_thread()
+    try:
+        for k in range(rounds):
+            x = ca.recv(md, offset=k * PIECE, length=PIECE)
+            fut = asyncio.run_coroutine_threadsafe(tp.wait_async(x), loop)
+            y = cb.send(ms, offset=k * PIECE, length=PIECE)
+            try:
+                x.wait(TIMEOUT) if other == "wait" else x.cancel()
+            except tp.Busy:
+                pass  # the loop's completions() took it first
+            try:
+                fut.result(TIMEOUT)
+            except tp.Cancelled:
+                pass
+            try:
+                complete(y)
+            except tp.Cancelled:
+                pass
+    finally:
+        _stop(loop, t)
+    b.close()
+    a.close()
