@@ -127,6 +127,19 @@ static int stage_clear(struct tcpx_p2p_conn *c, const struct tp_comm *cm, struct
 	return tp__devq_copies(c->s, cp, k, TP_LIST_MAPPED, &sl->launch);
 }
 
+/* Slot sl starts over for len bytes at off of x (NULL: a receive ahead,
+ * its chunk not known yet): nothing staged, launched or requested. */
+static void slot_start(struct tp_slot *sl, struct tcpx_p2p_xfer *x, size_t off, size_t len)
+{
+	sl->x = x;
+	sl->soff = off;
+	sl->len = (uint32_t)len;
+	sl->launch = 0;
+	sl->hjob_wait = false;
+	sl->stage = NULL;
+	sl->request = NULL;
+}
+
 /* Fill slot sl with the next chunk of x (seq): straight from or into its
  * segment, or through a staging slot, gathering a send there first.
  * Returns 1 when no staging slot is free, or in a post's pass a gather
@@ -148,13 +161,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	tp_chunk_range(x->len, x->chunk, cm->next_seq - x->first_seq, &off, &n);
 	if (x->cancelled && cm->dir == TP_SEND)
 		n = 0;
-	sl->x = x;
-	sl->soff = off;
-	sl->len = (uint32_t)n;
-	sl->launch = 0;
-	sl->hjob_wait = false;
-	sl->stage = NULL;
-	sl->request = NULL;
+	slot_start(sl, x, off, n);
 	sl->dst_dev = x->mtype == TCPX_P2P_MEM_CUDA;
 	sl->dst_mapped = x->mapped;
 	if (!nowhere)
@@ -274,13 +281,7 @@ static int post_ahead(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_slo
 
 	if (rc)
 		return rc;
-	sl->x = NULL;
-	sl->soff = 0;
-	sl->len = (uint32_t)c->s->cfg.chunk_bytes;
-	sl->launch = 0;
-	sl->hjob_wait = false;
-	sl->stage = NULL;
-	sl->request = NULL;
+	slot_start(sl, NULL, 0, c->s->cfg.chunk_bytes);
 	sl->multi = false;
 	sl->dst_dev = sl->dst_mapped = false;
 	sl->buf = buf;
