@@ -13,6 +13,7 @@
 
 #include "util/config.h"
 #include "util/error.h"
+#include "util/symver.h"
 #include "util/log.h"
 #include "util/log_level.h"
 
@@ -387,11 +388,11 @@ _Static_assert(TP_CONFIG_V05_SIZE ==
 			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
 	       "close_timeout_ms must start after the 0.5 struct's padding");
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@@TCPX_P2P_0.8")))
-int tp__config_init_v08(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v08(tcpx_p2p_config *cfg)
 {
 	return config_init(cfg);
 }
+TP_SYMVER(tp__config_init_v08, "tcpx_p2p_config_init@@TCPX_P2P_0.8");
 
 /* Writes exactly n bytes of the full struct, and n as struct_size. */
 static int config_init_size(tcpx_p2p_config *cfg, size_t n)
@@ -407,38 +408,38 @@ static int config_init_size(tcpx_p2p_config *cfg, size_t n)
 	return rc;
 }
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.7")))
-int tp__config_init_v07(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v07(tcpx_p2p_config *cfg)
 {
 	return config_init_size(cfg, TP_CONFIG_V07_SIZE);
 }
+TP_SYMVER(tp__config_init_v07, "tcpx_p2p_config_init@TCPX_P2P_0.7");
 
 /* The 0.6 struct ended with close_timeout_ms; 0.7's first field follows
  * it directly, so a 0.6 caller's sizeof (padded) would cover it: its
  * entry point writes and says the size up to there. */
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.6")))
-int tp__config_init_v06(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v06(tcpx_p2p_config *cfg)
 {
 	return config_init_size(cfg, TP_CONFIG_V06_SIZE);
 }
+TP_SYMVER(tp__config_init_v06, "tcpx_p2p_config_init@TCPX_P2P_0.6");
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.5")))
-int tp__config_init_v05(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v05(tcpx_p2p_config *cfg)
 {
 	return config_init_size(cfg, TP_CONFIG_V05_SIZE);
 }
+TP_SYMVER(tp__config_init_v05, "tcpx_p2p_config_init@TCPX_P2P_0.5");
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.2")))
-int tp__config_init_v02(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v02(tcpx_p2p_config *cfg)
 {
 	return config_init_size(cfg, TP_CONFIG_V02_SIZE);
 }
+TP_SYMVER(tp__config_init_v02, "tcpx_p2p_config_init@TCPX_P2P_0.2");
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_config_init@TCPX_P2P_0.1")))
-int tp__config_init_v01(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v01(tcpx_p2p_config *cfg)
 {
 	return config_init_size(cfg, TP_CONFIG_V01_SIZE);
 }
+TP_SYMVER(tp__config_init_v01, "tcpx_p2p_config_init@TCPX_P2P_0.1");
 
 int tp__config_init(tcpx_p2p_config *cfg)
 {

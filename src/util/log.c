@@ -64,6 +64,7 @@ static const char *tp_basename(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+__attribute__((format(printf, 5, 0)))
 static void tp_log_emit(int level, const char *subsys, const char *file, int line,
 			const char *fmt, va_list ap)
 {

@@ -23,6 +23,7 @@
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
+#include "util/symver.h"
 
 int tp__items_note_arrives(struct tcpx_p2p_conn *c, size_t len)
 {
@@ -406,16 +407,16 @@ static int notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
  * notif_take; a binary built against 0.3 to 0.8 tests it for 0 and gets 0
  * (a caller that cannot know notif_take gets no long notification by
  * default: config.c). */
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_notif_poll@@TCPX_P2P_0.10")))
-int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+TCPX_P2P_API int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
 {
 	return notif_poll(s, out, max, n);
 }
+TP_SYMVER(tp__notif_poll_v010, "tcpx_p2p_notif_poll@@TCPX_P2P_0.10");
 
-TCPX_P2P_API __attribute__((symver("tcpx_p2p_notif_poll@TCPX_P2P_0.3")))
-int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+TCPX_P2P_API int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
 {
 	int rc = notif_poll(s, out, max, n);
 
 	return rc < 0 ? rc : 0;
 }
+TP_SYMVER(tp__notif_poll_v03, "tcpx_p2p_notif_poll@TCPX_P2P_0.3");
