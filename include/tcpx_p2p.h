@@ -355,6 +355,26 @@ TCPX_P2P_API int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t 
  * tcpx_p2p_xlist_release; nothing freed). */
 TCPX_P2P_API int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr);
 
+/* tcpx_p2p_mr_deregister_ex flags (0.11). */
+#define TCPX_P2P_DEREG_FAIL_INCOMING 1u
+
+/* (0.11) tcpx_p2p_mr_deregister, with flags.  TCPX_P2P_DEREG_FAIL_INCOMING:
+ * every connection on which a peer's transfer hosted here (its WRITE
+ * landing in mr, its READ served from it) holds the region fails with
+ * ECANCELED and is closed with its peer, whose transfers then fail at once
+ * (ECLOSED) instead of after its dead_after_ms.  The region is let go
+ * once the peer has answered the close and the plugin has handed back
+ * every request into it (the connection's passes: the progress or
+ * keepalive thread, or tcpx_p2p_progress), or when the connection is
+ * destroyed: call again until it returns 0.  The caller's own transfers
+ * that use mr are never failed by it (EBUSY, as without the flag).
+ * Thread-safe; not from inside a completion callback.
+ * RETURN VALUE: 0 (deregistered); EINVAL (NULL mr, unknown flags); EAGAIN
+ * (connections holding it through a peer's transfer were failed, now or by
+ * an earlier call, and have not let go yet: call again; nothing freed);
+ * EBUSY (as tcpx_p2p_mr_deregister, for what the flag does not fail). */
+TCPX_P2P_API int tcpx_p2p_mr_deregister_ex(tcpx_p2p_mr *mr, unsigned flags);
+
 /* ---- connections: built-in TCP rendezvous ------------------------------- */
 
 /* Listen for peers on bind_addr:port (NULL = all addresses; port 0 = any).
@@ -505,6 +525,21 @@ TCPX_P2P_API int tcpx_p2p_xfer_query(tcpx_p2p_xfer *x, tcpx_p2p_xfer_info *info)
  * nothing happens.  Checked in the session's passes.  Thread-safe.
  * RETURN VALUE: 0; EINVAL (NULL x, timeout_ms <= 0). */
 TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
+
+/* (0.11) A deadline on what c's peer makes this side host: each of the
+ * peer's transfers accepted here (its WRITE landing in an export, its READ
+ * served from one), those under way now and those accepted later, must
+ * complete within timeout_ms of its acceptance (of this call, for those
+ * under way).  Past it, the connection fails with ETIMEDOUT and is closed
+ * with the peer, as for tcpx_p2p_xfer_deadline: the peer's transfers fail
+ * at once (ECLOSED), and the regions the stalled transfer held are let go
+ * once the peer has answered the close (tcpx_p2p_mr_deregister_ex).
+ * timeout_ms 0 removes the deadline from later transfers (the default:
+ * none; config.stall_ms still reports them, the stats' in_stalls).
+ * Checked in the session's passes.  Thread-safe.
+ * RETURN VALUE: 0; EINVAL (NULL c, timeout_ms < 0); ECLOSED (c failed
+ * earlier). */
+TCPX_P2P_API int tcpx_p2p_conn_in_deadline(tcpx_p2p_conn *c, int timeout_ms);
 
 /* (0.8) Make the CUDA stream `stream` (a cudaStream_t of the session's GPU,
  * made with cudaStreamNonBlocking) wait until x has ended: work queued on
@@ -933,6 +968,11 @@ typedef struct tcpx_p2p_stats {
 	 * before their transfer's announcement was matched on this side (a
 	 * plugin that receives into bounce pages; docs/api.md, "Statistics"). */
 	uint64_t chunks_in_ahead;
+	/* Added in 0.11: the peer's transfers hosted here (its WRITE landing
+	 * here, its READ served from here) found stalled (config.stall_ms),
+	 * each time it happened; stalls counts this side's own transfers
+	 * (docs/reliability.md, "Stalled incoming transfers"). */
+	uint64_t in_stalls;
 } tcpx_p2p_stats;
 
 /* Fill *out (its struct_size bytes at most, set by the caller; struct_size

@@ -47,6 +47,12 @@ struct tp_live {
 	uint64_t missed;    /* whole heartbeat intervals of the current silence, counted */
 	int64_t scan_ns;    /* the last look for stalled transfers */
 	int64_t deadline_ns; /* the earliest deadline of a pending transfer (0: none) */
+	/* tcpx_p2p_conn_in_deadline: each of the peer's transfers hosted here
+	 * must end within it of its acceptance (0: none) */
+	int64_t in_deadline_ns;
+	/* A failed conn's hosted transfers (the peer's) let go of their
+	 * regions: its close drained (items/hosted.c) */
+	bool hosted_free;
 	/* The peer's control messages that carry no work (live.c, tp__live_idle) */
 	uint32_t idle_tokens;
 	int64_t idle_ns;    /* when idle_tokens was last refilled */

@@ -88,6 +88,17 @@ next:
 		st->conns = true;
 }
 
+void tp__engine_each(struct tcpx_p2p_session *s,
+		     void (*fn)(struct tcpx_p2p_conn *c, void *arg), void *arg)
+{
+	struct tp_engine *e = s->engine;
+
+	pthread_rwlock_rdlock(&e->list_lock);
+	for (struct tcpx_p2p_conn *c = e->conns.head; c; c = c->elink.next)
+		fn(c, arg);
+	pthread_rwlock_unlock(&e->list_lock);
+}
+
 void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
 {
 	struct tp_progress st;

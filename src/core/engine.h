@@ -25,6 +25,10 @@ void tp__engine_retire(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 		     struct tp_progress *st);
+/* fn on every conn in the passes (not those destroyed), the list held:
+ * fn takes each conn's lock itself, never the session's around it. */
+void tp__engine_each(struct tcpx_p2p_session *s,
+		     void (*fn)(struct tcpx_p2p_conn *c, void *arg), void *arg);
 /* After queuing something (c->lock held): a first pass, then, unlocked,
  * the engine told what completed in it and woken.  Returns with c unlocked. */
 void tp__post_pass_unlock(struct tcpx_p2p_conn *c);

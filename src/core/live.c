@@ -83,7 +83,7 @@ static void count_missed(struct tcpx_p2p_conn *c, int64_t silent_ns, int64_t hb_
 static void stall_check(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int64_t now,
 			int64_t stall_ns)
 {
-	if (x->state == TP_XS_DONE || x->op >= TP_OP_IN_WRITE)
+	if (x->state == TP_XS_DONE)
 		return;
 	if (x->retired != x->stall_mark) {
 		x->stall_mark = x->retired;
@@ -91,7 +91,12 @@ static void stall_check(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int64_
 		__atomic_store_n(&x->stalled, false, __ATOMIC_RELAXED);
 	} else if (!x->stalled && now - x->t_moved >= stall_ns) {
 		__atomic_store_n(&x->stalled, true, __ATOMIC_RELAXED);
-		c->stats.stalls++;
+		/* The peer's transfers hosted here are counted apart: the
+		 * target's application has no handle on them. */
+		if (x->op >= TP_OP_IN_WRITE)
+			c->stats.in_stalls++;
+		else
+			c->stats.stalls++;
 	}
 }
 
@@ -143,8 +148,18 @@ static int64_t gates_past_deadline(struct tcpx_p2p_conn *c, int64_t now)
 	return next;
 }
 
-/* A pending caller's transfer past its deadline, or NULL; the earliest
- * deadline of the others is kept for the next look. */
+void tp__live_hosted(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
+{
+	if (!c->alive.in_deadline_ns)
+		return;
+	x->deadline_ns = x->t_post + c->alive.in_deadline_ns;
+	if (!c->alive.deadline_ns || x->deadline_ns < c->alive.deadline_ns)
+		c->alive.deadline_ns = x->deadline_ns;
+}
+
+/* A pending transfer past its deadline (the caller's, or one of the peer's
+ * hosted here: tcpx_p2p_conn_in_deadline), or NULL; the earliest deadline
+ * of the others is kept for the next look. */
 static struct tcpx_p2p_xfer *past_deadline(struct tcpx_p2p_conn *c, int64_t now)
 {
 	struct tcpx_p2p_xfer *x, *lists[4] = { c->dir[0].head, c->dir[1].head, c->unmatched.head,
@@ -153,7 +168,7 @@ static struct tcpx_p2p_xfer *past_deadline(struct tcpx_p2p_conn *c, int64_t now)
 
 	for (int i = 0; i < 4; i++)
 		for (x = lists[i]; x; x = i < 2 ? x->dlink.next : x->wlink.next) {
-			if (x->state == TP_XS_DONE || !x->deadline_ns || x->op >= TP_OP_IN_WRITE)
+			if (x->state == TP_XS_DONE || !x->deadline_ns)
 				continue;
 			if (now >= x->deadline_ns)
 				return x;
@@ -178,6 +193,13 @@ static int deadline_pass(struct tcpx_p2p_conn *c, int64_t now)
 	rc = tp__close_queue(c);
 	if (rc)
 		return rc;
+	if (x->op >= TP_OP_IN_WRITE)
+		return tp__error(TCPX_P2P_ETIMEDOUT, "the peer's %s of %zu bytes hosted here "
+				 "(%llu of its %llu chunks done, accepted %lld ms ago) passed the "
+				 "connection's in_deadline: the connection is closed with the peer",
+				 x->op == TP_OP_IN_WRITE ? "write" : "read", x->len,
+				 (unsigned long long)x->retired, (unsigned long long)x->nchunks,
+				 (long long)((now - x->t_post) / TP_NS_PER_MS));
 	return tp__error(TCPX_P2P_ETIMEDOUT, "a transfer of %zu bytes (%llu of its %llu chunks "
 			 "done, posted %lld ms ago) passed its deadline: the connection is closed "
 			 "with the peer, which cancels its chunks", x->len,

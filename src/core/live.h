@@ -15,6 +15,10 @@ struct tcpx_p2p_conn;
  * carries no work (a heartbeat, an empty frame; what names them): 0, or
  * EPROTO past the rate this side takes (a burst of 1024, then one per ms). */
 void tp__live_init(struct tcpx_p2p_conn *c);
+/* A peer's transfer x was accepted here (an in-write or in-read): it gets
+ * the conn's in_deadline (tcpx_p2p_conn_in_deadline), if any. */
+struct tcpx_p2p_xfer;
+void tp__live_hosted(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 int tp__live_pass(struct tcpx_p2p_conn *c);
 int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len);
 int tp__live_idle(struct tcpx_p2p_conn *c, const char *what);

@@ -103,6 +103,7 @@ void tp__stats_export(const struct tp_stats *st, int nconns, tcpx_p2p_stats *out
 	full.failed = st->failed;
 	memcpy(full.failed_by, st->failed_by, sizeof(full.failed_by));
 	full.stalls = st->stalls;
+	full.in_stalls = st->in_stalls;
 	full.heartbeats_sent = st->hb_sent;
 	full.heartbeats_recv = st->hb_recv;
 	full.heartbeats_missed = st->hb_missed;

@@ -43,6 +43,7 @@ struct tp_stats {
 	uint64_t notifs_out, notifs_in;
 	uint64_t failed, failed_by[TP_STATS_NERR];
 	uint64_t stalls;
+	uint64_t in_stalls; /* the peer's transfers hosted here found stalled */
 	uint64_t hb_sent, hb_recv, hb_missed;
 	uint64_t windows_full;
 	uint64_t notifs_dropped;

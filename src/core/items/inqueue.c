@@ -18,6 +18,7 @@
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/items/items.h"
+#include "core/live.h"
 #include "core/pipeline/comm.h"
 #include "core/pipeline/stream.h"
 #include "core/pipeline/vec.h"
@@ -120,6 +121,8 @@ static int inbound_item(struct tcpx_p2p_conn *c, const struct tp_in *in, enum tp
 	if (*why) {
 		tp__xfer_free(x);
 		x = NULL;
+	} else {
+		tp__live_hosted(c, x);
 	}
 	*out = x;
 	return 0;

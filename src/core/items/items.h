@@ -63,6 +63,20 @@ void tp__items_tell_failed(struct tcpx_p2p_conn *c);
 /* One of the library's own items ends: give back what it counted. */
 void tp__items_end(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x);
 
+/* hosted.c: the peer's transfers hosted here.  hosted_fail (for
+ * tp__engine_each): a conn whose hosted transfers hold f->mr is failed
+ * (ECANCELED) and closed with the peer; counted in f.  hosted_release (a
+ * failed conn's pass): once its close drained, its hosted transfers let
+ * go of their regions. */
+struct tcpx_p2p_mr;
+struct tp_hosted_fail {
+	const struct tcpx_p2p_mr *mr;
+	unsigned holding, failed; /* conns whose hosted transfers hold it; failed now */
+	uint64_t completed;       /* the caller's transfers that ended with them */
+};
+void tp__items_hosted_fail(struct tcpx_p2p_conn *c, void *arg);
+void tp__items_hosted_release(struct tcpx_p2p_conn *c);
+
 /* inbound.c: one message from the peer (its header checked, the body for
  * size only); chan: an item's first channel. */
 int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, unsigned chan,
