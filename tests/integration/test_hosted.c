@@ -24,7 +24,13 @@
 #include "util/time.h"
 
 #define LEN (256u << 10)   /* the export, and the stalled write's bytes */
-#define HANG_MS 120000     /* a hang limit, not a measure */
+/* A hang limit, not a measure (TP_TEST_HANG_MS: shorter, to see a mutant fail). */
+static int hang_ms(void)
+{
+	const char *e = getenv("TP_TEST_HANG_MS");
+
+	return e && atoi(e) > 0 ? atoi(e) : 120000;
+}
 
 struct fx {
 	struct tp_pair p;  /* s[0] target, s[1] writer; c[0] - c[1] */
@@ -100,7 +106,7 @@ static bool hung(tp_deadline d)
  * (their errors back). */
 static void until_both_failed(struct fx *f, int *target, int *writer)
 {
-	tp_deadline d = tp__deadline_ms(HANG_MS);
+	tp_deadline d = tp__deadline_ms(hang_ms());
 
 	*target = *writer = 0;
 	while (!*target || !*writer) {
@@ -118,7 +124,7 @@ static void until_both_failed(struct fx *f, int *target, int *writer)
  * region is let go once the close has drained. */
 static void test_dereg_fails_stalled_write(void **state)
 {
-	tp_deadline d = tp__deadline_ms(HANG_MS);
+	tp_deadline d = tp__deadline_ms(hang_ms());
 	struct fx f = { 0 };
 	tcpx_p2p_stats st;
 	int target, writer, rc;
@@ -160,7 +166,7 @@ static void test_dereg_fails_stalled_write(void **state)
  * free again after the close, for a plain deregistration. */
 static void test_in_deadline(void **state)
 {
-	tp_deadline d = tp__deadline_ms(HANG_MS);
+	tp_deadline d = tp__deadline_ms(hang_ms());
 	struct fx f = { 0 };
 	int target, writer;
 
