@@ -111,8 +111,12 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 	/* A failed or closing conn's pass is its close; the peer's CLOSE,
 	 * just read, fails the conn there. */
 	rc = tp__close_in_pass(c, st);
-	if (rc)
+	if (rc) {
+		/* A failed conn whose close drained: the peer's transfers
+		 * hosted here let go of their regions. */
+		tp__items_hosted_release(c);
 		return rc;
+	}
 	if (!tp__ctl_closing(c))
 		rc = tp__live_pass(c);
 	/* Gated announcements whose events completed join this pass. */

@@ -7,7 +7,6 @@
 #include "core/close/close.h"
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/items/items.h"
 #include "core/pass.h"
 #include "util/error.h"
 
@@ -78,7 +77,5 @@ int tp__close_in_pass(struct tcpx_p2p_conn *c, struct tp_progress *st)
 		return c->err;
 	(void)tp__close_step(c, &st->moved, &st->pending);
 	(void)tp__close_drain(c, &st->moved);
-	/* Nothing of the plugin's writes or reads a region any more. */
-	tp__items_hosted_release(c);
 	return c->err;
 }
