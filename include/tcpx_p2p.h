@@ -98,6 +98,8 @@ enum tcpx_p2p_error {
 	TCPX_P2P_ECLOSED = -12,   /* peer closed, or the connection failed before */
 	TCPX_P2P_EINTERNAL = -13, /* a bug in the library; please report */
 	TCPX_P2P_ECANCELED = -14, /* (0.10) cancelled (tcpx_p2p_xfer_cancel, here or by the peer) */
+	TCPX_P2P_EPEERRESTART = -15, /* (0.11) the peer restarted: a new incarnation of it
+				      * connected from the same address */
 };
 
 /* Static English text for an error code; never NULL. */

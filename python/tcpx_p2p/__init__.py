@@ -21,7 +21,7 @@ from . import _tcpx_p2p
 from . import _lib
 from ._errors import (Error, InvalidArgument, NoMemory, NotSupported, NoPlugin, PluginError,
                       NetworkError, TimedOut, Again, CudaError, ProtocolError, Busy, Closed,
-                      InternalError, Cancelled, CLASSES as _CLASSES)
+                      InternalError, Cancelled, PeerRestarted, CLASSES as _CLASSES)
 
 _tcpx_p2p._set_errors(Error, dict(_CLASSES))
 _path, _libversion = _lib.load(_tcpx_p2p)
@@ -90,6 +90,6 @@ __all__ = [
     "wait_all", "wait_async", "strerror", "config_table", "set_log_level", "library_version",
     "library_path", "Error", "InvalidArgument", "NoMemory", "NotSupported", "NoPlugin",
     "PluginError", "NetworkError", "TimedOut", "Again", "CudaError", "ProtocolError", "Busy",
-    "Closed", "InternalError", "Cancelled", "ACCESS_READ", "ACCESS_WRITE", "RDESC_SIZE", "NOTIF_MAX",
+    "Closed", "InternalError", "Cancelled", "PeerRestarted", "ACCESS_READ", "ACCESS_WRITE", "RDESC_SIZE", "NOTIF_MAX",
     "NOTIF_LIMIT", "MAX_CHANNELS", "prometheus",
 ]

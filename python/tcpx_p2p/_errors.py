@@ -82,13 +82,17 @@ class Cancelled(Error):
     """ECANCELED: cancelled (Xfer.cancel), on this side or by the peer."""
 
 
+class PeerRestarted(Closed):
+    """EPEERRESTART: the peer restarted; a new incarnation of it connected from the same address."""
+
+
 CLASSES = {
     -1: InvalidArgument, -2: NoMemory, -3: NotSupported, -4: NoPlugin, -5: PluginError,
     -6: NetworkError, -7: TimedOut, -8: Again, -9: CudaError, -10: ProtocolError, -11: Busy,
-    -12: Closed, -13: InternalError, -14: Cancelled,
+    -12: Closed, -13: InternalError, -14: Cancelled, -15: PeerRestarted,
 }
 NAMES = {
     -1: "EINVAL", -2: "ENOMEM", -3: "ENOTSUP", -4: "ENOPLUGIN", -5: "EPLUGIN", -6: "ENET",
     -7: "ETIMEDOUT", -8: "EAGAIN", -9: "ECUDA", -10: "EPROTO", -11: "EBUSY", -12: "ECLOSED",
-    -13: "EINTERNAL", -14: "ECANCELED",
+    -13: "EINTERNAL", -14: "ECANCELED", -15: "EPEERRESTART",
 }

@@ -81,6 +81,8 @@ struct tcpx_p2p_conn {
 	bool barrier_sent;  /* our frame of barrier `barriers` went out */
 	bool rdv_dead;      /* the rendezvous socket broke mid-frame */
 	char peer[64];
+	uint64_t peer_epoch; /* the peer session's incarnation (its blob) */
+	bool dialled;        /* made by tcpx_p2p_dial: peer is the address dialled */
 	/* Session engine: its list of conns (engine lock) and what a pass
 	 * learns without taking this conn's lock again. */
 	TP_LINK(struct tcpx_p2p_conn) elink;

@@ -173,7 +173,8 @@ static int keep_token(struct tcpx_p2p_session *s)
 	const char *t = s->cfg.auth_token;
 
 	s->cfg.auth_token = NULL;
-	if (tp__auth_random(&s->auth_id, sizeof(s->auth_id)))
+	if (tp__auth_random(&s->auth_id, sizeof(s->auth_id)) ||
+	    tp__auth_random(&s->epoch, sizeof(s->epoch)))
 		return TCPX_P2P_ENET;
 	if (!t || !*t)
 		return 0;

@@ -53,6 +53,7 @@ struct tcpx_p2p_session {
 	uint64_t notif_polls;         /* notif_poll calls so far (notif.c; notif_lock) */
 	struct tp_cq cq;              /* ended transfers and the session fd (cq.c) */
 	uint64_t auth_id;             /* random: tells a connection to oneself */
+	uint64_t epoch;               /* random: this session's incarnation, in its blobs */
 	/* Connections the caller destroyed whose close handshake still runs
 	 * (close/list.c), through elink; nclosing is also read without the lock. */
 	pthread_mutex_t close_lock;

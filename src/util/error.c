@@ -25,6 +25,7 @@ static const char *const tp_error_text[] = {
 	[-TCPX_P2P_ECLOSED] = "connection closed by the peer or failed earlier",
 	[-TCPX_P2P_EINTERNAL] = "internal error in libtcpx_p2p (please report)",
 	[-TCPX_P2P_ECANCELED] = "cancelled",
+	[-TCPX_P2P_EPEERRESTART] = "the peer restarted",
 };
 
 #define TP_NERRORS ((int)(sizeof(tp_error_text) / sizeof(tp_error_text[0])))

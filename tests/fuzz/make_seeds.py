@@ -25,8 +25,9 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    # TP_BLOB_VERSION 10: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel
-    hdr = struct.pack("!IHHII32sIII", BLOB_MAGIC, 10, nchan, 524288, 128, plugin, 4096, 65536, 4)
+    # TP_BLOB_VERSION 11: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel, epoch
+    hdr = struct.pack("!IHHII32sIIIQ", BLOB_MAGIC, 11, nchan, 524288, 128, plugin, 4096, 65536, 4,
+                      0x0123456789ABCDEF)
     return hdr + (handle or emu_handle()) * nchan
 
 

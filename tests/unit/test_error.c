@@ -13,10 +13,10 @@
 
 static void test_strerror_every_code(void **state)
 {
-	const char *seen[1 - TCPX_P2P_ECANCELED];
+	const char *seen[1 - TCPX_P2P_EPEERRESTART];
 	int code, j;
 
-	for (code = TCPX_P2P_OK; code >= TCPX_P2P_ECANCELED; code--) {
+	for (code = TCPX_P2P_OK; code >= TCPX_P2P_EPEERRESTART; code--) {
 		const char *s = tcpx_p2p_strerror(code);
 
 		assert_non_null(s);
@@ -31,7 +31,7 @@ static void test_strerror_every_code(void **state)
 
 static void test_strerror_unknown(void **state)
 {
-	static const int bad[] = { 1, 77, TCPX_P2P_ECANCELED - 1, -1000, INT_MIN, INT_MAX };
+	static const int bad[] = { 1, 77, TCPX_P2P_EPEERRESTART - 1, -1000, INT_MIN, INT_MAX };
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)

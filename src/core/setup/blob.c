@@ -26,7 +26,8 @@ int tp__blob_seal(const char *token, unsigned char *blob, size_t len)
 }
 
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunks_per_channel,
-		     const char *plugin, uint32_t max_notifs, uint32_t max_notif_bytes)
+		     const char *plugin, uint32_t max_notifs, uint32_t max_notif_bytes,
+		     uint64_t epoch)
 {
 	struct tp_blob_hdr hdr;
 
@@ -40,6 +41,8 @@ void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunk
 	strncpy(hdr.plugin, plugin, sizeof(hdr.plugin) - 1);
 	hdr.max_notifs = htonl(max_notifs);
 	hdr.max_notif_bytes = htonl(max_notif_bytes);
+	hdr.epoch_hi = htonl((uint32_t)(epoch >> 32));
+	hdr.epoch_lo = htonl((uint32_t)epoch);
 	memcpy(blob, &hdr, sizeof(hdr));
 }
 
@@ -57,6 +60,14 @@ uint32_t tp__blob_max_notif_bytes(const void *blob)
 
 	memcpy(&hdr, blob, sizeof(hdr));
 	return ntohl(hdr.max_notif_bytes);
+}
+
+uint64_t tp__blob_epoch(const void *blob)
+{
+	struct tp_blob_hdr hdr;
+
+	memcpy(&hdr, blob, sizeof(hdr));
+	return (uint64_t)ntohl(hdr.epoch_hi) << 32 | ntohl(hdr.epoch_lo);
 }
 
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len)

@@ -18,6 +18,11 @@ struct tcpx_p2p_conn;
 int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool server,
 		  tp_deadline peer_deadline, tp_deadline deadline, struct tcpx_p2p_conn **out);
 
+/* restart.c: fresh, just dialled, may be a restarted peer's: the session's
+ * other dialled conns to the same address whose peer has another epoch
+ * fail at once (EPEERRESTART). */
+void tp__restart_check(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *fresh);
+
 /* An AUTH frame payload of len bytes for step (1..3): 0 or EPROTO.  Pure,
  * for the fuzzer. */
 int tp__auth_msg_check(const void *buf, uint32_t len, int step);

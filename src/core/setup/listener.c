@@ -44,7 +44,8 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 	}
 	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes,
 			(uint32_t)s->cfg.chunks_per_channel, s->net->name,
-			(uint32_t)s->cfg.peer_max_notifs, (uint32_t)s->cfg.notif_max_bytes);
+			(uint32_t)s->cfg.peer_max_notifs, (uint32_t)s->cfg.notif_max_bytes,
+			s->epoch);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++) {
@@ -196,6 +197,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	unsigned char *handles = NULL;
 	void **send = NULL, **recv = NULL, *ctx = NULL;
 	uint32_t peer_notifs, peer_notif_bytes;
+	uint64_t peer_epoch;
 	size_t hlen;
 	int i, rc;
 
@@ -229,6 +231,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	 * process it is the other listener's, freed when that side connects). */
 	peer_notifs = tp__blob_max_notifs(peer_blob);
 	peer_notif_bytes = tp__blob_max_notif_bytes(peer_blob);
+	peer_epoch = tp__blob_epoch(peer_blob);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
@@ -240,6 +243,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	if (rc)
 		goto close_comms;
 	tp__items_set_credits(*out, peer_notifs, peer_notif_bytes);
+	(*out)->peer_epoch = peer_epoch;
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;

@@ -283,5 +283,7 @@ int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int time
 	rc = tp__handshake(s, fd, peer, false, deadline, deadline, out);
 	if (rc)
 		tp__sock_close(fd);
+	else
+		tp__restart_check(s, *out);
 	return rc;
 }

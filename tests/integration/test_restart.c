@@ -1,0 +1,132 @@
+/* A peer that restarts under the same address (docs/reliability.md,
+ * "Restarted peers").  The survivor S dials a server T1 and has a receive
+ * pending on that connection; T1's session stays alive and heartbeating,
+ * as a hung old incarnation would, so liveness never fails it.  Then a new
+ * incarnation T2 serves at T1's address and S dials it again: the dial
+ * returns with the old connection already failed (EPEERRESTART) and its
+ * receive with it, and the new connection carries bytes.  Nothing waits
+ * for time: the old connection has failed when the dial returns, or never
+ * would. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pair.h"
+
+#define LEN (64u << 10)
+
+struct serve {
+	tcpx_p2p_session *s;
+	tcpx_p2p_server *srv;
+	tcpx_p2p_conn *c;
+	int rc;
+};
+
+static void *accept_main(void *arg)
+{
+	struct serve *v = arg;
+
+	v->rc = tcpx_p2p_server_accept(v->srv, TP_TEST_TIMEOUT_MS, &v->c);
+	return NULL;
+}
+
+/* t serves at port (0: any; then *port says which) and s dials it. */
+static tcpx_p2p_conn *dial(tcpx_p2p_session *s, struct serve *t, uint16_t *port)
+{
+	tcpx_p2p_conn *c = NULL;
+	pthread_t th;
+
+	assert_int_equal(tcpx_p2p_server_create(t->s, "127.0.0.1", *port, &t->srv), 0);
+	assert_int_equal(tcpx_p2p_server_port(t->srv, port), 0);
+	assert_int_equal(pthread_create(&th, NULL, accept_main, t), 0);
+	assert_int_equal(tcpx_p2p_dial(s, "127.0.0.1", *port, TP_TEST_TIMEOUT_MS, &c), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(t->rc, 0);
+	/* The address is free for the next incarnation. */
+	assert_int_equal(tcpx_p2p_server_destroy(t->srv), 0);
+	t->srv = NULL;
+	return c;
+}
+
+static void test_restart_fails_old_conn(void **state)
+{
+	struct serve t1 = { 0 }, t2 = { 0 };
+	tcpx_p2p_session *s;
+	tcpx_p2p_conn *c1, *c2;
+	tcpx_p2p_xfer *rx, *x[2];
+	tcpx_p2p_mr *smr, *tmr;
+	tcpx_p2p_stats st = { .struct_size = sizeof(st) };
+	unsigned char *sbuf = calloc(1, LEN), *tbuf = malloc(LEN);
+	uint16_t port = 0;
+	int done = 0;
+
+	(void)state;
+	assert_non_null(sbuf);
+	assert_non_null(tbuf);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &s), 0);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &t1.s), 0);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &t2.s), 0);
+	assert_int_equal(tcpx_p2p_mr_register(s, sbuf, LEN, TCPX_P2P_MEM_HOST, &smr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(t2.s, tbuf, LEN, TCPX_P2P_MEM_HOST, &tmr), 0);
+
+	c1 = dial(s, &t1, &port);
+	assert_int_equal(tcpx_p2p_recv(c1, smr, 0, LEN, &rx), 0);
+	assert_int_equal(tcpx_p2p_test(rx, &done), 0);
+	assert_int_equal(done, 0);
+
+	/* The new incarnation, at the same address. */
+	c2 = dial(s, &t2, &port);
+	assert_int_equal(tcpx_p2p_test(rx, &done), TCPX_P2P_EPEERRESTART);
+	assert_int_equal(tcpx_p2p_wait(rx, 0), TCPX_P2P_EPEERRESTART);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "restarted"));
+	assert_int_equal(tcpx_p2p_progress(c1), TCPX_P2P_EPEERRESTART);
+	assert_int_equal(tcpx_p2p_xfer_release(rx), 0);
+	assert_int_equal(tcpx_p2p_conn_stats(c1, &st), 0);
+	assert_int_equal(st.failed_by[-TCPX_P2P_EPEERRESTART], 1);
+
+	/* The new connection carries bytes. */
+	tp_fill(tbuf, LEN, 9);
+	assert_int_equal(tcpx_p2p_recv(c2, smr, 0, LEN, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_send(t2.c, tmr, 0, LEN, &x[1]), 0);
+	assert_int_equal(tp_complete_all(x, 2), 0);
+	assert_true(tp_check(sbuf, LEN, 9) == (size_t)-1);
+	assert_int_equal(tcpx_p2p_progress(c2), 0);
+
+	/* A dial to the same incarnation again fails nothing. */
+	{
+		struct serve again = { .s = t2.s };
+		tcpx_p2p_conn *c3 = dial(s, &again, &port);
+
+		assert_int_equal(tcpx_p2p_progress(c2), 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(c3), 0);
+		assert_int_equal(tcpx_p2p_conn_destroy(again.c), 0);
+	}
+
+	assert_int_equal(tcpx_p2p_conn_destroy(c1), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(t1.c), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c2), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(t2.c), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(tmr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(t1.s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(t2.s), 0);
+	free(sbuf);
+	free(tbuf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_restart_fails_old_conn),
+	};
+
+	return cmocka_run_group_tests_name("restarted peers", tests, NULL, NULL) ? 1 : 0;
+}
