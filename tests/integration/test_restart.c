@@ -122,10 +122,99 @@ static void test_restart_fails_old_conn(void **state)
 	free(tbuf);
 }
 
+#define ROUNDS 12
+
+/* Incarnation after incarnation at one address, each found with a send
+ * and a receive of the survivor's pending on the old connection (the old
+ * incarnation posted nothing for them) and an import of the old one's
+ * export: at each dial both fail EPEERRESTART, the old import is refused
+ * on the new connection and fails on the old one, and the new
+ * incarnation's region is untouched by any of it.  Then the old
+ * incarnation goes, as a restarted process's would. */
+static void test_restart_many(void **state)
+{
+	struct serve t[2] = { { 0 } };
+	tcpx_p2p_session *s;
+	tcpx_p2p_conn *old = NULL, *fresh;
+	tcpx_p2p_rmr *rm = NULL;
+	tcpx_p2p_mr *smr, *tmr[2] = { NULL, NULL };
+	tcpx_p2p_xfer *rx = NULL, *tx = NULL, *x;
+	tcpx_p2p_rdesc d;
+	unsigned char *sbuf = malloc(2 * LEN), *tbuf[2] = { calloc(1, LEN), calloc(1, LEN) };
+	uint16_t port = 0;
+	int done;
+
+	(void)state;
+	assert_non_null(sbuf);
+	assert_non_null(tbuf[0]);
+	assert_non_null(tbuf[1]);
+	tp_fill(sbuf, 2 * LEN, 3);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &s), 0);
+	assert_int_equal(tcpx_p2p_mr_register(s, sbuf, 2 * LEN, TCPX_P2P_MEM_HOST, &smr), 0);
+	for (int r = 0; r < ROUNDS; r++) {
+		struct serve *now = &t[r % 2], *was = &t[(r + 1) % 2];
+		tcpx_p2p_seg l = { smr, 0, LEN };
+		tcpx_p2p_rseg rs;
+
+		memset(tbuf[r % 2], 0, LEN);
+		*now = (struct serve){ 0 };
+		assert_int_equal(tcpx_p2p_session_create(NULL, &now->s), 0);
+		assert_int_equal(tcpx_p2p_mr_register(now->s, tbuf[r % 2], LEN, TCPX_P2P_MEM_HOST,
+						      &tmr[r % 2]), 0);
+		fresh = dial(s, now, &port);
+		if (old) {
+			assert_int_equal(tcpx_p2p_test(rx, &done), TCPX_P2P_EPEERRESTART);
+			assert_int_equal(tcpx_p2p_test(tx, &done), TCPX_P2P_EPEERRESTART);
+			assert_int_equal(tcpx_p2p_xfer_release(rx), 0);
+			assert_int_equal(tcpx_p2p_xfer_release(tx), 0);
+			/* The old incarnation's export: refused on the new
+			 * connection, failed on the old one. */
+			rs = (tcpx_p2p_rseg){ rm, 0, LEN };
+			assert_int_equal(tcpx_p2p_write(fresh, &l, 1, &rs, 1, NULL, &x), TCPX_P2P_EINVAL);
+			assert_int_equal(tcpx_p2p_write(old, &l, 1, &rs, 1, NULL, &x),
+					 TCPX_P2P_EPEERRESTART);
+			assert_int_equal(tcpx_p2p_rmr_release(rm), 0);
+			/* The old incarnation goes. */
+			assert_int_equal(tcpx_p2p_conn_destroy(old), 0);
+			assert_int_equal(tcpx_p2p_conn_destroy(was->c), 0);
+			assert_int_equal(tcpx_p2p_mr_deregister(tmr[(r + 1) % 2]), 0);
+			assert_int_equal(tcpx_p2p_session_destroy(was->s), 0);
+		}
+		/* What the next incarnation's dial finds pending here. */
+		assert_int_equal(tcpx_p2p_mr_export(now->c, tmr[r % 2], 0, LEN, TCPX_P2P_ACCESS_WRITE,
+						    &d), 0);
+		assert_int_equal(tcpx_p2p_rmr_import(fresh, &d, &rm), 0);
+		assert_int_equal(tcpx_p2p_recv(fresh, smr, 0, LEN, &rx), 0);
+		assert_int_equal(tcpx_p2p_send(fresh, smr, LEN, LEN, &tx), 0);
+		assert_int_equal(tcpx_p2p_test(rx, &done), 0);
+		assert_int_equal(done, 0);
+		old = fresh;
+		/* Nothing of the survivor's landed in this incarnation. */
+		for (size_t i = 0; i < LEN; i++)
+			assert_int_equal(tbuf[r % 2][i], 0);
+	}
+	/* The last one is destroyed the ordinary way. */
+	assert_int_equal(tcpx_p2p_conn_destroy(old), 0);
+	assert_int_equal(tcpx_p2p_wait(rx, TP_TEST_TIMEOUT_MS), TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_wait(tx, TP_TEST_TIMEOUT_MS), TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_xfer_release(rx), 0);
+	assert_int_equal(tcpx_p2p_xfer_release(tx), 0);
+	assert_int_equal(tcpx_p2p_rmr_release(rm), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(t[(ROUNDS - 1) % 2].c), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(tmr[(ROUNDS - 1) % 2]), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(t[(ROUNDS - 1) % 2].s), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	free(sbuf);
+	free(tbuf[0]);
+	free(tbuf[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_restart_fails_old_conn),
+		cmocka_unit_test(test_restart_many),
 	};
 
 	return cmocka_run_group_tests_name("restarted peers", tests, NULL, NULL) ? 1 : 0;
