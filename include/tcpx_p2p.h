@@ -536,8 +536,9 @@ TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
  * with the peer, as for tcpx_p2p_xfer_deadline: the peer's transfers fail
  * at once (ECLOSED), and the regions the stalled transfer held are let go
  * once the peer has answered the close (tcpx_p2p_mr_deregister_ex).
- * timeout_ms 0 removes the deadline from later transfers (the default:
- * none; config.stall_ms still reports them, the stats' in_stalls).
+ * timeout_ms 0 removes the deadline, from those under way too (the
+ * default: none; config.stall_ms still reports them, the stats'
+ * in_stalls).
  * Checked in the session's passes.  Thread-safe.
  * RETURN VALUE: 0; EINVAL (NULL c, timeout_ms < 0); ECLOSED (c failed
  * earlier). */
