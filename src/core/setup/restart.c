@@ -47,7 +47,9 @@ void tp__restart_check(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *fresh)
 {
 	struct restart r = { .fresh = fresh };
 
+	pthread_mutex_lock(&fresh->lock); /* another dial's check reads it */
 	fresh->dialled = true;
+	pthread_mutex_unlock(&fresh->lock);
 	tp__engine_each(s, fail_old, &r);
 	tp__engine_notify(s, r.completed);
 }
