@@ -293,7 +293,7 @@ static void *accept_thread(void *arg)
 {
 	struct accepter *a = arg;
 
-	a->rc = tcpx_p2p_server_accept(a->srv, 10000, &a->c);
+	a->rc = tcpx_p2p_server_accept(a->srv, TP_TEST_TIMEOUT_MS, &a->c);
 	return NULL;
 }
 
