@@ -482,6 +482,32 @@ static PyObject *conn_barrier(ConnObject *self, PyObject *args, PyObject *kw)
 	Py_RETURN_NONE;
 }
 
+/* set_in_deadline(timeout): seconds, 0 or None for none; anything else not
+ * >= 0 reaches the library as -1, which refuses it (InvalidArgument). */
+static PyObject *conn_set_in_deadline(ConnObject *self, PyObject *arg)
+{
+	double t = 0;
+	int ms, rc;
+
+	if (arg != Py_None) {
+		t = PyFloat_AsDouble(arg);
+		if (t == -1.0 && PyErr_Occurred())
+			return NULL;
+	}
+	if (!(t >= 0))
+		ms = -1;
+	else if (t * 1000.0 >= (double)INT32_MAX)
+		ms = INT32_MAX;
+	else
+		ms = t > 0 && t * 1000.0 < 1 ? 1 : (int)(t * 1000.0 + 0.5);
+	if (tp_conn_check(self))
+		return NULL;
+	rc = tp_api.conn_in_deadline(self->c, ms);
+	if (rc)
+		return tp_py_raise(rc, "Conn.set_in_deadline");
+	Py_RETURN_NONE;
+}
+
 static PyObject *conn_get_closed(ConnObject *self, void *unused)
 {
 	return PyBool_FromLong(self->c == NULL);
@@ -548,6 +574,13 @@ static PyMethodDef conn_methods[] = {
 	  "import_rmr(desc) -> RMR: the peer's exported region" },
 	{ "progress", TP_PY_FN(conn_progress), METH_NOARGS,
 	  "progress(): drive every connection of the session once; raises the conn's error" },
+	{ "set_in_deadline", TP_PY_FN(conn_set_in_deadline), METH_O,
+	  "set_in_deadline(timeout): each of the peer's transfers hosted here (its WRITE "
+	  "into an export, its READ from one), those under way and those accepted later, must "
+	  "end within timeout seconds (>= 0) of its acceptance (of this call, for those under "
+	  "way), or the connection fails with TimedOut and is closed with the peer "
+	  "(tcpx_p2p_conn_in_deadline); 0 or None: no deadline (the default). Raises "
+	  "InvalidArgument for a negative timeout, Closed if the connection failed" },
 	{ "barrier", TP_PY_FN(conn_barrier), TP_PY_KW,
 	  "barrier(timeout=None): wait until the peer calls barrier too (dial/accept conns)" },
 	{ "close", TP_PY_FN(conn_close), METH_NOARGS,

@@ -284,7 +284,9 @@ PyObject *tp_mr_new(SessionObject *s, struct tp_mem *m, int pin)
 	return (PyObject *)o;
 }
 
-int tp_mr_close_handle(MRObject *o, int gil)
+/* Deregister o's region (tcpx_p2p_mr_deregister_ex with flags), then let
+ * go of its memory; a nonzero return leaves both as they were. */
+static int mr_close_flags(MRObject *o, int gil, unsigned flags)
 {
 	int rc;
 
@@ -295,14 +297,14 @@ int tp_mr_close_handle(MRObject *o, int gil)
 		 * close of the session in another thread does not meet it. */
 		tp_list_del(&o->link);
 		Py_BEGIN_ALLOW_THREADS
-		rc = tp_api.mr_deregister(o->mr);
+		rc = tp_api.mr_deregister_ex(o->mr, flags);
 		Py_END_ALLOW_THREADS
 		if (rc) {
 			tp_list_add(&o->sess->mrs, &o->link);
 			return rc;
 		}
 	} else {
-		rc = tp_api.mr_deregister(o->mr);
+		rc = tp_api.mr_deregister_ex(o->mr, flags);
 		if (rc)
 			return rc;
 		tp_list_del(&o->link);
@@ -312,13 +314,21 @@ int tp_mr_close_handle(MRObject *o, int gil)
 	return 0;
 }
 
-static PyObject *mr_close(MRObject *self, PyObject *unused)
+int tp_mr_close_handle(MRObject *o, int gil)
 {
-	int rc;
+	return mr_close_flags(o, gil, 0);
+}
 
+static PyObject *mr_close(MRObject *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "fail_incoming", NULL };
+	int fail_incoming = 0, rc;
+
+	if (args && !PyArg_ParseTupleAndKeywords(args, kw, "|$p:close", kwlist, &fail_incoming))
+		return NULL;
 	if (self->busy)
 		return tp_busy_error("MR.close", "the region");
-	rc = tp_mr_close_handle(self, 1);
+	rc = mr_close_flags(self, 1, fail_incoming ? TCPX_P2P_DEREG_FAIL_INCOMING : 0);
 	if (rc)
 		return tp_py_raise(rc, "MR.close");
 	Py_RETURN_NONE;
@@ -344,7 +354,7 @@ static PyObject *mr_enter(PyObject *self, PyObject *unused)
 
 static PyObject *mr_exit(MRObject *self, PyObject *args)
 {
-	return mr_close(self, NULL);
+	return mr_close(self, NULL, NULL);
 }
 
 static Py_ssize_t mr_len(MRObject *self)
@@ -396,9 +406,12 @@ static PyObject *mr_repr(MRObject *self)
 }
 
 static PyMethodDef mr_methods[] = {
-	{ "close", (PyCFunction)mr_close, METH_NOARGS,
-	  "close(): deregister, then let go of the memory's owner; raises Busy while a "
-	  "transfer uses the region" },
+	{ "close", (PyCFunction)(void (*)(void))mr_close, METH_VARARGS | METH_KEYWORDS,
+	  "close(*, fail_incoming=False): deregister, then let go of the memory's owner; "
+	  "raises Busy while a transfer uses the region.  fail_incoming=True "
+	  "(tcpx_p2p_mr_deregister_ex, TCPX_P2P_DEREG_FAIL_INCOMING) fails and closes every "
+	  "connection whose peer's WRITE or READ holds the region, and raises Again until "
+	  "they have let go of it: call again (this side's own transfers still raise Busy)" },
 	{ "__enter__", mr_enter, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)mr_exit, METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },

@@ -67,7 +67,7 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call)
 		return NULL;
 	}
 	return Py_BuildValue("{s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:K,s:K,s:K,s:K,"
-			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K}",
+			     "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:K,s:K,s:K}",
 			     "conns", st.conns, "xfers_out", st.xfers_out, "xfers_in", st.xfers_in,
 			     "bytes_out", st.bytes_out, "bytes_in", st.bytes_in,
 			     "chunks_out", st.chunks_out, "chunks_in", st.chunks_in,
@@ -82,5 +82,5 @@ PyObject *tp_py_stats(void *obj, int conn, const char *call)
 			     "xfer_ns_p50", st.xfer_ns_p50, "xfer_ns_p90", st.xfer_ns_p90,
 			     "xfer_ns_p99", st.xfer_ns_p99, "chunks_out_by_channel", out_ch,
 			     "chunks_in_by_channel", in_ch, "notifs_dropped", st.notifs_dropped,
-			     "chunks_in_ahead", st.chunks_in_ahead);
+			     "chunks_in_ahead", st.chunks_in_ahead, "in_stalls", st.in_stalls);
 }

@@ -1,0 +1,194 @@
+"""A peer process killed (SIGKILL) mid-stream and restarted, ROUNDS times,
+against one surviving process (one session) that carries on.
+
+  restart_peer.py survivor dial|listen PORT ROUNDS
+  restart_peer.py victim listen|dial PORT TAG      (started by the survivor)
+
+survivor dial: each victim listens on PORT; the survivor dials it, moves
+bytes both ways, leaves transfers pending, kills it, starts the next one on
+the same PORT and dials again.  Its old transfers must end (Closed: at once
+when the kernel closes the sockets, or PeerRestarted at the re-dial), never
+hang, and never write a byte into the old receive buffers that the dead
+peer did not send.
+survivor listen: each victim dials the survivor's server; the survivor
+accepts it, the same exchange, kills it; the old connection's transfers must
+end (Closed) and the next incarnation is accepted and moves bytes right.
+
+Every byte is checked: each incarnation's data carries its TAG, so bytes of
+an old incarnation landing in a new one's buffers are caught.  The survivor
+waits for the victim's lines ("listening", "verified"), never a fixed time;
+HANG bounds each wait generously for a loaded machine.
+"""
+import ctypes
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import tcpx_p2p as tp
+
+HANG = float(os.environ.get("TP_TEST_HANG_S", "60"))
+SIZE = 1 << 20
+STREAM = 2      # items the victim streams after the first exchange
+PENDING = 2     # receives the survivor posts beyond them: never satisfied
+
+
+def pattern(tag, i):
+    """SIZE bytes that differ with the incarnation (tag) and the item (i)."""
+    unit = bytes((k * 7 + tag * 31 + i * 13 + (k >> 8)) & 0xFF for k in range(4096))
+    return bytearray(unit * (SIZE // len(unit)))
+
+
+def log(*a):
+    print("==", *a, file=sys.stderr, flush=True)
+
+
+# ---- the victim ----------------------------------------------------------
+
+def victim(role, port, tag):
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    with tp.Session() as s:
+        if role == "listen":
+            srv = s.server("127.0.0.1", port)
+            print("listening", flush=True)
+            c = srv.accept(timeout=HANG)
+        else:
+            c = s.dial("127.0.0.1", port, timeout=HANG)
+        first = pattern(tag, 0)
+        got = bytearray(SIZE)
+        xs = c.send(s.register(first))
+        xr = c.recv(s.register(got))
+        xs.wait(HANG)
+        xr.wait(HANG)
+        if got != pattern(tag, 1000):
+            print("BAD bytes from the survivor", flush=True)
+            return 3
+        print("verified", flush=True)
+        for i in range(1, STREAM + 1):
+            c.send(s.register(pattern(tag, i))).wait(HANG)
+        print("streamed", flush=True)
+        # Mid-stream: the survivor's receives stay posted until it kills us
+        # (a survivor gone for good takes us with it: PR_SET_PDEATHSIG).
+        time.sleep(4 * HANG)
+        return 4
+
+
+# ---- the survivor --------------------------------------------------------
+
+class Victim:
+    def __init__(self, role, port, tag):
+        self.p = subprocess.Popen([sys.executable, __file__, "victim", role, str(port), str(tag)],
+                                  stdout=subprocess.PIPE, text=True)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line.strip())
+        self.lines.put(None)
+
+    def expect(self, word):
+        try:
+            line = self.lines.get(timeout=HANG)
+        except queue.Empty:
+            sys.exit(f"FAIL: no '{word}' from the victim within {HANG} s")
+        if line != word:
+            sys.exit(f"FAIL: the victim said {line!r}, not {word!r} (rc {self.p.poll()})")
+
+    def kill(self):
+        if self.p.poll() is None:
+            os.kill(self.p.pid, signal.SIGKILL)
+        self.p.wait()
+
+
+def exchange(s, c, tag):
+    """The first exchange with incarnation tag, then its stream; returns
+    the transfers left pending and their buffers."""
+    first = bytearray(SIZE)
+    xr = c.recv(s.register(first))
+    xs = c.send(s.register(pattern(tag, 1000)))
+    xr.wait(HANG)
+    xs.wait(HANG)
+    if first != pattern(tag, 0):
+        sys.exit(f"FAIL: incarnation {tag}: its first item's bytes are wrong")
+    bufs = [bytearray(SIZE) for _ in range(STREAM + PENDING)]
+    xrs = [c.recv(s.register(b)) for b in bufs]
+    for i in range(STREAM):
+        xrs[i].wait(HANG)
+        if bufs[i] != pattern(tag, i + 1):
+            sys.exit(f"FAIL: incarnation {tag}: item {i + 1}'s bytes are wrong")
+    # The victim posts no receive for this one: it may be buffered, or wait.
+    xsend = c.send(s.register(pattern(tag, 2000)))
+    return xrs[STREAM:] + [xsend], bufs[STREAM:]
+
+
+def ended(tag, xfers, bufs, outcomes):
+    """Each of the old incarnation's transfers ends within HANG, with Closed
+    (PeerRestarted is one) or, for the unmatched send, success; nothing
+    landed in the receives the dead peer never answered."""
+    for x in xfers:
+        try:
+            x.wait(HANG)
+            name = "ok"
+            if x.op != "send":
+                sys.exit(f"FAIL: incarnation {tag}: a receive it never answered completed")
+        except tp.PeerRestarted:
+            name = "PeerRestarted"
+        except tp.Closed:
+            name = "Closed"
+        except tp.TimedOut:
+            sys.exit(f"FAIL: incarnation {tag}: a transfer still pending {HANG} s after the kill")
+        outcomes[name] = outcomes.get(name, 0) + 1
+    for b in bufs:
+        if any(b):
+            sys.exit(f"FAIL: incarnation {tag}: bytes landed in a receive of the dead peer")
+
+
+def survivor(role, port, rounds):
+    outcomes = {}
+    old = None
+    victims = []
+    try:
+        with tp.Session() as s:
+            srv = s.server("127.0.0.1", port) if role == "listen" else None
+            if srv:
+                print("listening", flush=True)
+            for tag in range(1, rounds + 1):
+                v = Victim("listen" if role == "dial" else "dial", port, tag)
+                victims.append(v)
+                if role == "dial":
+                    v.expect("listening")
+                    c = s.dial("127.0.0.1", port, timeout=HANG)
+                else:
+                    c = srv.accept(timeout=HANG)
+                if old:
+                    ended(tag - 1, *old[1:], outcomes)
+                    old[0].close()
+                pending, bufs = exchange(s, c, tag)
+                v.expect("verified")
+                v.kill()
+                log(f"incarnation {tag} killed with {len(pending)} transfers pending")
+                old = (c, pending, bufs)
+            ended(rounds, *old[1:], outcomes)
+            old[0].close()
+            st = s.stats()
+    finally:
+        for v in victims:
+            v.kill()
+    log("the old transfers ended:", outcomes, "session failed", st["failed"])
+    print(f"PASS: {rounds} incarnations of the {'listening' if role == 'dial' else 'dialling'} "
+          f"peer killed and restarted: {outcomes}")
+    return 0
+
+
+def main():
+    if sys.argv[1] == "victim":
+        return victim(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    return survivor(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
