@@ -20,9 +20,12 @@ SIZE = 64 * CHUNK  # far more than a window: the writer stops with most unsent
 @pytest.fixture
 def stalled_pair():
     """(writer a, target b, conn on a, conn on b): a has no keepalive thread
-    and nothing drives it unless the test does; b notices stalls at 20 ms."""
-    a = tp.Session(gpu=-1, chunk_bytes=CHUNK, heartbeat_ms=0, progress_thread=False)
-    b = tp.Session(gpu=-1, chunk_bytes=CHUNK, stall_ms=20)
+    and nothing drives it unless the test does; b notices stalls at 20 ms.
+    Liveness is off on both, so that only the target's close can end the
+    writer's connection (a silent writer would be presumed dead)."""
+    a = tp.Session(gpu=-1, chunk_bytes=CHUNK, heartbeat_ms=0, progress_thread=False,
+                   dead_after_ms=0)
+    b = tp.Session(gpu=-1, chunk_bytes=CHUNK, stall_ms=20, dead_after_ms=0)
     ca, cb = connect_pair(a, b)
     yield a, b, ca, cb
     b.close()
