@@ -1,7 +1,7 @@
 """A peer process killed (SIGKILL) mid-stream and restarted, ROUNDS times,
 against one surviving process (one session) that carries on.
 
-  restart_peer.py survivor dial|listen PORT ROUNDS
+  restart_peer.py survivor dial|dial_hung|listen PORT ROUNDS
   restart_peer.py victim listen|dial PORT TAG      (started by the survivor)
 
 survivor dial: each victim listens on PORT; the survivor dials it, moves
@@ -10,6 +10,12 @@ the same PORT and dials again.  Its old transfers must end (Closed: at once
 when the kernel closes the sockets, or PeerRestarted at the re-dial), never
 hang, and never write a byte into the old receive buffers that the dead
 peer did not send.
+survivor dial_hung: the same, but each victim is stopped (SIGSTOP), not
+killed, before the next one starts: a hung incarnation whose sockets stay
+open (it closed its server once it had accepted, so that the next can listen
+on PORT).  Liveness is off on the survivor, so that only the new
+incarnation's epoch, found at the re-dial, can end the old transfers: they
+must have ended with PeerRestarted; the stopped victim is killed after.
 survivor listen: each victim dials the survivor's server; the survivor
 accepts it, the same exchange, kills it; the old connection's transfers must
 end (Closed) and the next incarnation is accepted and moves bytes right.
@@ -55,6 +61,7 @@ def victim(role, port, tag):
             srv = s.server("127.0.0.1", port)
             print("listening", flush=True)
             c = srv.accept(timeout=HANG)
+            srv.close()    # the next incarnation listens while this one hangs
         else:
             c = s.dial("127.0.0.1", port, timeout=HANG)
         first = pattern(tag, 0)
@@ -98,6 +105,9 @@ class Victim:
         if line != word:
             sys.exit(f"FAIL: the victim said {line!r}, not {word!r} (rc {self.p.poll()})")
 
+    def stop(self):
+        os.kill(self.p.pid, signal.SIGSTOP)
+
     def kill(self):
         if self.p.poll() is None:
             os.kill(self.p.pid, signal.SIGKILL)
@@ -125,7 +135,7 @@ def exchange(s, c, tag):
     return xrs[STREAM:] + [xsend], bufs[STREAM:]
 
 
-def ended(tag, xfers, bufs, outcomes):
+def ended(tag, xfers, bufs, outcomes, hung=False):
     """Each of the old incarnation's transfers ends within HANG, with Closed
     (PeerRestarted is one) or, for the unmatched send, success; nothing
     landed in the receives the dead peer never answered."""
@@ -141,6 +151,8 @@ def ended(tag, xfers, bufs, outcomes):
             name = "Closed"
         except tp.TimedOut:
             sys.exit(f"FAIL: incarnation {tag}: a transfer still pending {HANG} s after the kill")
+        if hung and name == "Closed" or hung and name == "ok" and x.op != "send":
+            sys.exit(f"FAIL: incarnation {tag}: a transfer ended {name}, not PeerRestarted")
         outcomes[name] = outcomes.get(name, 0) + 1
     for b in bufs:
         if any(b):
@@ -151,8 +163,11 @@ def survivor(role, port, rounds):
     outcomes = {}
     old = None
     victims = []
+    hung = role == "dial_hung"
+    if hung:
+        role = "dial"
     try:
-        with tp.Session() as s:
+        with tp.Session(**({"dead_after_ms": 0} if hung else {})) as s:
             srv = s.server("127.0.0.1", port) if role == "listen" else None
             if srv:
                 print("listening", flush=True)
@@ -165,12 +180,17 @@ def survivor(role, port, rounds):
                 else:
                     c = srv.accept(timeout=HANG)
                 if old:
-                    ended(tag - 1, *old[1:], outcomes)
+                    ended(tag - 1, *old[1:], outcomes, hung)
+                    victims[-2].kill()
                     old[0].close()
                 pending, bufs = exchange(s, c, tag)
                 v.expect("verified")
-                v.kill()
-                log(f"incarnation {tag} killed with {len(pending)} transfers pending")
+                if hung and tag < rounds:
+                    v.stop()
+                else:
+                    v.kill()
+                log(f"incarnation {tag} {'stopped' if hung and tag < rounds else 'killed'} "
+                    f"with {len(pending)} transfers pending")
                 old = (c, pending, bufs)
             ended(rounds, *old[1:], outcomes)
             old[0].close()

@@ -4,7 +4,8 @@
 # incarnation must move every byte right, none of an old one's bytes landing
 # in a new one.  The survivor (restart_peer.py, on the Python package) waits
 # for the victim's lines, never a fixed time.
-# Usage: restart_peer.sh BUILD_DIR dial|listen   (the survivor's role)
+# Usage: restart_peer.sh BUILD_DIR dial|dial_hung|listen   (the survivor's role;
+# dial_hung stops each old victim instead, so that only the re-dial ends it)
 source "$(dirname "$0")/fault_lib.sh"
 tp_setup "${1:-}"
 role=${2:-dial}
