@@ -6,6 +6,8 @@
 # for the victim's lines, never a fixed time.
 # Usage: restart_peer.sh BUILD_DIR dial|dial_hung|listen   (the survivor's role;
 # dial_hung stops each old victim instead, so that only the re-dial ends it)
+# port is set by name in fault_lib.sh (tp_free_port).
+# shellcheck disable=SC2154
 source "$(dirname "$0")/fault_lib.sh"
 tp_setup "${1:-}"
 role=${2:-dial}
