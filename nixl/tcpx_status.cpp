@@ -21,6 +21,8 @@ nixl_status_t tcpxStatusQuiet(int rc)
 		return NIXL_ERR_REMOTE_DISCONNECT;
 	case TCPX_P2P_EINTERNAL:
 		return NIXL_ERR_UNKNOWN;
+	case TCPX_P2P_ECANCELED: /* released while pending, or by the peer */
+		return NIXL_ERR_CANCELED;
 	default: /* ENOMEM, ENOPLUGIN, EPLUGIN, ENET, ETIMEDOUT, EAGAIN, ECUDA */
 		return NIXL_ERR_BACKEND;
 	}
