@@ -12,6 +12,8 @@
 enum { TP_XLIST_PREPARE, TP_XLIST_POST, TP_WRITE, TP_READ, TP_CANCEL, TP_CANCELED, TP_N };
 static atomic_long counts[TP_N];
 
+long tp_count_get(int what);
+
 __attribute__((visibility("default"))) long tp_count_get(int what)
 {
 	return what >= 0 && what < TP_N ? atomic_load(&counts[what]) : -1;
