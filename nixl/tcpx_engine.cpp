@@ -190,7 +190,7 @@ nixl_status_t nixlTcpxEngine::deregisterMem(nixlBackendMD *meta)
 			   << "wait for transfers, or release them, before deregistering";
 	int rc = deregisterPieces(*md);
 	if (rc == TCPX_P2P_EBUSY) {
-		NIXL_WARN << "TCPX: a peer's transfer still uses memory being deregistered ("
+		NIXL_INFO << "TCPX: a peer's transfer still uses memory being deregistered ("
 			  << md->mrs.size() << " piece(s)); it is released when that transfer "
 			  << "ends or its connection closes";
 		for (auto *mr : md->mrs)

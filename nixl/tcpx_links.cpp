@@ -320,9 +320,10 @@ nixl_status_t tcpxNet::outgoing(const std::string &agent, tcpxLinkPtr &out, bool
 			return NIXL_SUCCESS;
 		}
 		if (o != outgoing_.end() && !redial) {
-			NIXL_ERROR << "TCPX: connection to agent " << agent << " failed ("
-				   << tcpx_p2p_strerror(o->second->error)
-				   << "); makeConnection or reload its metadata to dial again";
+			/* the caller's NIXL_ERR_REMOTE_DISCONNECT says it */
+			NIXL_INFO << "TCPX: connection to agent " << agent << " failed ("
+				  << tcpx_p2p_strerror(o->second->error)
+				  << "); makeConnection or reload its metadata to dial again";
 			return NIXL_ERR_REMOTE_DISCONNECT;
 		}
 		auto r = remotes_.find(agent);
@@ -555,8 +556,8 @@ nixl_status_t tcpxNet::import(const tcpxLinkPtr &link, uint64_t region_id, tcpx_
 				return NIXL_SUCCESS;
 			}
 			if (link->error || !link->conn) {
-				NIXL_ERROR << "TCPX: connection to agent " << link->agent
-					   << " failed: " << tcpx_p2p_strerror(link->error);
+				NIXL_INFO << "TCPX: connection to agent " << link->agent
+					  << " failed: " << tcpx_p2p_strerror(link->error);
 				return tcpxStatusQuiet(link->error ? link->error : TCPX_P2P_ECLOSED);
 			}
 			auto now = steady::now();

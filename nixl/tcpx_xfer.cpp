@@ -218,8 +218,8 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 	}
 	tcpx_p2p_conn *c = h->link->conn;
 	if (!c || h->link->error) {
-		NIXL_ERROR << "TCPX: connection to agent " << remote_agent
-			   << " is gone; prepare the transfer again";
+		NIXL_INFO << "TCPX: connection to agent " << remote_agent
+			  << " is gone; prepare the transfer again";
 		return NIXL_ERR_REMOTE_DISCONNECT;
 	}
 	tcpx_p2p_xfer_params p = {};
