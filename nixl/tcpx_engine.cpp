@@ -1,6 +1,8 @@
 /* Engine set-up, memory and metadata; transfers are in tcpx_xfer.cpp. */
 #include "tcpx_engine.h"
 
+#include <algorithm>
+
 #include "common/nixl_log.h"
 #include "tcpx_status.h"
 
@@ -18,13 +20,28 @@ nixlTcpxEngine::nixlTcpxEngine(const nixlBackendInitParams *init_params)
 
 nixlTcpxEngine::~nixlTcpxEngine()
 {
-	net_.reset(); /* closes every connection: pending transfers end */
-	std::lock_guard<std::mutex> g(orphans_mu_);
+	if (!net_)
+		return;
+	/* Connections first (transfers still pending on them end), then what
+	 * NIXL never released, then registrations a transfer kept busy, then
+	 * the session: teardown in any order leaves nothing behind. */
+	net_->closeAll();
+	std::lock_guard<std::mutex> g(reqs_mu_);
+	for (auto *h : reqs_) {
+		endPending(h, true);
+		if (h->list)
+			tcpx_p2p_xlist_release(h->list);
+		h->list = nullptr;
+		h->dropped = NIXL_ERR_BACKEND;
+	}
+	reqs_.clear();
 	for (auto *x : orphans_) {
 		int rc = tcpx_p2p_xfer_release(x);
 		if (rc)
 			tcpxStatus(rc, "releasing an abandoned transfer");
 	}
+	orphans_.clear();
+	net_.reset();
 }
 
 nixl_mem_list_t nixlTcpxEngine::getSupportedMems() const
@@ -125,6 +142,38 @@ int nixlTcpxEngine::deregisterPieces(tcpxLocalMD &md)
 	return first;
 }
 
+/* Requests naming md lose their prepared lists (which hold its regions),
+ * and their pending transfers are cancelled and ended: after a
+ * deregistration nothing of this agent touches the memory.  Returns how
+ * many transfers were pending. */
+size_t nixlTcpxEngine::dropRequestsOn(const tcpxLocalMD *md)
+{
+	size_t pending = 0;
+	std::lock_guard<std::mutex> g(reqs_mu_);
+	for (auto *h : reqs_) {
+		if (!std::binary_search(h->mds.begin(), h->mds.end(), md))
+			continue;
+		int done = 1;
+		if (h->x && tcpx_p2p_test(h->x, &done) == TCPX_P2P_OK && !done)
+			pending++;
+		endPending(h, true);
+		if (h->list) {
+			int rc = tcpx_p2p_xlist_release(h->list);
+			if (rc)
+				tcpxStatus(rc, "xlist_release");
+			h->list = nullptr;
+		}
+		h->dropped = NIXL_ERR_CANCELED;
+	}
+	return pending;
+}
+
+/* Always completes (NIXL 1.4 ignores a failure here and frees the
+ * registration's bookkeeping anyway): transfers of this agent that use the
+ * memory are cancelled (logged at ERROR: the caller freed memory a
+ * transfer was using; the transfer reports NIXL_ERR_CANCELED), and pieces
+ * a peer's transfer still holds (a WRITE into this target in flight) are
+ * deregistered as soon as it ends or its connection closes. */
 nixl_status_t nixlTcpxEngine::deregisterMem(nixlBackendMD *meta)
 {
 	auto *md = dynamic_cast<tcpxLocalMD *>(meta);
@@ -134,9 +183,22 @@ nixl_status_t nixlTcpxEngine::deregisterMem(nixlBackendMD *meta)
 	}
 	for (uint64_t k = 0; k < md->info.pieceCount(); k++)
 		net_->removeRegion(md->info.id + k);
+	size_t pending = dropRequestsOn(md);
+	if (pending)
+		NIXL_ERROR << "TCPX: memory deregistered while " << pending << " transfer(s) of "
+			   << "this agent used it: they are cancelled (NIXL_ERR_CANCELED); "
+			   << "wait for transfers, or release them, before deregistering";
 	int rc = deregisterPieces(*md);
-	if (rc)
-		return tcpxStatus(rc, "mr_deregister (a transfer still uses the region?)");
+	if (rc == TCPX_P2P_EBUSY) {
+		NIXL_INFO << "TCPX: a peer's transfer still uses memory being deregistered ("
+			  << md->mrs.size() << " piece(s)); it is released when that transfer "
+			  << "ends or its connection closes";
+		for (auto *mr : md->mrs)
+			net_->retire(mr);
+		md->mrs.clear();
+	} else if (rc) {
+		tcpxStatus(rc, "mr_deregister");
+	}
 	telemetry(nixl_telemetry_event_type_t::AGENT_MEMORY_DEREGISTERED, md->info.len);
 	delete md;
 	return NIXL_SUCCESS;
@@ -155,6 +217,13 @@ nixl_status_t nixlTcpxEngine::loadRemoteMD(const nixlBlobDesc &input, const nixl
 					   const std::string &remote_agent,
 					   nixlBackendMD *&output)
 {
+	if (!net_->knowsRemote(remote_agent)) {
+		/* checkRemoteMD would call such a peer's memory valid: refuse it
+		 * here, not at the first transfer */
+		NIXL_WARN << "TCPX: metadata of a region of agent " << remote_agent
+			  << ", whose connection info was never loaded";
+		return NIXL_ERR_NOT_FOUND;
+	}
 	tcpxRegionInfo info;
 	if (!tcpxDecodeRegion(input.metaInfo, info)) {
 		NIXL_ERROR << "TCPX: metadata of a region of agent " << remote_agent
@@ -172,6 +241,19 @@ nixl_status_t nixlTcpxEngine::loadRemoteMD(const nixlBlobDesc &input, const nixl
 	auto md = std::make_unique<tcpxRemoteMD>();
 	md->agent = remote_agent;
 	md->info = info;
+	output = md.release();
+	return NIXL_SUCCESS;
+}
+
+nixl_status_t nixlTcpxEngine::loadLocalMD(nixlBackendMD *input, nixlBackendMD *&output)
+{
+	const auto *lmd = dynamic_cast<const tcpxLocalMD *>(input);
+	if (!lmd)
+		return NIXL_ERR_INVALID_PARAM;
+	auto md = std::make_unique<tcpxRemoteMD>();
+	md->agent = localAgent;
+	md->info = lmd->info;
+	md->local = lmd;
 	output = md.release();
 	return NIXL_SUCCESS;
 }
@@ -199,6 +281,8 @@ nixl_status_t nixlTcpxEngine::loadRemoteConnInfo(const std::string &remote_agent
 
 nixl_status_t nixlTcpxEngine::connect(const std::string &remote_agent)
 {
+	if (remote_agent == localAgent)
+		return NIXL_SUCCESS; /* agent-local transfers are copies */
 	tcpxLinkPtr link;
 	return net_->outgoing(remote_agent, link, true);
 }

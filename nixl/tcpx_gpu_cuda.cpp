@@ -2,6 +2,8 @@
  * driver, no GPU) is not an error here: the session is then host-only. */
 #include "tcpx_params.h"
 
+#include <cstring>
+
 #include <cuda_runtime_api.h>
 
 int tcpxCurrentGpu()
@@ -16,4 +18,13 @@ int tcpxCurrentGpu()
 		return -1;
 	}
 	return dev;
+}
+
+int tcpxCopy(void *dst, const void *src, size_t len, bool vram)
+{
+	if (!vram) {
+		memcpy(dst, src, len);
+		return 0;
+	}
+	return cudaMemcpy(dst, src, len, cudaMemcpyDefault) == cudaSuccess ? 0 : -1;
 }

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -78,6 +79,21 @@ nixl_status_t tcpxNet::start()
 
 tcpxNet::~tcpxNet()
 {
+	closeAll();
+	if (listen_fd_ >= 0)
+		close(listen_fd_);
+	if (session_) {
+		int rc = tcpx_p2p_session_destroy(session_);
+		if (rc)
+			tcpxStatus(rc, "session_destroy (regions or transfers left)");
+	}
+}
+
+void tcpxNet::closeAll()
+{
+	if (closed_)
+		return;
+	closed_ = true;
 	stop_ = true;
 	if (service_.joinable())
 		service_.join();
@@ -89,13 +105,32 @@ tcpxNet::~tcpxNet()
 	}
 	for (auto &l : all)
 		closeLink(l);
-	if (listen_fd_ >= 0)
-		close(listen_fd_);
-	if (session_) {
-		int rc = tcpx_p2p_session_destroy(session_);
-		if (rc)
-			tcpxStatus(rc, "session_destroy (regions or transfers left)");
+	retryRetired();
+	std::lock_guard<std::mutex> g(mu_);
+	if (!retired_mrs_.empty())
+		NIXL_ERROR << "TCPX: " << retired_mrs_.size() << " registration piece(s) still busy "
+			   << "after every connection closed";
+}
+
+void tcpxNet::retire(tcpx_p2p_mr *mr)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	retired_mrs_.push_back(mr);
+}
+
+void tcpxNet::retryRetired()
+{
+	std::vector<tcpx_p2p_mr *> busy;
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		busy.swap(retired_mrs_);
 	}
+	std::vector<tcpx_p2p_mr *> still;
+	for (auto *mr : busy)
+		if (tcpx_p2p_mr_deregister(mr) == TCPX_P2P_EBUSY)
+			still.push_back(mr);
+	std::lock_guard<std::mutex> g(mu_);
+	retired_mrs_.insert(retired_mrs_.end(), still.begin(), still.end());
 }
 
 /* Accepts peers and reads notifications, so that exports and failures
@@ -117,6 +152,7 @@ void tcpxNet::serviceLoop()
 		}
 		dispatch();
 		closeDeadIncoming();
+		retryRetired();
 		reapHandshakes(false);
 	}
 	reapHandshakes(true);
@@ -158,6 +194,13 @@ void tcpxNet::adopt(tcpx_p2p_conn *c, const std::string &agent)
 	std::lock_guard<std::mutex> g(mu_);
 	for (auto &[id, r] : regions_)
 		exportTo(link, r);
+	/* After them: the dialer then knows a region not exported yet is
+	 * stale (or registered just now) */
+	if (!link->error) {
+		int rc = send(c, tcpxEncodeMsg(tcpxMsg::synced, nullptr, 0));
+		if (rc)
+			link->error = rc;
+	}
 	enter(link);
 }
 
@@ -214,8 +257,14 @@ void tcpxNet::removeRegion(uint64_t id)
 		if (l->outgoing || !l->conn || l->error || !l->exports.erase(id))
 			continue;
 		int rc = send(l->conn, tcpxEncodeRevoked(id));
-		if (rc)
-			tcpxStatus(rc, "telling a peer of a deregistration");
+		/* Nothing is lost: the deregistration revokes the export in the
+		 * library, which refuses the peer's transfers into it; a peer
+		 * closing (at teardown) is no error at all. */
+		if (rc == TCPX_P2P_ECLOSED)
+			l->error = rc;
+		else if (rc)
+			NIXL_WARN << "TCPX: telling agent " << l->agent << " of a deregistration: "
+				  << tcpx_p2p_strerror(rc) << " (" << tcpx_p2p_last_error() << ")";
 	}
 }
 
@@ -271,9 +320,10 @@ nixl_status_t tcpxNet::outgoing(const std::string &agent, tcpxLinkPtr &out, bool
 			return NIXL_SUCCESS;
 		}
 		if (o != outgoing_.end() && !redial) {
-			NIXL_ERROR << "TCPX: connection to agent " << agent << " failed ("
-				   << tcpx_p2p_strerror(o->second->error)
-				   << "); makeConnection or reload its metadata to dial again";
+			/* the caller's NIXL_ERR_REMOTE_DISCONNECT says it */
+			NIXL_INFO << "TCPX: connection to agent " << agent << " failed ("
+				  << tcpx_p2p_strerror(o->second->error)
+				  << "); makeConnection or reload its metadata to dial again";
 			return NIXL_ERR_REMOTE_DISCONNECT;
 		}
 		auto r = remotes_.find(agent);
@@ -477,6 +527,14 @@ void tcpxNet::handle(tcpx_p2p_conn *c, const unsigned char *msg, size_t msg_len)
 			return;
 		}
 		break;
+	case tcpxMsg::synced:
+		if (l.outgoing && len == 0) {
+			l.synced = true;
+			l.synced_at = steady::now();
+			imported_.notify_all();
+			return;
+		}
+		break;
 	case tcpxMsg::user:
 		notifs_.emplace_back(l.agent, std::string(reinterpret_cast<const char *>(body), len));
 		return;
@@ -487,7 +545,8 @@ void tcpxNet::handle(tcpx_p2p_conn *c, const unsigned char *msg, size_t msg_len)
 
 nixl_status_t tcpxNet::import(const tcpxLinkPtr &link, uint64_t region_id, tcpx_p2p_rmr *&out)
 {
-	auto deadline = steady::now() + std::chrono::milliseconds(params_.cfg.timeout_ms);
+	const auto start = steady::now();
+	const auto deadline = start + std::chrono::milliseconds(params_.cfg.timeout_ms);
 	for (;;) {
 		{
 			std::unique_lock<std::mutex> g(mu_);
@@ -497,20 +556,32 @@ nixl_status_t tcpxNet::import(const tcpxLinkPtr &link, uint64_t region_id, tcpx_
 				return NIXL_SUCCESS;
 			}
 			if (link->error || !link->conn) {
-				NIXL_ERROR << "TCPX: connection to agent " << link->agent
-					   << " failed: " << tcpx_p2p_strerror(link->error);
+				NIXL_INFO << "TCPX: connection to agent " << link->agent
+					  << " failed: " << tcpx_p2p_strerror(link->error);
 				return tcpxStatusQuiet(link->error ? link->error : TCPX_P2P_ECLOSED);
 			}
-			if (steady::now() > deadline) {
+			auto now = steady::now();
+			/* once synced, a region not exported is stale metadata, or
+			 * one registered a moment ago whose export is on its way */
+			bool stale = link->synced &&
+				     now > std::max(start, link->synced_at) +
+						   std::chrono::milliseconds(params_.export_wait_ms);
+			if (stale || now > deadline) {
 				NIXL_ERROR << "TCPX: agent " << link->agent << " has not exported region "
-					   << region_id << " to this agent within "
-					   << params_.cfg.timeout_ms << " ms (deregistered, or stale metadata?)";
+					   << region_id << " to this agent (deregistered there: "
+					   << "stale metadata; load its metadata anew)";
 				return NIXL_ERR_NOT_FOUND;
 			}
 			imported_.wait_for(g, std::chrono::microseconds(200));
 		}
 		dispatch();
 	}
+}
+
+void tcpxNet::notifySelf(const std::string &msg)
+{
+	std::lock_guard<std::mutex> g(mu_);
+	notifs_.emplace_back(local_agent_, msg);
 }
 
 void tcpxNet::takeNotifs(std::vector<std::pair<std::string, std::string>> &out)

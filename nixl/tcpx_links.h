@@ -15,6 +15,7 @@
 #define TCPX_NIXL_LINKS_H
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <list>
 #include <map>
@@ -37,6 +38,8 @@ struct tcpxLink {
 	std::string agent;             /* the peer */
 	bool outgoing = false;         /* we dialed it: our transfers go on it */
 	int error = 0;                 /* sticky: the connection failed or closed */
+	bool synced = false;           /* outgoing: the peer's initial exports are here */
+	std::chrono::steady_clock::time_point synced_at;
 	std::unordered_map<uint64_t, tcpx_p2p_rmr *> imports; /* peer region id -> import */
 	std::vector<tcpx_p2p_rmr *> retired; /* revoked imports: freed at close */
 	std::unordered_map<uint64_t, tcpx_p2p_rdesc> exports; /* our region id -> export */
@@ -78,8 +81,10 @@ public:
 	/* Closes this side's outgoing connection to agent (NIXL disconnect). */
 	void disconnect(const std::string &agent);
 
-	/* The import of a peer region on link, waiting (up to timeout_ms) for
-	 * the peer's export message to arrive. */
+	/* The import of a peer region on link, waiting for the peer's export
+	 * message: up to timeout_ms for the peer's initial exports (a fresh
+	 * connection), then up to export_wait_ms for one registered since
+	 * (NIXL_ERR_NOT_FOUND after: stale metadata). */
 	nixl_status_t import(const tcpxLinkPtr &link, uint64_t region_id, tcpx_p2p_rmr *&out);
 
 	/* Registered regions: exported on every incoming connection. */
@@ -92,6 +97,14 @@ public:
 
 	/* Takes delivered NIXL notifications (after reading the session's). */
 	void takeNotifs(std::vector<std::pair<std::string, std::string>> &out);
+	/* A notification of this agent to itself (agent-local transfers). */
+	void notifySelf(const std::string &msg);
+
+	/* A registration a peer's transfer still holds: deregistered once it
+	 * can be (the service thread retries; closeAll ends the holders). */
+	void retire(tcpx_p2p_mr *mr);
+	/* Closes every connection, then deregisters the retired regions. */
+	void closeAll();
 
 private:
 	struct Handshake { /* a peer being served (tcpxExchangeServe) */
@@ -109,6 +122,7 @@ private:
 	void handle(tcpx_p2p_conn *c, const unsigned char *msg, size_t len);
 	void closeLink(const tcpxLinkPtr &link);
 	void closeDeadIncoming();
+	void retryRetired();
 
 	const std::string local_agent_;
 	tcpxParams &params_;
@@ -118,6 +132,7 @@ private:
 	std::thread service_;
 	std::list<Handshake> handshakes_; /* the service thread's own */
 	std::atomic<bool> stop_{false};
+	bool closed_ = false; /* closeAll ran */
 
 	std::mutex mu_; /* everything below */
 	std::condition_variable imported_;
@@ -128,6 +143,7 @@ private:
 	std::unordered_map<tcpx_p2p_conn *, std::vector<std::string>> early_; /* before adopt */
 	std::map<uint64_t, tcpxRegion> regions_;
 	std::vector<std::pair<std::string, std::string>> notifs_;
+	std::vector<tcpx_p2p_mr *> retired_mrs_;
 
 	std::mutex poll_mu_; /* one reader of the session's notifications at a time */
 	std::vector<unsigned char> poll_buf_; /* grows to the longest notification */

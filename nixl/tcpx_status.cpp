@@ -21,6 +21,8 @@ nixl_status_t tcpxStatusQuiet(int rc)
 		return NIXL_ERR_REMOTE_DISCONNECT;
 	case TCPX_P2P_EINTERNAL:
 		return NIXL_ERR_UNKNOWN;
+	case TCPX_P2P_ECANCELED: /* released while pending, or by the peer */
+		return NIXL_ERR_CANCELED;
 	default: /* ENOMEM, ENOPLUGIN, EPLUGIN, ENET, ETIMEDOUT, EAGAIN, ECUDA */
 		return NIXL_ERR_BACKEND;
 	}
@@ -28,7 +30,12 @@ nixl_status_t tcpxStatusQuiet(int rc)
 
 nixl_status_t tcpxStatus(int rc, const char *what)
 {
-	if (rc != TCPX_P2P_OK)
+	/* A peer gone is the caller's NIXL_ERR_REMOTE_DISCONNECT (NIXL logs
+	 * it as it sees fit), not an error of this backend. */
+	if (rc == TCPX_P2P_ECLOSED)
+		NIXL_INFO << "TCPX: " << what << ": " << tcpx_p2p_strerror(rc) << " ("
+			  << tcpx_p2p_last_error() << ")";
+	else if (rc != TCPX_P2P_OK)
 		NIXL_ERROR << "TCPX: " << what << ": " << tcpx_p2p_strerror(rc) << " ("
 			   << tcpx_p2p_last_error() << ")";
 	return tcpxStatusQuiet(rc);

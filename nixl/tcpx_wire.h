@@ -50,6 +50,8 @@ enum class tcpxMsg : unsigned char {
 	exported = 'E', /* acceptor -> dialer: region id + export descriptor */
 	revoked = 'R',  /* acceptor -> dialer: region id, deregistered */
 	user = 'U',     /* a NIXL notification */
+	synced = 'S',   /* acceptor -> dialer: every region registered when it
+			 * accepted has been exported (later ones follow) */
 };
 
 std::string tcpxEncodeConnInfo(const tcpxConnInfo &info);

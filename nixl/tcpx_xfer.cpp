@@ -1,6 +1,8 @@
-/* Transfers: a NIXL descriptor-list pair becomes one vectored one-sided
- * WRITE or READ of the library (local[i] <-> remote[i]), on this agent's
- * connection to the target; notifications ride on the same connection. */
+/* Transfers: a NIXL descriptor-list pair becomes a prepared list of the
+ * library (local[i] <-> remote[i]) on this agent's connection to the
+ * target, posted as one vectored one-sided WRITE or READ each time NIXL
+ * posts the request; notifications ride on the same connection.  A
+ * request to this agent's own memory is a list of copies. */
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -10,17 +12,6 @@
 #include "tcpx_status.h"
 
 namespace {
-
-struct tcpxReqH : public nixlBackendReqH {
-	tcpxLinkPtr link;
-	nixl_xfer_op_t op = NIXL_WRITE;
-	std::vector<tcpx_p2p_seg> local;
-	std::vector<tcpx_p2p_rseg> remote;
-	size_t bytes = 0;
-	tcpx_p2p_xfer *x = nullptr;
-	std::string read_notif; /* a READ's, sent once the data is here */
-	bool read_notif_due = false;
-};
 
 using steady = std::chrono::steady_clock;
 
@@ -70,11 +61,23 @@ nixl_status_t nixlTcpxEngine::prepXfer(const nixl_xfer_op_t &operation,
 	}
 	auto h = std::make_unique<tcpxReqH>();
 	h->op = operation;
-	nixl_status_t st = net_->outgoing(remote_agent, h->link);
+	nixl_status_t st;
+	if (remote_agent == localAgent) {
+		st = prepLocal(*h, local, remote);
+		if (st != NIXL_SUCCESS)
+			return st;
+		std::lock_guard<std::mutex> g(reqs_mu_);
+		reqs_.insert(h.get());
+		handle = h.release();
+		return NIXL_SUCCESS;
+	}
+	st = net_->outgoing(remote_agent, h->link);
 	if (st != NIXL_SUCCESS)
 		return st;
-	h->local.reserve(n);
-	h->remote.reserve(n);
+	std::vector<tcpx_p2p_seg> lsegs;
+	std::vector<tcpx_p2p_rseg> rsegs;
+	lsegs.reserve(n);
+	rsegs.reserve(n);
 	const tcpxRemoteMD *last_md = nullptr;
 	uint64_t last_piece = 0;
 	tcpx_p2p_rmr *last_rmr = nullptr;
@@ -91,12 +94,14 @@ nixl_status_t nixlTcpxEngine::prepXfer(const nixl_xfer_op_t &operation,
 				   << " bytes) lies outside its registrations or differs in length";
 			return NIXL_ERR_INVALID_PARAM;
 		}
+		if (h->mds.empty() || h->mds.back() != lmd)
+			h->mds.push_back(lmd);
 		/* The two lists are packed independently (only their totals must
 		 * match), so each is cut at its own pieces' ends. */
 		for (uint64_t a = l.addr, end = l.addr + l.len; a < end;) {
 			uint64_t k = lmd->info.pieceOf(a);
 			uint64_t stop = std::min(end, lmd->info.pieceEnd(k));
-			h->local.push_back({lmd->mrs[k], a - lmd->info.pieceStart(k), stop - a});
+			lsegs.push_back({lmd->mrs[k], a - lmd->info.pieceStart(k), stop - a});
 			a = stop;
 		}
 		for (uint64_t a = r.addr, end = r.addr + r.len; a < end;) {
@@ -109,12 +114,77 @@ nixl_status_t nixlTcpxEngine::prepXfer(const nixl_xfer_op_t &operation,
 				last_md = rmd;
 				last_piece = k;
 			}
-			h->remote.push_back({last_rmr, a - rmd->info.pieceStart(k), stop - a});
+			rsegs.push_back({last_rmr, a - rmd->info.pieceStart(k), stop - a});
 			a = stop;
 		}
 		h->bytes += l.len;
 	}
+	std::sort(h->mds.begin(), h->mds.end());
+	h->mds.erase(std::unique(h->mds.begin(), h->mds.end()), h->mds.end());
+	/* Checked and encoded once here: each post of the request (NIXL's
+	 * reposts included) does no per-descriptor work. */
+	tcpx_p2p_conn *c = h->link->conn;
+	if (!c)
+		return NIXL_ERR_REMOTE_DISCONNECT;
+	int rc = tcpx_p2p_xlist_prepare(
+	    c, operation == NIXL_WRITE ? TCPX_P2P_XLIST_WRITE : TCPX_P2P_XLIST_READ, lsegs.data(),
+	    lsegs.size(), rsegs.data(), rsegs.size(), 0, &h->list);
+	if (rc)
+		return tcpxStatus(rc, "preparing a transfer (xlist_prepare)");
+	std::lock_guard<std::mutex> g(reqs_mu_);
+	reqs_.insert(h.get());
 	handle = h.release();
+	return NIXL_SUCCESS;
+}
+
+/* An agent-local request: remote is this agent's own memory (loadLocalMD);
+ * both must lie inside registrations of this engine. */
+nixl_status_t nixlTcpxEngine::prepLocal(tcpxReqH &h, const nixl_meta_dlist_t &local,
+					const nixl_meta_dlist_t &remote) const
+{
+	const int n = local.descCount();
+	h.vram = local.getType() == VRAM_SEG || remote.getType() == VRAM_SEG;
+	for (int i = 0; i < n; i++) {
+		const auto &l = local[i];
+		const auto &r = remote[i];
+		const auto *lmd = dynamic_cast<const tcpxLocalMD *>(l.metadataP);
+		const auto *rmd = dynamic_cast<const tcpxRemoteMD *>(r.metadataP);
+		if (!lmd || !rmd || !rmd->local || l.len != r.len || l.addr < lmd->info.base ||
+		    l.addr - lmd->info.base + l.len > lmd->info.len || r.addr < rmd->info.base ||
+		    r.addr - rmd->info.base + r.len > rmd->info.len) {
+			NIXL_ERROR << "TCPX: agent-local descriptor " << i << " (" << l.len << " -> "
+				   << r.len << " bytes) lies outside its registrations or differs "
+				   << "in length";
+			return NIXL_ERR_INVALID_PARAM;
+		}
+		h.mds.push_back(lmd);
+		h.mds.push_back(rmd->local);
+		void *lp = reinterpret_cast<void *>(l.addr);
+		void *rp = reinterpret_cast<void *>(r.addr);
+		if (h.op == NIXL_WRITE)
+			h.copies.push_back({rp, lp, l.len});
+		else
+			h.copies.push_back({lp, rp, l.len});
+		h.bytes += l.len;
+	}
+	std::sort(h.mds.begin(), h.mds.end());
+	h.mds.erase(std::unique(h.mds.begin(), h.mds.end()), h.mds.end());
+	return NIXL_SUCCESS;
+}
+
+/* An agent-local post: the copies, then the notification to this agent;
+ * complete when it returns. */
+nixl_status_t nixlTcpxEngine::postLocal(tcpxReqH &h, const nixl_opt_b_args_t *opt_args) const
+{
+	for (const auto &c : h.copies) {
+		int rc = tcpxCopy(c.dst, c.src, c.len, h.vram);
+		if (rc) {
+			NIXL_ERROR << "TCPX: agent-local copy of " << c.len << " bytes failed";
+			return NIXL_ERR_BACKEND;
+		}
+	}
+	if (opt_args && opt_args->hasNotif)
+		net_->notifySelf(opt_args->notifMsg);
 	return NIXL_SUCCESS;
 }
 
@@ -125,6 +195,11 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 				       const nixl_opt_b_args_t *opt_args) const
 {
 	auto *h = static_cast<tcpxReqH *>(handle);
+	std::lock_guard<std::mutex> g(reqs_mu_);
+	if (h->dropped != NIXL_SUCCESS) {
+		NIXL_ERROR << "TCPX: a request whose memory was deregistered is posted";
+		return h->dropped;
+	}
 	if (h->x) { /* a repost of a finished request */
 		int done = 0;
 		int rc = tcpx_p2p_test(h->x, &done);
@@ -133,6 +208,8 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 		tcpx_p2p_xfer_release(h->x);
 		h->x = nullptr;
 	}
+	if (!h->link)
+		return postLocal(*h, opt_args);
 	std::string msg;
 	if (opt_args && opt_args->hasNotif) {
 		nixl_status_t st = userMsg(opt_args->notifMsg, msg);
@@ -141,29 +218,22 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 	}
 	tcpx_p2p_conn *c = h->link->conn;
 	if (!c || h->link->error) {
-		NIXL_ERROR << "TCPX: connection to agent " << remote_agent
-			   << " is gone; prepare the transfer again";
+		NIXL_INFO << "TCPX: connection to agent " << remote_agent
+			  << " is gone; prepare the transfer again";
 		return NIXL_ERR_REMOTE_DISCONNECT;
 	}
-	const size_t nl = h->local.size(), nr = h->remote.size(); /* cut apart */
-	int rc;
+	tcpx_p2p_xfer_params p = {};
+	p.struct_size = sizeof(p);
+	if (h->op == NIXL_WRITE && !msg.empty()) {
+		p.notif = msg.data();
+		p.notif_len = msg.size();
+	}
+	int rc = postRetrying(params_.cfg.timeout_ms,
+			      [&] { return tcpx_p2p_xlist_post(h->list, &p, &h->x); });
 	if (h->op == NIXL_WRITE) {
-		tcpx_p2p_xfer_params p = {};
-		p.struct_size = sizeof(p);
-		if (!msg.empty()) {
-			p.notif = msg.data();
-			p.notif_len = msg.size();
-		}
-		rc = postRetrying(params_.cfg.timeout_ms, [&] {
-			return tcpx_p2p_write(c, h->local.data(), nl, h->remote.data(), nr, &p, &h->x);
-		});
 		telemetry(nixl_telemetry_event_type_t::AGENT_TX_BYTES, h->bytes);
 		telemetry(nixl_telemetry_event_type_t::AGENT_TX_REQUESTS_NUM, 1);
 	} else {
-		rc = postRetrying(params_.cfg.timeout_ms, [&] {
-			return tcpx_p2p_read(c, h->local.data(), nl, h->remote.data(), nr, nullptr,
-					     &h->x);
-		});
 		h->read_notif = std::move(msg);
 		h->read_notif_due = !h->read_notif.empty();
 		telemetry(nixl_telemetry_event_type_t::AGENT_RX_BYTES, h->bytes);
@@ -177,6 +247,11 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 nixl_status_t nixlTcpxEngine::checkXfer(nixlBackendReqH *handle) const
 {
 	auto *h = static_cast<tcpxReqH *>(handle);
+	std::unique_lock<std::mutex> g(reqs_mu_);
+	if (h->dropped != NIXL_SUCCESS)
+		return h->dropped;
+	if (!h->link)
+		return NIXL_SUCCESS; /* agent-local: done at post */
 	if (!h->x)
 		return NIXL_ERR_NOT_POSTED;
 	int done = 0;
@@ -186,6 +261,7 @@ nixl_status_t nixlTcpxEngine::checkXfer(nixlBackendReqH *handle) const
 	if (!done) {
 		/* Callers poll in a loop; the session's progress thread moves
 		 * the bytes: leave it the CPU where cores are few. */
+		g.unlock();
 		std::this_thread::yield();
 		return NIXL_IN_PROG;
 	}
@@ -206,28 +282,52 @@ nixl_status_t nixlTcpxEngine::checkXfer(nixlBackendReqH *handle) const
 	return NIXL_SUCCESS;
 }
 
+/* reqs_mu_ held.  Ends h's latest transfer: cancelled first if asked (it
+ * then ends with ECANCELED within the library's bound: chunks not yet
+ * handed to the plugin are never posted), waited for up to timeout_ms and
+ * freed; one still pending then is kept until the connections close. */
+void nixlTcpxEngine::endPending(tcpxReqH *h, bool cancel) const
+{
+	if (!h->x)
+		return;
+	int done = 0;
+	if (tcpx_p2p_test(h->x, &done) == TCPX_P2P_OK && !done) {
+		if (cancel) {
+			int rc = tcpx_p2p_xfer_cancel(h->x);
+			if (rc)
+				tcpxStatus(rc, "cancelling a transfer");
+		}
+		if (tcpx_p2p_wait(h->x, params_.cfg.timeout_ms) == TCPX_P2P_ETIMEDOUT) {
+			NIXL_ERROR << "TCPX: a transfer still pending " << params_.cfg.timeout_ms
+				   << " ms after it was cancelled; it is freed when its "
+				   << "connection closes, and its memory is in use until then";
+			orphans_.push_back(h->x);
+			h->x = nullptr;
+			return;
+		}
+	}
+	tcpx_p2p_xfer_release(h->x);
+	h->x = nullptr;
+}
+
 nixl_status_t nixlTcpxEngine::releaseReqH(nixlBackendReqH *handle) const
 {
 	auto *h = static_cast<tcpxReqH *>(handle);
-	nixl_status_t st = NIXL_SUCCESS;
-	if (h->x) {
-		/* The library cannot cancel one transfer (only its connection):
-		 * wait for it, since the caller may free the memory next. */
-		int rc = tcpx_p2p_wait(h->x, params_.cfg.timeout_ms);
-		if (rc == TCPX_P2P_ETIMEDOUT) {
-			NIXL_ERROR << "TCPX: released a transfer still pending after "
-				   << params_.cfg.timeout_ms << " ms; it is freed when the "
-				   << "connection closes, and its memory is in use until then";
-			std::lock_guard<std::mutex> g(orphans_mu_);
-			orphans_.push_back(h->x);
-			h->x = nullptr;
-			st = NIXL_ERR_BACKEND;
-		} else {
-			tcpx_p2p_xfer_release(h->x);
+	{
+		/* A pending transfer is cancelled, not waited for: NIXL's release
+		 * of a request is how an aborted request drops its transfer (the
+		 * peer is told; a cancelled WRITE's notification never comes). */
+		std::lock_guard<std::mutex> g(reqs_mu_);
+		reqs_.erase(h);
+		endPending(h, true);
+		if (h->list) {
+			int rc = tcpx_p2p_xlist_release(h->list);
+			if (rc)
+				tcpxStatus(rc, "xlist_release");
 		}
 	}
 	delete h;
-	return st;
+	return NIXL_SUCCESS;
 }
 
 nixl_status_t nixlTcpxEngine::genNotif(const std::string &remote_agent,
@@ -237,6 +337,10 @@ nixl_status_t nixlTcpxEngine::genNotif(const std::string &remote_agent,
 	nixl_status_t st = userMsg(msg, m);
 	if (st != NIXL_SUCCESS)
 		return st;
+	if (remote_agent == localAgent) {
+		net_->notifySelf(msg);
+		return NIXL_SUCCESS;
+	}
 	tcpxLinkPtr link;
 	st = net_->anyLink(remote_agent, link);
 	if (st != NIXL_SUCCESS)

@@ -1,9 +1,13 @@
 /* The TCPX backend under real NIXL agents: two agents in this process
  * (DRAM, and VRAM where a GPU is usable) move scattered descriptor lists by
  * WRITE and READ with notifications, and every byte is checked; a target
- * process that is killed; metadata that is not ours.  Needs NIXL_PLUGIN_DIR
- * naming the folder of libplugin_TCPX.so (CTest sets it).
+ * process that is killed; metadata that is not ours; requests prepared once
+ * and posted as prepared lists, cancelled when released pending; memory
+ * deregistered under a transfer, on either side; stale metadata; agent-local
+ * transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
+ * and tcpx_count.so preloaded (CTest sets both).
  * Exit 0 pass, 1 fail, 77 skip. */
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,7 +51,7 @@ struct Agent {
 	std::string name;
 };
 
-bool makeAgent(Agent &a, const std::string &name, int gpu)
+bool makeAgent(Agent &a, const std::string &name, int gpu, const nixl_b_params_t &extra = {})
 {
 	nixlAgentConfig cfg(false, false);
 	a.name = name;
@@ -54,6 +60,8 @@ bool makeAgent(Agent &a, const std::string &name, int gpu)
 	params["ip_addr"] = "127.0.0.1";
 	params["timeout_ms"] = "5000";
 	params["gpu"] = std::to_string(gpu);
+	for (const auto &[k, v] : extra)
+		params[k] = v;
 	nixl_status_t st = a.agent->createBackend("TCPX", params, a.backend);
 	if (st != NIXL_SUCCESS)
 		fprintf(stderr, "createBackend(TCPX) for %s: %d\n", name.c_str(), st);
@@ -481,6 +489,328 @@ void bigRegistration(Agent &i, Agent &t)
 		loff.size(), failures ? "FAILED" : "ok");
 }
 
+/* What the backend asked of the library (tcpx_count.so, preloaded). */
+enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED };
+
+long count(int what)
+{
+	static auto fn = reinterpret_cast<long (*)(int)>(dlsym(RTLD_DEFAULT, "tp_count_get"));
+	return fn ? fn(what) : -1;
+}
+
+/* Notifications for a from `from` until one equal to last arrived (all of
+ * them, last included); false if it never does. */
+bool notifsUntil(Agent &a, const std::string &from, const std::string &last,
+		 std::vector<std::string> &got)
+{
+	auto end = steady::now() + std::chrono::seconds(60);
+	while (steady::now() < end) {
+		nixl_notifs_t notifs;
+		if (a.agent->getNotifs(notifs) != NIXL_SUCCESS)
+			return false;
+		for (auto &m : notifs[from]) {
+			got.push_back(m);
+			if (m == last)
+				return true;
+		}
+		std::this_thread::sleep_for(std::chrono::microseconds(100));
+	}
+	fprintf(stderr, "no notification '%s' from %s at %s\n", last.c_str(), from.c_str(),
+		a.name.c_str());
+	return false;
+}
+
+/* A request is prepared once (one prepared list) and each post of it is a
+ * post of that list: no per-descriptor work, no tcpx_p2p_write/read. */
+void preparedRequests(Agent &i, Agent &t)
+{
+	const size_t nblocks = 64, slot = 4096;
+	Buffer ib(DRAM_SEG, 0, nblocks * slot), tb(DRAM_SEG, 0, nblocks * slot);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	Layout w = scatter(nblocks, slot, 11);
+	const long prep0 = count(C_PREPARE), post0 = count(C_POST);
+	const long wr0 = count(C_WRITE), rd0 = count(C_READ);
+	EXPECT(prep0 >= 0);
+	for (nixl_xfer_op_t op : {NIXL_WRITE, NIXL_READ}) {
+		nixlXferReqH *req = nullptr;
+		EXPECT(i.agent->createXferReq(op, dlist(ib, w.src_off, w.size),
+					      dlist(tb, w.dst_off, w.size), t.name,
+					      req) == NIXL_SUCCESS);
+		if (!req)
+			return;
+		for (unsigned k = 0; k < 3; k++) {
+			(op == NIXL_WRITE ? ib : tb).fill(30 + k);
+			nixl_status_t st = i.agent->postXferReq(req);
+			EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+			EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+			if (op == NIXL_WRITE)
+				EXPECT(sameBlocks(ib, tb, w, true));
+			else
+				EXPECT(sameBlocks(tb, ib, w, false));
+		}
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	}
+	EXPECT(count(C_PREPARE) == prep0 + 2);
+	EXPECT(count(C_POST) == post0 + 6);
+	EXPECT(count(C_WRITE) == wr0 && count(C_READ) == rd0);
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "prepared once, posted thrice (WRITE, READ): %s\n",
+		failures ? "FAILED" : "ok");
+}
+
+/* Releasing a pending request cancels its transfer rather than waiting
+ * for it: a cancelled WRITE's notification never arrives (a notification
+ * sent after it does), and the connection carries the next transfer.  A
+ * WRITE may finish before its release (too late to cancel: it then
+ * completes as usual), so this tries a few times for a cancelled one. */
+void cancelOnRelease()
+{
+	/* small chunks: a cancel right after the post finds most of them not
+	 * yet handed to the plugin */
+	const nixl_b_params_t small = {{"chunk_bytes", "65536"}, {"num_channels", "2"}};
+	Agent i, t;
+	EXPECT(makeAgent(i, "cancel-i", -1, small) && makeAgent(t, "cancel-t", -1, small));
+	const size_t len = 128 << 20;
+	Buffer ib(DRAM_SEG, 0, len), tb(DRAM_SEG, 0, len);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	src.addDesc(nixlBasicDesc(ib.addr(), len, 0));
+	dst.addDesc(nixlBasicDesc(tb.addr(), len, 0));
+	bool cancelled = false;
+	for (int k = 0; k < 5 && !cancelled; k++) {
+		nixl_opt_args_t args;
+		args.notif = "cancelled write " + std::to_string(k);
+		nixlXferReqH *req = nullptr;
+		EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req, &args) ==
+		       NIXL_SUCCESS);
+		if (!req)
+			return;
+		const long c0 = count(C_CANCELED);
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+		cancelled = count(C_CANCELED) > c0;
+		const std::string after = "after " + std::to_string(k);
+		EXPECT(i.agent->genNotif(t.name, after) == NIXL_SUCCESS);
+		std::vector<std::string> got;
+		EXPECT(notifsUntil(t, i.name, after, got));
+		bool delivered = std::find(got.begin(), got.end(), *args.notif) != got.end();
+		if (cancelled)
+			EXPECT(!delivered);
+	}
+	EXPECT(cancelled);
+	/* the connection goes on: a small WRITE, every byte checked */
+	Layout w = scatter(16, 4096, 12);
+	ib.fill(13);
+	nixlXferReqH *req = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, dlist(ib, w.src_off, w.size),
+				      dlist(tb, w.dst_off, w.size), t.name, req) == NIXL_SUCCESS);
+	if (req) {
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+		EXPECT(sameBlocks(ib, tb, w, true));
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	}
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "release of a pending WRITE cancels it: %s\n", failures ? "FAILED" : "ok");
+}
+
+size_t threadCount()
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0;
+	while (struct dirent *e = readdir(d))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Memory deregistered while a transfer uses it: on the initiator its
+ * transfer is cancelled (the request then fails NIXL_ERR_CANCELED, never
+ * reported pending or done after the memory is gone); on the target (a
+ * WRITE into it in flight) the registration is released once the transfer
+ * ends, and the target agent destroyed meanwhile leaves nothing behind.
+ * Three agent pairs: threads do not grow from one to the next. */
+void deregisterInFlight()
+{
+	const size_t len = 64 << 20;
+	size_t base = 0;
+	for (int pair = 0; pair < 3; pair++) {
+		{
+			Agent i, t;
+			std::string n = std::to_string(pair);
+			EXPECT(makeAgent(i, "dereg-i" + n, -1) && makeAgent(t, "dereg-t" + n, -1));
+			Buffer ib(DRAM_SEG, 0, len), tb(DRAM_SEG, 0, len);
+			EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+			EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+			EXPECT(exchange(t, i));
+			nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+			src.addDesc(nixlBasicDesc(ib.addr(), len, 0));
+			dst.addDesc(nixlBasicDesc(tb.addr(), len, 0));
+			/* the initiator's own memory */
+			nixlXferReqH *req = nullptr;
+			EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req) ==
+			       NIXL_SUCCESS);
+			if (!req)
+				return;
+			nixl_status_t st = i.agent->postXferReq(req);
+			EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+			EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+			EXPECT(i.agent->getXferStatus(req) == NIXL_ERR_CANCELED);
+			st = i.agent->postXferReq(req);
+			EXPECT(st != NIXL_SUCCESS && st != NIXL_IN_PROG);
+			EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+			/* the target's, a WRITE into it in flight; then the target goes */
+			EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+			req = nullptr;
+			EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req) ==
+			       NIXL_SUCCESS);
+			if (!req)
+				return;
+			st = i.agent->postXferReq(req);
+			EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+			EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+			t.agent.reset();
+			st = waitXfer(i, req, 60000);
+			EXPECT(st != NIXL_IN_PROG);
+			EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+			EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+		}
+		/* a thread per pair leaked (a session never destroyed) shows here;
+		 * threads that end on their own are waited for */
+		if (pair == 0) {
+			base = threadCount();
+			continue;
+		}
+		auto end = steady::now() + std::chrono::seconds(30);
+		while (threadCount() > base && steady::now() < end)
+			std::this_thread::sleep_for(std::chrono::milliseconds(10));
+		EXPECT(threadCount() <= base);
+	}
+	fprintf(stderr, "memory deregistered under transfers, both sides, 3 pairs: %s\n",
+		failures ? "FAILED" : "ok");
+}
+
+/* A transfer set up against a region the target has deregistered since
+ * (stale metadata) fails at once (export_wait_ms after the peer's exports
+ * are known), not after timeout_ms: engine loops call createXferReq. */
+void staleMetadata()
+{
+	Agent i, t;
+	EXPECT(makeAgent(i, "stale-i", -1, {{"timeout_ms", "300000"}}) &&
+	       makeAgent(t, "stale-t", -1));
+	Buffer ib(DRAM_SEG, 0, 1 << 16), a(DRAM_SEG, 0, 1 << 16), b(DRAM_SEG, 0, 1 << 16);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(a.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	nixl_xfer_dlist_t src(DRAM_SEG), to_a(DRAM_SEG), to_b(DRAM_SEG);
+	src.addDesc(nixlBasicDesc(ib.addr(), ib.len, 0));
+	to_a.addDesc(nixlBasicDesc(a.addr(), a.len, 0));
+	to_b.addDesc(nixlBasicDesc(b.addr(), b.len, 0));
+	nixlXferReqH *req = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, to_a, t.name, req) == NIXL_SUCCESS);
+	if (req) {
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	}
+	EXPECT(t.agent->registerMem(b.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	EXPECT(t.agent->deregisterMem(b.reg()) == NIXL_SUCCESS);
+	auto t0 = steady::now();
+	req = nullptr;
+	nixl_status_t st = i.agent->createXferReq(NIXL_WRITE, src, to_b, t.name, req);
+	if (st == NIXL_SUCCESS) { /* the revocation still on its way: the post fails */
+		st = i.agent->postXferReq(req);
+		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+			st = waitXfer(i, req, 60000);
+		i.agent->releaseXferReq(req);
+	}
+	double secs = std::chrono::duration<double>(steady::now() - t0).count();
+	EXPECT(st != NIXL_SUCCESS && st != NIXL_IN_PROG);
+	EXPECT(secs < 60); /* timeout_ms is 300 s: a bound on a hang only */
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(a.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "stale metadata refused after %.2f s: %s\n", secs,
+		failures ? "FAILED" : "ok");
+}
+
+/* Backend parameters of other backends are ignored (NIXL's tests and
+ * callers hand one set to every backend); a bad value of ours still fails;
+ * descriptor metadata of an agent whose connection info was never loaded
+ * is refused at loadRemoteMD. */
+void paramsAndPartialMetadata(Agent &t)
+{
+	Agent x, y;
+	EXPECT(makeAgent(x, "foreign-params", -1,
+			 {{"engine_config", "{}"}, {"num_workers", "2"}, {"num_threads", "0"}}));
+	nixlAgentConfig cfg(false, false);
+	y.agent = std::make_unique<nixlAgent>("bad-param", cfg);
+	nixl_b_params_t bad = {{"num_channels", "zero"}};
+	EXPECT(y.agent->createBackend("TCPX", bad, y.backend) != NIXL_SUCCESS);
+
+	Buffer b(DRAM_SEG, 0, 4096);
+	EXPECT(t.agent->registerMem(b.reg()) == NIXL_SUCCESS);
+	nixl_blob_t md;
+	nixl_opt_args_t o;
+	o.includeConnInfo = false;
+	EXPECT(t.agent->getLocalPartialMD(b.reg(), md, &o) == NIXL_SUCCESS);
+	std::string name;
+	EXPECT(x.agent->loadRemoteMD(md, name) != NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(b.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "foreign parameters, partial metadata: %s\n", failures ? "FAILED" : "ok");
+}
+
+/* Transfers and notifications within one agent (supportsLocal). */
+void agentLocal(Agent &a)
+{
+	const size_t nblocks = 33, slot = 5000;
+	Buffer s(DRAM_SEG, 0, nblocks * slot), d(DRAM_SEG, 0, nblocks * slot);
+	s.fill(41);
+	d.fill(42);
+	EXPECT(a.agent->registerMem(s.reg()) == NIXL_SUCCESS);
+	EXPECT(a.agent->registerMem(d.reg()) == NIXL_SUCCESS);
+	Layout w = scatter(nblocks, slot, 43);
+	for (nixl_xfer_op_t op : {NIXL_WRITE, NIXL_READ}) {
+		nixl_opt_args_t args;
+		args.notif = op == NIXL_WRITE ? "self write" : "self read";
+		nixlXferReqH *req = nullptr;
+		EXPECT(a.agent->createXferReq(op, dlist(s, w.src_off, w.size),
+					      dlist(d, w.dst_off, w.size), a.name, req,
+					      &args) == NIXL_SUCCESS);
+		if (!req)
+			return;
+		if (op == NIXL_READ)
+			d.fill(44);
+		nixl_status_t st = a.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(a, req, 20000) == NIXL_SUCCESS);
+		if (op == NIXL_WRITE)
+			EXPECT(sameBlocks(s, d, w, true));
+		else
+			EXPECT(sameBlocks(d, s, w, false));
+		EXPECT(waitNotif(a, a.name, *args.notif, [] {}));
+		EXPECT(a.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	}
+	EXPECT(a.agent->genNotif(a.name, "self ping") == NIXL_SUCCESS);
+	EXPECT(waitNotif(a, a.name, "self ping", [] {}));
+	EXPECT(a.agent->deregisterMem(s.reg()) == NIXL_SUCCESS);
+	EXPECT(a.agent->deregisterMem(d.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "agent-local WRITE, READ, notifications: %s\n", failures ? "FAILED" : "ok");
+}
+
 int usableGpu()
 {
 #ifdef TP_HAVE_CUDA
@@ -511,8 +841,14 @@ int main()
 	EXPECT(a.agent->getPluginParams("TCPX", mems, params) == NIXL_SUCCESS);
 	EXPECT(params.count("num_channels") == 1 && params.count("gpu") == 1 && mems.size() == 2);
 	writeAndRead(a, b, DRAM_SEG, 0, "DRAM");
+	preparedRequests(a, b);
+	cancelOnRelease();
+	agentLocal(a);
+	paramsAndPartialMetadata(b);
 	bigRegistration(a, b);
 	badMetadata(a);
+	staleMetadata();
+	deregisterInFlight();
 
 	int gpu = usableGpu();
 	if (gpu < 0) {

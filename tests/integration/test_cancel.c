@@ -266,6 +266,54 @@ static void test_onesided(void **state)
 	assert_int_equal(tcpx_p2p_mr_unexport(f->p.c[1], &d), 0);
 }
 
+/* Deregistration under a transfer in flight, as the NIXL backend meets it:
+ * the initiator's region is EBUSY while its WRITE is pending, and free once
+ * the cancelled WRITE ended; the target's region is either deregistered at
+ * once (the WRITE then fails, refused) or EBUSY while the WRITE is under
+ * way there, and free once it ended.  Nothing is left for the sessions. */
+static void test_deregister_in_flight(void **state)
+{
+	struct fx *f = *state;
+	tcpx_p2p_rdesc d;
+	tcpx_p2p_rmr *rmr;
+	tcpx_p2p_xfer *x[1];
+	int rc[1], dr;
+
+	tp_fill(f->buf[0], BIG, 50);
+	assert_int_equal(tcpx_p2p_mr_export(f->p.c[1], f->mr[1], 0, POOL,
+					    TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ, &d), 0);
+	assert_int_equal(tcpx_p2p_rmr_import(f->p.c[0], &d, &rmr), 0);
+	tcpx_p2p_seg l = { f->mr[0], 0, BIG };
+	tcpx_p2p_rseg r = { rmr, 0, BIG };
+
+	/* the initiator's: busy until its transfer ends (cancelled here) */
+	assert_int_equal(tcpx_p2p_write(f->p.c[0], &l, 1, &r, 1, NULL, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(f->mr[0]), TCPX_P2P_EBUSY);
+	assert_int_equal(tcpx_p2p_xfer_cancel(x[0]), 0);
+	finish(f, x, 1, rc);
+	assert_true(rc[0] == TCPX_P2P_ECANCELED || rc[0] == 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(f->mr[0]), 0);
+	assert_int_equal(tcpx_p2p_mr_register(f->p.s[0], f->buf[0], POOL, TCPX_P2P_MEM_HOST,
+					      &f->mr[0]), 0);
+
+	/* the target's: refused to the writer, or busy until the write ends */
+	l.mr = f->mr[0];
+	assert_int_equal(tcpx_p2p_write(f->p.c[0], &l, 1, &r, 1, NULL, &x[0]), 0);
+	for (int k = 0; k < 64; k++) /* let the write get under way, or not */
+		(void)tcpx_p2p_session_progress(f->p.s[k & 1]);
+	dr = tcpx_p2p_mr_deregister(f->mr[1]);
+	assert_true(dr == 0 || dr == TCPX_P2P_EBUSY);
+	finish(f, x, 1, rc);
+	if (dr == 0)
+		assert_int_not_equal(rc[0], 0); /* deregistered before it began */
+	else
+		assert_int_equal(tcpx_p2p_mr_deregister(f->mr[1]), 0);
+	assert_int_equal(tcpx_p2p_mr_register(f->p.s[1], f->buf[1], POOL, TCPX_P2P_MEM_HOST,
+					      &f->mr[1]), 0);
+	assert_int_equal(tcpx_p2p_rmr_release(rmr), 0);
+	still_works(f, 51);
+}
+
 /* Open file descriptors of this process. */
 static int count_fds(void)
 {
@@ -374,6 +422,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_send, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recv_streaming, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_onesided, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deregister_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_random, setup, teardown),
 	};
 

@@ -1,0 +1,100 @@
+/* LD_PRELOADed into nixl.backend: counts the library calls the backend
+ * makes (tp_count_get), forwarding each to libtcpx_p2p.  The test checks
+ * with them how the backend drives the library: a NIXL request is
+ * prepared once and posted as a prepared list, a released pending one is
+ * cancelled. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+
+#include <tcpx_p2p.h>
+
+enum { TP_XLIST_PREPARE, TP_XLIST_POST, TP_WRITE, TP_READ, TP_CANCEL, TP_CANCELED, TP_N };
+static atomic_long counts[TP_N];
+
+long tp_count_get(int what);
+
+__attribute__((visibility("default"))) long tp_count_get(int what)
+{
+	return what >= 0 && what < TP_N ? atomic_load(&counts[what]) : -1;
+}
+
+/* The library as the plugin loaded it (NIXL opens plugins RTLD_LOCAL, so
+ * RTLD_NEXT would not see it). */
+static void *lib(void)
+{
+	static void *h;
+	if (!h)
+		h = dlopen("libtcpx_p2p.so.0", RTLD_NOW | RTLD_NOLOAD);
+	if (!h)
+		h = dlopen("libtcpx_p2p.so.0", RTLD_NOW);
+	return h;
+}
+
+#define NEXT(ver, name, type)                                                                  \
+	static type next;                                                                      \
+	if (!next)                                                                             \
+		next = (type)dlvsym(lib(), name, ver)
+
+__attribute__((visibility("default"))) int
+tcpx_p2p_xlist_prepare(tcpx_p2p_conn *c, int op, const tcpx_p2p_seg *local, size_t nlocal,
+		       const tcpx_p2p_rseg *remote, size_t nremote, unsigned flags,
+		       tcpx_p2p_xlist **out)
+{
+	typedef int (*fn)(tcpx_p2p_conn *, int, const tcpx_p2p_seg *, size_t,
+			  const tcpx_p2p_rseg *, size_t, unsigned, tcpx_p2p_xlist **);
+	NEXT("TCPX_P2P_0.10", "tcpx_p2p_xlist_prepare", fn);
+	atomic_fetch_add(&counts[TP_XLIST_PREPARE], 1);
+	return next(c, op, local, nlocal, remote, nremote, flags, out);
+}
+
+__attribute__((visibility("default"))) int
+tcpx_p2p_xlist_post(tcpx_p2p_xlist *l, const tcpx_p2p_xfer_params *params, tcpx_p2p_xfer **out)
+{
+	typedef int (*fn)(tcpx_p2p_xlist *, const tcpx_p2p_xfer_params *, tcpx_p2p_xfer **);
+	NEXT("TCPX_P2P_0.10", "tcpx_p2p_xlist_post", fn);
+	atomic_fetch_add(&counts[TP_XLIST_POST], 1);
+	return next(l, params, out);
+}
+
+__attribute__((visibility("default"))) int
+tcpx_p2p_write(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
+	       const tcpx_p2p_rseg *remote, size_t nremote, const tcpx_p2p_xfer_params *params,
+	       tcpx_p2p_xfer **out)
+{
+	typedef int (*fn)(tcpx_p2p_conn *, const tcpx_p2p_seg *, size_t, const tcpx_p2p_rseg *,
+			  size_t, const tcpx_p2p_xfer_params *, tcpx_p2p_xfer **);
+	NEXT("TCPX_P2P_0.3", "tcpx_p2p_write", fn);
+	atomic_fetch_add(&counts[TP_WRITE], 1);
+	return next(c, local, nlocal, remote, nremote, params, out);
+}
+
+__attribute__((visibility("default"))) int
+tcpx_p2p_read(tcpx_p2p_conn *c, const tcpx_p2p_seg *local, size_t nlocal,
+	      const tcpx_p2p_rseg *remote, size_t nremote, const tcpx_p2p_xfer_params *params,
+	      tcpx_p2p_xfer **out)
+{
+	typedef int (*fn)(tcpx_p2p_conn *, const tcpx_p2p_seg *, size_t, const tcpx_p2p_rseg *,
+			  size_t, const tcpx_p2p_xfer_params *, tcpx_p2p_xfer **);
+	NEXT("TCPX_P2P_0.3", "tcpx_p2p_read", fn);
+	atomic_fetch_add(&counts[TP_READ], 1);
+	return next(c, local, nlocal, remote, nremote, params, out);
+}
+
+__attribute__((visibility("default"))) int tcpx_p2p_xfer_cancel(tcpx_p2p_xfer *x)
+{
+	typedef int (*fn)(tcpx_p2p_xfer *);
+	NEXT("TCPX_P2P_0.10", "tcpx_p2p_xfer_cancel", fn);
+	atomic_fetch_add(&counts[TP_CANCEL], 1);
+	return next(x);
+}
+
+__attribute__((visibility("default"))) int tcpx_p2p_wait(tcpx_p2p_xfer *x, int timeout_ms)
+{
+	typedef int (*fn)(tcpx_p2p_xfer *, int);
+	NEXT("TCPX_P2P_0.1", "tcpx_p2p_wait", fn);
+	int rc = next(x, timeout_ms);
+	if (rc == TCPX_P2P_ECANCELED)
+		atomic_fetch_add(&counts[TP_CANCELED], 1);
+	return rc;
+}
