@@ -135,6 +135,8 @@ struct tcpx_p2p_conn {
 };
 
 /* conn.c */
+/* A conn over the plugin's comms (the last pair is the control channel);
+ * the caller adds it to the engine (tp__engine_add) once it is whole. */
 int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		    void **recv_comms, const ncclNetDeviceHandle_v7_t *devh,
 		    struct tcpx_p2p_conn **out);

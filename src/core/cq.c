@@ -4,8 +4,8 @@
  * The fd is an eventfd, made on the first tcpx_p2p_session_fd.  It is
  * written once per clear: `signalled` says a write is outstanding, so an end
  * costs an atomic exchange, not a system call, while the fd is already
- * readable.  tcpx_p2p_completions reads the fd, then clears the flag, both
- * *before* it drives and takes the queue, and an end is queued *before* the
+ * readable.  tcpx_p2p_completions reads the fd, then clears the flag (tp__cq_clear),
+ * both *before* it drives and takes the queue (tp__cq_take), and an end is queued *before* the
  * flag is looked at, so an end is never both missed by the drain and left
  * unsignalled. */
 #include <errno.h>
@@ -15,8 +15,6 @@
 #include <unistd.h>
 
 #include "core/cq.h"
-#include "core/engine.h"
-#include "core/pass.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
@@ -84,14 +82,10 @@ void tp__cq_wake(struct tcpx_p2p_session *s)
 	signal_fd(&s->cq);
 }
 
-int tcpx_p2p_session_fd(tcpx_p2p_session *s, int *fd)
+int tp__cq_fd(struct tp_cq *q, int *fd)
 {
-	struct tp_cq *q;
 	int rc = 0;
 
-	if (!s || !fd)
-		return tp__error(TCPX_P2P_EINVAL, "session_fd: NULL argument");
-	q = &s->cq;
 	pthread_mutex_lock(&q->lock);
 	if (q->fd < 0) {
 		int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -116,21 +110,16 @@ unlock:
 	return rc;
 }
 
-int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max, int *n)
+void tp__cq_clear(struct tp_cq *q)
 {
-	struct tcpx_p2p_xfer *x;
-	struct tp_progress st;
-	struct tp_cq *q;
 	uint64_t count;
-	int fd, got = 0;
+	int fd;
 
-	if (!s || !n || max < 0 || (max && !out))
-		return tp__error(TCPX_P2P_EINVAL, "completions: NULL argument or max %d", max);
-	q = &s->cq;
 	/* Cleared first: what this call's own pass finds (a notification,
 	 * which it does not take) signals the fd again.  The counter is read
 	 * before the flag is cleared: an end queued in between found the flag
-	 * still set and wrote nothing, and is taken below; one queued after
+	 * still set and wrote nothing, and is taken after the pass
+	 * (tp__cq_take); one queued after
 	 * writes again.  (Clearing the flag first would let such a write be
 	 * swallowed by the read, leaving the flag set and the fd silent for
 	 * good.)  Read on every call, so that no count outlives its flag. */
@@ -139,9 +128,13 @@ int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max,
 		(void)!read(fd, &count, sizeof(count));
 		__atomic_store_n(&q->signalled, 0, __ATOMIC_RELEASE);
 	}
-	/* Without a progress thread the caller's calls are what drive. */
-	if (!tp__engine_threaded(s))
-		tp__engine_pass(s, NULL, &st);
+}
+
+int tp__cq_take(struct tp_cq *q, tcpx_p2p_completion *out, int max)
+{
+	struct tcpx_p2p_xfer *x;
+	int got = 0;
+
 	pthread_mutex_lock(&q->lock);
 	while (got < max && (x = q->ended.head)) {
 		tp_list_remove(&q->ended, x, clink);
@@ -158,6 +151,5 @@ int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max,
 	} else {
 		pthread_mutex_unlock(&q->lock);
 	}
-	*n = got;
-	return 0;
+	return got;
 }

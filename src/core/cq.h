@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "tcpx_p2p.h"
 #include "util/list.h"
 
 struct tcpx_p2p_session;
@@ -34,5 +35,13 @@ void tp__cq_push(struct tcpx_p2p_session *s, struct tcpx_p2p_xfer *x);
 void tp__cq_forget(struct tcpx_p2p_xfer *x);
 /* Something else the fd reports happened (a notification arrived). */
 void tp__cq_wake(struct tcpx_p2p_session *s);
+/* tcpx_p2p_session_fd (api/cq.c): the eventfd, made on the first call. */
+int tp__cq_fd(struct tp_cq *q, int *fd);
+/* tcpx_p2p_completions (api/cq.c), before it drives: read the fd and clear
+ * the flag, in that order (cq.c says why). */
+void tp__cq_clear(struct tp_cq *q);
+/* ... and after: up to max ended transfers out of the queue into out, oldest
+ * first; returns how many.  What is left keeps the fd readable. */
+int tp__cq_take(struct tp_cq *q, tcpx_p2p_completion *out, int max);
 
 #endif

@@ -173,12 +173,4 @@ int tp__params_check(const tcpx_p2p_xfer_params *p, bool notif_ok, const char *w
  * older than the field. */
 void *tp__params_event(const tcpx_p2p_xfer_params *p);
 uint64_t tp__params_user_data(const tcpx_p2p_xfer_params *p);
-/* Post x on c: take its regions, queue it (and its announcement: a write's
- * or read's nrseg remote segments encoded at rwire), or gate it behind
- * event and the transfers gated before it (gate.c), and make a first pass.
- * On failure x is freed. */
-int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		  size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event,
-		  tcpx_p2p_xfer **out);
-
 #endif

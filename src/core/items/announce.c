@@ -6,7 +6,6 @@
 
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/engine.h"
 #include "core/gate.h"
 #include "core/items/items.h"
 #include "core/pipeline/stream.h"
@@ -207,26 +206,15 @@ static int notify_gated(struct tcpx_p2p_conn *c, const void *msg, size_t len)
 	return 0;
 }
 
-/* A standalone notification: a NOTIF message, one credit spent. */
-int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
+int tp__items_notify(struct tcpx_p2p_conn *c, const void *msg, size_t len)
 {
-	int rc = 0;
+	int rc;
 
-	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_LIMIT)
-		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
-				 TCPX_P2P_NOTIF_LIMIT);
-	pthread_mutex_lock(&c->lock);
-	if (c->err) {
-		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);
-	} else if ((rc = own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
-		   (rc = tp__items_notif_room(c, "notify", len))) {
-		/* EAGAIN: the peer has not taken what waits for it */
-	} else if (!(rc = c->gates.head ? notify_gated(c, msg, len)
-					: tp__items_notif_msg(c, msg, len))) {
+	if ((rc = own_room(c, "notify", TP_CTL_MSG_HDR + 4 + len)) ||
+	    (rc = tp__items_notif_room(c, "notify", len)))
+		return rc; /* EAGAIN: the peer has not taken what waits for it */
+	rc = c->gates.head ? notify_gated(c, msg, len) : tp__items_notif_msg(c, msg, len);
+	if (!rc)
 		tp__items_notif_spend(c, len); /* gated or not: spent at the post */
-		tp__post_pass_unlock(c);
-		return 0;
-	}
-	pthread_mutex_unlock(&c->lock);
 	return rc;
 }

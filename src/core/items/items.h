@@ -3,10 +3,9 @@
  * (docs/architecture.md, "Control channel and announcements"):
  *   inbound.c   the peer's messages: decoding, the answers to this side's
  *   inqueue.c   the in-queue of the peer's announcements: matching, numbering
- *   announce.c  this side's announcements and answers (and notify)
+ *   announce.c  this side's announcements and answers
  *   export.c    exports to the peer, imports of its exports, resolving a
  *               peer's segments against the exports
- *   onesided.c  posting a write or a read
  *   notif.c     notifications: waiting for their data, the session's queue
  * First what the rest of the core calls, then what these files share. */
 #ifndef TP_CORE_ITEMS_H
@@ -41,6 +40,9 @@ size_t tp__items_announce_bytes(const struct tcpx_p2p_xfer *x, size_t notif_len,
  * its credits spent (a gated post). */
 int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		       size_t notif_len, const unsigned char *rwire, size_t nrseg, bool reserved);
+/* tcpx_p2p_notify's work (api/notif.c, conn lock held): room checked, the
+ * NOTIF queued or gated behind gated announcements, its credits spent. */
+int tp__items_notify(struct tcpx_p2p_conn *c, const void *msg, size_t len);
 /* Queue a NOTIF message (its credits spent by the caller). */
 int tp__items_notif_msg(struct tcpx_p2p_conn *c, const void *msg, size_t len);
 /* Give back what a notification of len bytes spent: it never went out. */
@@ -202,22 +204,6 @@ int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status 
 uint64_t tp__items_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,
 			   struct tcpx_p2p_xfer *x, bool *bad_key);
 
-/* onesided.c: n remote segments of a transfer that needs `need` access
- * (TCPX_P2P_ACCESS_*), checked against their imports (and, one_type, all
- * of one memory type) and encoded as a WRITE or READ_REQ carries them:
- * *wire (malloc'd, n * TP_WSEG_BYTES; NULL when n is 0) and their *total
- * bytes; the detail names `what`. */
-int tp__rsegs_encode(struct tcpx_p2p_conn *c, unsigned need, const tcpx_p2p_rseg *remote,
-		     size_t n, bool one_type, const char *what, unsigned char **wire,
-		     size_t *total);
-/* Post x, a write or read whose local segments are built, with the caller's
- * params (checked: tp__params_check) and its nrseg encoded remote segments:
- * the one path of tcpx_p2p_write, tcpx_p2p_read and a prepared list's
- * post.  On failure x is freed. */
-int tp__one_sided_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x,
-		       const tcpx_p2p_xfer_params *params, const unsigned char *wire, size_t nrseg,
-		       tcpx_p2p_xfer **out);
-
 /* notif.c */
 /* What a notification of len bytes counts against peer_max_notifs and the
  * credits: one slot per started TCPX_P2P_NOTIF_MAX (1 KiB), so that the
@@ -251,9 +237,13 @@ bool tp__items_notes_close(struct tcpx_p2p_conn *c);
 int tp__items_deliver(struct tcpx_p2p_conn *c, const unsigned char *msg, size_t len);
 /* Deliver the notifications whose data has landed. */
 int tp__items_notes_release(struct tcpx_p2p_conn *c, bool *moved);
-/* tcpx_p2p_notif_poll, one per version (the public name is versioned by
- * what its return value says). */
-int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
-int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
+/* notif_take (api/notif.c), after its pass: the session's oldest
+ * notification into nb (*got 1), or 0 and nothing taken; returns the
+ * length of one nb cannot hold (nothing taken), else 0. */
+size_t tp__items_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got);
+/* notif_poll (api/notif.c), after its pass: up to max delivered
+ * notifications into out, *n of them; returns how many conns wait for
+ * notif_take with one too long for out. */
+int tp__items_poll_queue(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n);
 
 #endif

@@ -16,14 +16,11 @@
 #include "core/conn.h"
 #include "core/cq.h"
 #include "core/ctl.h"
-#include "core/engine.h"
 #include "core/items/items.h"
-#include "core/pass.h"
 #include "core/pipeline/comm.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
-#include "util/symver.h"
 
 int tp__items_note_arrives(struct tcpx_p2p_conn *c, size_t len)
 {
@@ -309,18 +306,11 @@ static void take_locked(tcpx_p2p_session *s, struct tp_notif_node *d)
 	free(d);
 }
 
-int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
+size_t tp__items_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
 {
 	struct tp_notif_node *d;
-	struct tp_progress st;
 	size_t need = 0;
-	int rc = 0;
 
-	if (!s || !nb || !got || nb->struct_size < sizeof(*nb) || (nb->cap && !nb->buf))
-		return tp__error(TCPX_P2P_EINVAL, "notif_take: NULL argument, struct_size %zu "
-				 "(want %zu) or a NULL buf", nb ? nb->struct_size : 0, sizeof(*nb));
-	if (!tp__engine_threaded(s))
-		tp__engine_pass(s, NULL, &st);
 	*got = 0;
 	pthread_mutex_lock(&s->notif_lock);
 	d = s->notifs;
@@ -335,15 +325,7 @@ int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
 		*got = 1;
 	}
 	pthread_mutex_unlock(&s->notif_lock);
-	if (need) {
-		nb->len = need;
-		rc = tp__error(TCPX_P2P_EINVAL, "notif_take: the oldest notification has %zu bytes, "
-			       "the buffer %zu (len says how many; nothing was taken)", need,
-			       nb->cap);
-	}
-	if (*got)
-		tp__engine_kick(s);
-	return rc;
+	return need;
 }
 
 /* Up to max delivered notifications into out, oldest first per
@@ -351,7 +333,7 @@ int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
  * everything of its connection behind it (their order is the peer's);
  * the other connections' go on past it.  *n: how many were taken; returns
  * how many connections wait so, among those looked at. */
-static int poll_queue(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
+int tp__items_poll_queue(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
 {
 	struct tp_notif_node **pp, *d, *prev = NULL;
 	uint64_t stamp;
@@ -384,39 +366,3 @@ static int poll_queue(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
 	*n = k;
 	return waiting;
 }
-
-static int notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
-{
-	struct tp_progress st;
-	int waiting;
-
-	if (!s || !n || max < 0 || (max && !out))
-		return tp__error(TCPX_P2P_EINVAL, "notif_poll: NULL argument or max %d", max);
-	if (!tp__engine_threaded(s))
-		tp__engine_pass(s, NULL, &st);
-	waiting = poll_queue(s, out, max, n);
-	/* The freed slots go back in the next pass: a progress thread that
-	 * sleeps for want of transfers has credits to send. */
-	if (*n)
-		tp__engine_kick(s);
-	return waiting;
-}
-
-/* notif_poll has one version per meaning of its return value: from 0.10
- * it says how many connections have a notification waiting for
- * notif_take; a binary built against 0.3 to 0.8 tests it for 0 and gets 0
- * (a caller that cannot know notif_take gets no long notification by
- * default: config.c). */
-TCPX_P2P_API int tp__notif_poll_v010(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
-{
-	return notif_poll(s, out, max, n);
-}
-TP_SYMVER(tp__notif_poll_v010, "tcpx_p2p_notif_poll@@TCPX_P2P_0.10");
-
-TCPX_P2P_API int tp__notif_poll_v03(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
-{
-	int rc = notif_poll(s, out, max, n);
-
-	return rc < 0 ? rc : 0;
-}
-TP_SYMVER(tp__notif_poll_v03, "tcpx_p2p_notif_poll@TCPX_P2P_0.3");

@@ -242,6 +242,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
+	tp__engine_add(s, *out); /* its passes may start: the conn is whole */
 	tp__items_set_credits(*out, peer_notifs, peer_notif_bytes);
 	(*out)->peer_epoch = peer_epoch;
 	/* Each listen comm served its one connection. */

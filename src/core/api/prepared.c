@@ -11,6 +11,7 @@
 
 #include "core/conn.h"
 #include "core/ctl.h"
+#include "core/api/api.h"
 #include "core/items/items.h"
 #include "core/mr.h"
 #include "core/pipeline/comm.h"

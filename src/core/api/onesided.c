@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/ctl.h"
+#include "core/api/api.h"
 #include "core/items/items.h"
 #include "core/pipeline/comm.h"
 #include "core/pipeline/vec.h"
