@@ -11,7 +11,6 @@
 #include "core/gate.h"
 #include "core/ctl.h"
 #include "core/items/items.h"
-#include "core/live.h"
 #include "core/mr.h"
 #include "core/pass.h"
 #include "core/pipeline/comm.h"
@@ -20,7 +19,7 @@
 #include "core/xfer.h"
 #include "util/error.h"
 #include "util/log.h"
-#include "util/sock.h"
+#include "util/time.h"
 
 static void init_comm(struct tp_comm *cm, void *comm, enum tp_dir dir, int window)
 {
@@ -58,6 +57,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		    struct tcpx_p2p_conn **out)
 {
 	struct tcpx_p2p_conn *c;
+	int64_t now;
 	int i, rc;
 
 	c = calloc(1, sizeof(*c));
@@ -98,7 +98,9 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 	rc = land_create(c);
 	if (rc)
 		goto free_ctl;
-	tp__live_init(c);
+	now = tp__now_ns();
+	c->alive = (struct tp_live){ .heard_ns = now, .said_ns = now, .pass_ns = now,
+				     .idle_tokens = TP_IDLE_BURST, .idle_ns = now };
 	pthread_mutex_lock(&s->lock);
 	s->nconns++;
 	pthread_mutex_unlock(&s->lock);

@@ -53,7 +53,7 @@ struct tp_live {
 	/* A failed conn's hosted transfers (the peer's) let go of their
 	 * regions: its close drained (items/hosted.c) */
 	bool hosted_free;
-	/* The peer's control messages that carry no work (live.c, tp__live_idle) */
+	/* The peer's control messages that carry no work (ctl_stream.c, tp__ctl_idle) */
 	uint32_t idle_tokens;
 	int64_t idle_ns;    /* when idle_tokens was last refilled */
 };

@@ -8,7 +8,6 @@
 
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/live.h"
 #include "core/mr.h"
 #include "core/pipeline/comm.h"
 #include "core/pipeline/devq.h"
@@ -252,7 +251,7 @@ static int rx_consume(struct tcpx_p2p_conn *c, bool *moved)
 			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent %u bytes after "
 					 "its close", n);
 		/* Before its CLOSE an empty frame carries nothing: bounded. */
-		rc = n || t->peer_closed ? 0 : tp__live_idle(c, "empty control frames");
+		rc = n || t->peer_closed ? 0 : tp__ctl_idle(c, "empty control frames");
 		if (!rc)
 			rc = tp__ctl_feed(c, f + TP_CTL_FRAME_HDR, n);
 		if (rc)

@@ -132,9 +132,11 @@ struct tp_ctl {
 	/* Outgoing stream: bytes [out_off, out_len) not yet framed. */
 	unsigned char *out;
 	size_t out_off, out_len, out_cap;
-	/* Incoming stream: bytes [in_off, in_len) not yet parsed. */
+	/* Incoming stream: messages [in_off, in_parsed) parsed and waiting
+	 * for the pass (tp__ctl_next), bytes [in_parsed, in_len) not yet
+	 * parsed. */
 	unsigned char *in;
-	size_t in_off, in_len, in_cap;
+	size_t in_off, in_parsed, in_len, in_cap;
 	struct tp_copy cp[TP_UNPACK_MAX_PAGES]; /* device bounce -> frame copies */
 	/* The close handshake (docs/architecture.md "Closing a connection"):
 	 * close_queued, our CLOSE ends the outgoing stream; tx_end, once it is
@@ -194,13 +196,35 @@ bool tp__ctl_close_sent(const struct tcpx_p2p_conn *c);
 uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c);
 
 /* One pass over the control channel: send what is queued, receive and
- * hand every complete message to tp__items_on_msg (items.h).  Returns 0 or the error
- * that fails the conn.  *pending: a test still owes a hand-over, or bytes
- * wait to go out. */
+ * parse (tp__ctl_feed).  Returns 0 or the error that fails the conn.
+ * *pending: a test still owes a hand-over, or bytes wait to go out. */
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
 
-/* Append received stream bytes and hand every complete message to
- * tp__items_on_msg (0, or the error that fails the conn). */
+/* Append received stream bytes and parse every complete message: each is
+ * checked for size and header and its chunks counted; the peer's CLOSE and
+ * HEARTBEAT are taken here (recorded, never handed on); the others wait
+ * for the pass (tp__ctl_next).  0, or the error that fails the conn. */
 int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n);
+
+/* One parsed message of the peer's for the item protocol. */
+struct tp_ctl_msg {
+	unsigned type, chan;
+	const unsigned char *body; /* valid until the next tp__ctl_feed */
+	uint32_t len;
+};
+/* The oldest parsed message waiting for the pass: true and *m; false when
+ * none waits.  Once this side's CLOSE is queued, what the peer still says
+ * is moot: dropped here. */
+bool tp__ctl_next(struct tcpx_p2p_conn *c, struct tp_ctl_msg *m);
+/* Every parsed message was taken (none waits behind one whose handling
+ * failed). */
+bool tp__ctl_taken(const struct tcpx_p2p_conn *c);
+
+/* Messages of the peer's that carry no work (heartbeats, empty frames,
+ * cancels of reads this side is not making) are rate-bounded per conn: a
+ * burst of TP_IDLE_BURST, then one per ms.  tp__ctl_idle counts one more
+ * (what names them): 0, or EPROTO past that rate. */
+#define TP_IDLE_BURST 1024u
+int tp__ctl_idle(struct tcpx_p2p_conn *c, const char *what);
 
 #endif

@@ -1,17 +1,18 @@
 /* The control channel's byte streams (ctl.h): messages appended to the
  * outgoing stream, and the incoming one cut into messages, each checked
- * for size and handed to the item protocol (inbound.c) or, the peer's
- * CLOSE, kept for the close (close/).  Frames are ctl.c's. */
+ * for size and queued for the pass, which hands it to the item protocol
+ * (pass.c -> inbound.c); the peer's CLOSE is kept for the close (close/),
+ * its HEARTBEAT counted.  Frames are ctl.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/conn.h"
 #include "core/ctl.h"
-#include "core/items/items.h"
 #include "core/pipeline/chunk.h"
 #include "core/session.h"
 #include "util/error.h"
+#include "util/time.h"
 
 static int grow(unsigned char **buf, size_t *cap, size_t need)
 {
@@ -84,7 +85,7 @@ static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t
 	if (len != 4 + 8 * (uint32_t)c->nchan || tp_get32(body) != (uint32_t)c->nchan)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: peer's close of %u bytes "
 				 "(%d channels)", len, c->nchan);
-	if (t->in_len - t->in_off != TP_CTL_MSG_HDR + len)
+	if (t->in_len - t->in_parsed != TP_CTL_MSG_HDR + len)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent bytes after its "
 				 "close");
 	if (t->peer_closed)
@@ -97,6 +98,53 @@ static int on_close(struct tcpx_p2p_conn *c, const unsigned char *body, uint32_t
 	t->peer_closed = true;
 	t->rx_end = t->rx.win.retired + TP_CTL_SLOTS;
 	return 0;
+}
+
+/* Messages without work a peer may send: a burst of TP_IDLE_BURST (ctl.h),
+ * then one per millisecond.  An honest peer sends at most one heartbeat
+ * per heartbeat_ms of its own (at least 1 ms) and empty frames only after
+ * its CLOSE (not counted), so the bound is a thousand times the default
+ * heartbeat rate; a peer past it is failed (EPROTO).  A backlog that built
+ * up while this side did not drive arrives in a burst, but the bucket
+ * refilled meanwhile: it is refilled by the clock, not by passes (a token
+ * bucket; the clock is read per message, which honest peers send rarely).
+ * The bucket is the conn's (c->alive, live.h). */
+#define TP_IDLE_NS TP_NS_PER_MS
+
+int tp__ctl_idle(struct tcpx_p2p_conn *c, const char *what)
+{
+	struct tp_live *l = &c->alive;
+	int64_t now = tp__now_ns(), n = (now - l->idle_ns) / TP_IDLE_NS;
+
+	if (n >= (int64_t)(TP_IDLE_BURST - l->idle_tokens)) {
+		l->idle_tokens = TP_IDLE_BURST;
+		l->idle_ns = now;
+	} else if (n > 0) {
+		l->idle_tokens += (uint32_t)n;
+		l->idle_ns += n * TP_IDLE_NS;
+	}
+	if (!l->idle_tokens)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer sent %s faster "
+				 "than this side takes messages that carry no work (%u at once, "
+				 "then one per ms: heartbeats and empty frames)", what,
+				 TP_IDLE_BURST);
+	l->idle_tokens--;
+	return 0;
+}
+
+/* The peer's HEARTBEAT: recorded here (counted, rate-bounded), never
+ * handed on; its arrival is what keeps the conn alive (live.c). */
+static int on_heartbeat(struct tcpx_p2p_conn *c, uint32_t len)
+{
+	int rc;
+
+	if (len)
+		return tp__error(TCPX_P2P_EPROTO, "control channel: a heartbeat of %u bytes "
+				 "(it has none)", len);
+	rc = tp__ctl_idle(c, "heartbeats");
+	if (!rc)
+		c->stats.hb_recv++;
+	return rc;
 }
 
 static bool is_item(unsigned type)
@@ -136,21 +184,23 @@ static void count_item(struct tcpx_p2p_conn *c, const unsigned char *m, uint32_t
 		t->peer_on[i] += (uint32_t)tp_chunk_on(first, count, n, i);
 }
 
-/* Parse every complete message of the incoming stream. */
+/* Parse every complete message of the incoming stream, up to a failure.
+ * The peer's CLOSE and HEARTBEAT are taken here; the others wait for
+ * tp__ctl_next, or are dropped once this side's CLOSE is queued. */
 static int parse(struct tcpx_p2p_conn *c)
 {
 	struct tp_ctl *t = c->ctl;
 	uint32_t body;
 	int rc;
 
-	while (t->in_len - t->in_off >= TP_CTL_MSG_HDR) {
-		const unsigned char *m = t->in + t->in_off;
+	while (t->in_len - t->in_parsed >= TP_CTL_MSG_HDR) {
+		const unsigned char *m = t->in + t->in_parsed;
 
 		body = tp_get32(m + 4);
 		if (body > TP_CTL_MSG_MAX)
 			return tp__error(TCPX_P2P_EPROTO, "control channel: peer sent a %u-byte "
 					 "message (at most %u)", body, TP_CTL_MSG_MAX);
-		if (t->in_len - t->in_off < TP_CTL_MSG_HDR + (size_t)body)
+		if (t->in_len - t->in_parsed < TP_CTL_MSG_HDR + (size_t)body)
 			break;
 		rc = header_ok(c, m);
 		if (rc)
@@ -158,21 +208,14 @@ static int parse(struct tcpx_p2p_conn *c)
 		count_item(c, m, body);
 		if (m[0] == TP_CTL_CLOSE)
 			rc = on_close(c, m + TP_CTL_MSG_HDR, body);
-		else if (t->close_queued) /* closing: what the peer still says is moot */
-			rc = 0;
-		else
-			rc = tp__items_on_msg(c, m[0], m[1], m + TP_CTL_MSG_HDR, body);
+		else if (m[0] == TP_CTL_HEARTBEAT && !t->close_queued)
+			rc = on_heartbeat(c, body);
 		if (rc)
 			return rc;
-		t->in_off += TP_CTL_MSG_HDR + body;
+		t->in_parsed += TP_CTL_MSG_HDR + body;
 	}
-	if (t->in_off == t->in_len) {
-		t->in_off = t->in_len = 0;
-	} else if (t->in_off > t->in_cap / 2) {
-		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
-		t->in_len -= t->in_off;
-		t->in_off = 0;
-	}
+	if (t->close_queued) /* closing: what the peer still says is moot */
+		t->in_off = t->in_parsed;
 	return 0;
 }
 
@@ -183,12 +226,45 @@ int tp__ctl_feed(struct tcpx_p2p_conn *c, const void *bytes, size_t n)
 
 	if (!n) /* an empty frame (a peer may send one) */
 		return 0;
+	/* The bytes taken leave the front first: the buffer holds what waits. */
+	if (t->in_off == t->in_len) {
+		t->in_off = t->in_parsed = t->in_len = 0;
+	} else if (t->in_off > t->in_cap / 2) {
+		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
+		t->in_len -= t->in_off;
+		t->in_parsed -= t->in_off;
+		t->in_off = 0;
+	}
 	rc = grow(&t->in, &t->in_cap, t->in_len + n);
 	if (rc)
 		return rc;
 	memcpy(t->in + t->in_len, bytes, n);
 	t->in_len += n;
 	return parse(c);
+}
+
+bool tp__ctl_next(struct tcpx_p2p_conn *c, struct tp_ctl_msg *m)
+{
+	struct tp_ctl *t = c->ctl;
+
+	while (t->in_off < t->in_parsed) {
+		const unsigned char *h = t->in + t->in_off;
+
+		m->type = h[0];
+		m->chan = h[1];
+		m->len = tp_get32(h + 4);
+		m->body = h + TP_CTL_MSG_HDR;
+		t->in_off += TP_CTL_MSG_HDR + m->len;
+		/* taken by parse, or moot */
+		if (m->type != TP_CTL_CLOSE && m->type != TP_CTL_HEARTBEAT && !t->close_queued)
+			return true;
+	}
+	return false;
+}
+
+bool tp__ctl_taken(const struct tcpx_p2p_conn *c)
+{
+	return c->ctl->in_off == c->ctl->in_parsed;
 }
 
 size_t tp__ctl_out_bytes(const struct tcpx_p2p_conn *c)

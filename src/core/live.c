@@ -15,7 +15,7 @@
  * holds nothing, so a peer that sends only heartbeats costs a parse; and
  * so that such a peer cannot spend this side's passes on parses, messages
  * that carry no work (heartbeats, empty frames) are rate-bounded per
- * connection (tp__live_idle). */
+ * connection (ctl_stream.c, tp__ctl_idle). */
 #include "core/close/close.h"
 #include "core/conn.h"
 #include "core/ctl.h"
@@ -25,46 +25,6 @@
 #include "core/xfer.h"
 #include "util/error.h"
 #include "util/time.h"
-
-/* Messages without work a peer may send: a burst of TP_IDLE_BURST, then
- * one per millisecond.  An honest peer sends at most one heartbeat per
- * heartbeat_ms of its own (at least 1 ms) and empty frames only after its
- * CLOSE (not counted), so the bound is a thousand times the default
- * heartbeat rate; a peer past it is failed (EPROTO).  A backlog that built
- * up while this side did not drive arrives in a burst, but the bucket
- * refilled meanwhile: it is refilled by the clock, not by passes (a token
- * bucket; the clock is read per message, which honest peers send rarely). */
-#define TP_IDLE_BURST 1024u
-#define TP_IDLE_NS TP_NS_PER_MS
-
-void tp__live_init(struct tcpx_p2p_conn *c)
-{
-	int64_t now = tp__now_ns();
-
-	c->alive = (struct tp_live){ .heard_ns = now, .said_ns = now, .pass_ns = now,
-				     .idle_tokens = TP_IDLE_BURST, .idle_ns = now };
-}
-
-int tp__live_idle(struct tcpx_p2p_conn *c, const char *what)
-{
-	struct tp_live *l = &c->alive;
-	int64_t now = tp__now_ns(), n = (now - l->idle_ns) / TP_IDLE_NS;
-
-	if (n >= (int64_t)(TP_IDLE_BURST - l->idle_tokens)) {
-		l->idle_tokens = TP_IDLE_BURST;
-		l->idle_ns = now;
-	} else if (n > 0) {
-		l->idle_tokens += (uint32_t)n;
-		l->idle_ns += n * TP_IDLE_NS;
-	}
-	if (!l->idle_tokens)
-		return tp__error(TCPX_P2P_EPROTO, "control channel: the peer sent %s faster "
-				 "than this side takes messages that carry no work (%u at once, "
-				 "then one per ms: heartbeats and empty frames)", what,
-				 TP_IDLE_BURST);
-	l->idle_tokens--;
-	return 0;
-}
 
 /* Whole heartbeat intervals the peer has been silent beyond the first,
  * counted once each (the stats' heartbeats_missed). */
@@ -249,17 +209,4 @@ int tp__live_pass(struct tcpx_p2p_conn *c)
 				 "connection (dead_after_ms %d): presumed dead",
 				 (long long)((now - l->heard_ns) / TP_NS_PER_MS), cfg->dead_after_ms);
 	return 0;
-}
-
-int tp__live_on_heartbeat(struct tcpx_p2p_conn *c, size_t len)
-{
-	int rc;
-
-	if (len)
-		return tp__error(TCPX_P2P_EPROTO, "control channel: a heartbeat of %zu bytes "
-				 "(it has none)", len);
-	rc = tp__live_idle(c, "heartbeats");
-	if (!rc)
-		c->stats.hb_recv++;
-	return rc;
 }

@@ -91,6 +91,22 @@ static int data_pass(struct tcpx_p2p_conn *c, bool *moved)
 	return rc;
 }
 
+/* The control channel (ctl.c), then the peer's messages it parsed, each
+ * handed to the item protocol in order (inbound.c): the channel only
+ * parses and queues them.  The first error, the channel's kept first. */
+static int ctl_pass(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
+{
+	struct tp_ctl_msg m;
+	int rc = tp__ctl_progress(c, moved, pending), r;
+
+	while (tp__ctl_next(c, &m)) {
+		r = tp__items_on_msg(c, m.type, m.chan, m.body, m.len);
+		if (r)
+			return rc ? rc : r;
+	}
+	return rc;
+}
+
 static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 {
 	bool *moved = &st->moved;
@@ -98,12 +114,13 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 
 	*st = (struct tp_progress){ 0 };
 	if (!c->err) {
-		rc = tp__ctl_progress(c, moved, &st->pending);
+		rc = ctl_pass(c, moved, &st->pending);
 		if (rc) {
 			/* A CLOSE read before the error is answered first, as it
 			 * would have been: the conn fails as closed by the peer
-			 * and goes on with the handshake. */
-			if (tp__ctl_peer_closed(c) && !c->closing.answered)
+			 * and goes on with the handshake.  (One behind a message
+			 * whose handling failed was not read before it.) */
+			if (tp__ctl_peer_closed(c) && tp__ctl_taken(c) && !c->closing.answered)
 				(void)tp__close_in_pass(c, st);
 			return tp__conn_fail(c, rc);
 		}
@@ -131,7 +148,7 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 		rc = tp__items_progress(c, moved);
 	/* Announcements and acks queued by this pass go out now, not a pass later. */
 	if (!rc && tp__ctl_queued(c))
-		rc = tp__ctl_progress(c, moved, &st->pending);
+		rc = ctl_pass(c, moved, &st->pending);
 	if (rc)
 		return tp__conn_fail(c, rc);
 	tp__xfer_settle(c);

@@ -146,9 +146,13 @@ static void send_ann(struct fx *f, uint64_t id, uint64_t len)
 static int feed(struct fx *f)
 {
 	bool moved;
+	struct tp_ctl_msg m;
 	int rc = tp__ctl_feed(&f->c, f->msg, f->len);
 
 	f->len = 0;
+	/* What the channel parsed goes to the item protocol, as a pass hands it. */
+	while (!rc && tp__ctl_next(&f->c, &m))
+		rc = tp__items_on_msg(&f->c, m.type, m.chan, m.body, m.len);
 	for (int i = 0; !rc && i < 2; i++)
 		rc = tp__items_progress(&f->c, &moved);
 	return rc;

@@ -133,6 +133,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = tp__ctl_feed(&c, in, cut);
 	if (!rc)
 		rc = tp__ctl_feed(&c, in + cut, size - cut);
+	/* What the channel parsed goes to the item protocol, as a pass hands it. */
+	for (struct tp_ctl_msg m; !rc && tp__ctl_next(&c, &m);)
+		rc = tp__items_on_msg(&c, m.type, m.chan, m.body, m.len);
 	/* The peer's CLOSE counts are checked where a pass answers it. */
 	if (!rc && ctl.peer_closed)
 		rc = tp__close_counts(&c);
@@ -153,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tp__items_destroy(&c);
 	mr.inflight = mr2.inflight = 0;
 	memset(comms, 0, sizeof(comms));
-	ctl.in_off = ctl.in_len = 0;
+	ctl.in_off = ctl.in_parsed = ctl.in_len = 0;
 	ctl.out_off = ctl.out_len = 0;
 	ctl.close_queued = ctl.close_framed = ctl.peer_closed = false; /* a CLOSE */
 	ctl.tx_end = ctl.rx_end = 0;

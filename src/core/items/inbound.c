@@ -10,7 +10,6 @@
 #include "core/conn.h"
 #include "core/ctl.h"
 #include "core/items/items.h"
-#include "core/live.h"
 #include "core/session.h"
 #include "core/xfer.h"
 #include "util/error.h"
@@ -208,7 +207,7 @@ static int on_cancel(struct tcpx_p2p_conn *c, uint64_t id)
 		}
 	/* Nothing to stop (finished, never asked, cancelled already): work for
 	 * nothing, bounded as heartbeats are. */
-	return tp__live_idle(c, "cancels of reads it is not making");
+	return tp__ctl_idle(c, "cancels of reads it is not making");
 }
 
 static int bad_msg(unsigned type, size_t len)
@@ -229,8 +228,6 @@ int tp__items_on_msg(struct tcpx_p2p_conn *c, unsigned type, unsigned chan,
 		return len == 24 ? on_ack(c, b) : bad_msg(type, len);
 	case TP_CTL_CREDIT:
 		return len == 4 ? tp__items_on_credit(c, tp_get32(b)) : bad_msg(type, len);
-	case TP_CTL_HEARTBEAT:
-		return tp__live_on_heartbeat(c, len);
 	case TP_CTL_CANCEL:
 		return len == 8 ? on_cancel(c, tp_get64(b)) : bad_msg(type, len);
 	case TP_CTL_SEND:
