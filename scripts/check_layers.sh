@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The library's object files, as a call graph: prints every pair of object
-# files that call each other (A uses a symbol B defines and B one of A's),
-# read from nm (defined against undefined symbols of each object).  A pair
-# fails the check unless the allowlist below names it with a reason.
+# The library's object files, as a call graph (A -> B: A uses a symbol B
+# defines), read from nm (defined against undefined symbols of each
+# object).  The graph must have no cycle: the objects stand in floors, and
+# calls go down only (docs/architecture.md, "Inside src/core").  Prints
+# every pair of objects that call each other, and every loop, each edge
+# with one symbol that makes it.  A pair fails the check unless the
+# allowlist below names it with a reason; a longer loop always fails.
 # Usage: scripts/check_layers.sh OBJ...   (an argument may be a ;-list, as
 # CMake's $<TARGET_OBJECTS:...> gives it; an object is named by its path
-# below CMake's "<target>.dir/" less ".o", e.g. core/close.c)
-# Exit: 0 no pair outside the allowlist, 1 some, 2 usage or nm failure.
+# below CMake's "<target>.dir/" less ".o", e.g. core/close/list.c)
+# Exit: 0 no cycle outside the allowlist, 1 some, 2 usage or nm failure.
 set -euo pipefail
 
 # "a b  reason": a pair allowed to stay, each side as the objects are named.
@@ -67,5 +70,53 @@ while IFS=$'\t' read -r pair why; do
 		bad=1
 	fi
 done <"$tmp/pairs"
-echo "check_layers: $(wc -l <"$tmp/pairs") mutual pair(s) among ${#objs[@]} objects"
+
+# Loops of any length: a depth-first search from every object; each edge
+# back to an object on the search's path closes a loop, printed from that
+# object round to it again.  Loops made only of allowed pairs pass.
+for entry in "${allowlist[@]}"; do
+	set -- $entry
+	printf '%s\t%s\n%s\t%s\n' "$1" "$2" "$2" "$1"
+done >"$tmp/allowed"
+awk -F'\t' '
+	FILENAME == ARGV[1] { ok[$1 SUBSEP $2] = 1; next }
+	{
+		if (!(($1 SUBSEP $2) in ok)) {
+			adj[$1] = adj[$1] " " $2
+			sym[$1 SUBSEP $2] = $3
+		}
+		node[$1] = 1
+		node[$2] = 1
+	}
+	function dfs(v,    n, i, j, w, ws, line) {
+		color[v] = 1
+		path[++depth] = v
+		n = split(adj[v], ws, " ")
+		for (i = 1; i <= n; i++) {
+			w = ws[i]
+			if (color[w] == 1) {
+				for (j = depth; path[j] != w; j--)
+					;
+				line = "loop:    " w
+				for (; j < depth; j++)
+					line = line " -> " path[j + 1] " (" sym[path[j] SUBSEP path[j + 1]] ")"
+				print line " -> " w " (" sym[v SUBSEP w] ")"
+				loops++
+			} else if (!color[w]) {
+				dfs(w)
+			}
+		}
+		depth--
+		color[v] = 2
+	}
+	END {
+		PROCINFO["sorted_in"] = "@ind_str_asc"
+		for (v in node)
+			if (!color[v])
+				dfs(v)
+		print loops + 0 >"/dev/stderr"
+	}' "$tmp/allowed" "$tmp/edges" 2>"$tmp/nloops"
+loops=$(cat "$tmp/nloops")
+[ "$loops" -eq 0 ] || bad=1
+echo "check_layers: $(wc -l <"$tmp/pairs") mutual pair(s), $loops loop(s) among ${#objs[@]} objects"
 exit $bad

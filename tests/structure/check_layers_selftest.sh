@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# scripts/check_layers.sh on objects made here: a chain passes; a loop of
+# three (no two of them calling each other) fails and is printed; a mutual
+# pair fails.  Usage: check_layers_selftest.sh CC
+set -euo pipefail
+cc=${1:-cc}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/t.dir"
+
+# obj NAME CALLEE...: NAME.o defines NAME() and calls each callee.
+obj() {
+	local n=$1 body="" decl=""
+	shift
+	for f in "$@"; do
+		decl+="void $f(void);"
+		body+="$f();"
+	done
+	echo "$decl void $n(void) { $body }" >"$tmp/$n.c"
+	"$cc" -c -o "$tmp/t.dir/$n.o" "$tmp/$n.c"
+}
+check() { bash "$root/scripts/check_layers.sh" "$@" >"$tmp/out" 2>&1; }
+
+obj a b
+obj b c
+obj c
+check "$tmp/t.dir/a.o;$tmp/t.dir/b.o" "$tmp/t.dir/c.o" ||
+	{ cat "$tmp/out"; echo "FAIL: a chain was refused"; exit 1; }
+grep -q '0 mutual pair(s), 0 loop(s) among 3 objects' "$tmp/out" ||
+	{ cat "$tmp/out"; echo "FAIL: a chain's summary"; exit 1; }
+
+obj c a
+if check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/c.o"; then
+	cat "$tmp/out"
+	echo "FAIL: a loop of three passed"
+	exit 1
+fi
+grep -Eq '^loop: +(a -> b \(b\) -> c \(c\) -> a \(a\)|b -> c \(c\) -> a \(a\) -> b \(b\)|c -> a \(a\) -> b \(b\) -> c \(c\))$' "$tmp/out" ||
+	{ cat "$tmp/out"; echo "FAIL: the loop is not printed"; exit 1; }
+
+obj b a
+obj c
+if check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/c.o"; then
+	cat "$tmp/out"
+	echo "FAIL: a mutual pair passed"
+	exit 1
+fi
+grep -q '^mutual:  a b' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: the pair"; exit 1; }
+echo "check_layers_selftest: ok"
