@@ -152,7 +152,6 @@ void tp__conn_cancel(struct tcpx_p2p_conn *c, int err)
 	for (x = c->answers.head; x; x = x->wlink.next)
 		fail_one(c, x, err);
 	while ((x = c->settling.head)) {
-		tp__xlist_remove(&c->settling, x);
 		c->completed++;
 		tp__xfer_mark_done(c, x);
 	}

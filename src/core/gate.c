@@ -31,16 +31,13 @@ static void queue(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 		/* after the peer's sends that receives cancelled before it owned */
 		x->skip_before = c->unmatched_skip;
 		c->unmatched_skip = 0;
-		tp__xfer_set_state(x, TP_XS_UNMATCHED);
-		tp__xlist_push(&c->unmatched, x);
+		tp__xfer_move(c, x, TP_XS_UNMATCHED);
 		break;
 	case TP_OP_READ: /* streams once the target's response is announced */
-		tp__xfer_set_state(x, TP_XS_UNANSWERED);
-		tp__xlist_push(&c->answers, x);
+		tp__xfer_move(c, x, TP_XS_UNANSWERED);
 		break;
 	default: /* a send or write: streams now, answered by the peer */
-		tp__xfer_set_state(x, TP_XS_STREAMING_UNANSWERED);
-		tp__xlist_push(&c->answers, x);
+		tp__xfer_move(c, x, TP_XS_STREAMING_UNANSWERED);
 		tp__stream_enqueue(c, x);
 	}
 }
@@ -72,7 +69,7 @@ static int gate(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *no
 		tp__items_notif_spend(c, notif_len);
 	}
 	tp__segs_get(c->s, x);
-	tp__xfer_set_state(x, TP_XS_GATED);
+	tp__xfer_move(c, x, TP_XS_GATED);
 	tp_gate_append(&c->gates, g);
 	return 0;
 }

@@ -60,8 +60,7 @@ void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err
 	if (!x->err)
 		x->err = err;
 	if (x->dir == TP_RECV && tp__ctl_owes(c)) {
-		tp__xfer_set_state(x, TP_XS_SETTLING);
-		tp__xlist_push(&c->settling, x);
+		tp__xfer_move(c, x, TP_XS_SETTLING);
 		return;
 	}
 	tp__xfer_mark_done(c, x);
@@ -75,7 +74,6 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 	if (!c->settling.head || tp__ctl_owes(c))
 		return;
 	while ((x = c->settling.head)) {
-		tp__xlist_remove(&c->settling, x);
 		tp__xfer_mark_done(c, x);
 		c->completed++;
 	}
@@ -84,7 +82,7 @@ void tp__xfer_settle(struct tcpx_p2p_conn *c)
 void tp__xfer_chunks_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	if (x->state == TP_XS_STREAMING_UNANSWERED) {
-		tp__xfer_set_state(x, TP_XS_UNANSWERED); /* the answer completes it */
+		tp__xfer_move(c, x, TP_XS_UNANSWERED); /* the answer completes it */
 		return;
 	}
 	tp__xfer_complete(c, x, 0);

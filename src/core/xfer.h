@@ -142,13 +142,18 @@ struct tp_xlist {
  * not allow is a bug of the library's: it is logged as an internal error,
  * and made all the same. */
 void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to);
+/* The one move of a transfer (conn lock held): its state and, with it, the
+ * conn list the state names (c->unmatched, c->answers, c->settling; see
+ * enum tp_xfer_state), left and joined together.  One failed with its conn
+ * keeps its list as it becomes DONE (conn_failed). */
+void tp__xfer_move(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, enum tp_xfer_state to);
 #if TP_TEST_HOOKS
 extern bool tp__xfer_illegal_stops; /* test-hook builds: an illegal move aborts */
 #endif
 const char *tp__xfer_state_name(enum tp_xfer_state s);
 
-/* x has ended (complete or failed): the one way into DONE, so that the
- * stats count every end. */
+/* x has ended (complete or failed): the one way into DONE (tp__xfer_move),
+ * so that the stats count every end. */
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 void tp__xlist_push(struct tp_xlist *l, struct tcpx_p2p_xfer *x);
 void tp__xlist_remove(struct tp_xlist *l, struct tcpx_p2p_xfer *x);

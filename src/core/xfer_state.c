@@ -90,11 +90,43 @@ void tp__xfer_set_state(struct tcpx_p2p_xfer *x, enum tp_xfer_state to)
 	__atomic_store_n(&x->state, to, __ATOMIC_RELEASE);
 }
 
+/* The conn list (through wlink) a state names, or NULL: the chunk streams
+ * (c->dir[d], through dlink) are stream.c's, the gates' FIFO gate.c's. */
+static struct tp_xlist *wlist(struct tcpx_p2p_conn *c, enum tp_xfer_state s)
+{
+	switch (s) {
+	case TP_XS_UNMATCHED:
+		return &c->unmatched;
+	case TP_XS_STREAMING_UNANSWERED:
+	case TP_XS_UNANSWERED:
+		return &c->answers;
+	case TP_XS_SETTLING:
+		return &c->settling;
+	default:
+		return NULL;
+	}
+}
+
+void tp__xfer_move(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, enum tp_xfer_state to)
+{
+	struct tp_xlist *from = wlist(c, x->state), *into = wlist(c, to);
+
+	/* One failed with its conn stays on the list it was on until
+	 * conn_destroy (close/finish.c): its buffers may still be written. */
+	if (to == TP_XS_DONE && x->conn_failed)
+		from = into = NULL;
+	if (from != into && from)
+		tp_list_remove(from, x, wlink);
+	tp__xfer_set_state(x, to);
+	if (from != into && into)
+		tp_list_append(into, x, wlink);
+}
+
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__stats_xfer_end(c, x, x->err);
 	tp__tl_mark(x->dir == TP_SEND ? TP_TL_DONE_SEND : TP_TL_DONE_RECV);
-	tp__xfer_set_state(x, TP_XS_DONE);
+	tp__xfer_move(c, x, TP_XS_DONE);
 	if (x->hold) { /* every byte written (success: its device work is known done) */
 		tp__devq_release(c->s, x->hold - 1, x->err != 0);
 		x->hold = 0;

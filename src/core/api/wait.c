@@ -194,7 +194,6 @@ static int cancel_locked(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 			next->skip_before += 1 + x->skip_before;
 		else
 			c->unmatched_skip += 1 + x->skip_before;
-		tp__xlist_remove(&c->unmatched, x);
 		snprintf(x->why, sizeof(x->why), "cancelled");
 		tp__xfer_complete(c, x, TCPX_P2P_ECANCELED);
 		return 0;

@@ -176,11 +176,10 @@ static int on_ack(struct tcpx_p2p_conn *c, const unsigned char *b)
 				 tp__items_refusal(value));
 		x->err = status;
 	}
-	tp__xlist_remove(&c->answers, x);
 	if (x->op == TP_OP_READ) /* refused: no response will come */
 		tp__xfer_complete(c, x, status);
 	else if (x->state == TP_XS_STREAMING_UNANSWERED) /* its last chunk completes it */
-		tp__xfer_set_state(x, TP_XS_STREAMING);
+		tp__xfer_move(c, x, TP_XS_STREAMING);
 	else /* every chunk retired already */
 		tp__xfer_complete(c, x, x->err);
 	return 0;

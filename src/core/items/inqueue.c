@@ -45,7 +45,7 @@ static int discard(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	x->c = c;
 	x->len = (size_t)in->len;
 	x->chan0 = in->chan;
-	tp__xfer_set_state(x, TP_XS_STREAMING);
+	tp__xfer_move(c, x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
 }
@@ -74,10 +74,9 @@ static int on_send(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	if (x ? x->skip_before : c->unmatched_skip)
 		return skip_send(c, in);
 	mine = x->len;
-	tp__xlist_remove(&c->unmatched, x);
 	if (mine == in->len) {
 		x->chan0 = in->chan;
-		tp__xfer_set_state(x, TP_XS_STREAMING);
+		tp__xfer_move(c, x, TP_XS_STREAMING);
 		tp__stream_enqueue(c, x);
 		tp__tl_mark(TP_TL_MATCHED);
 		return tp__items_send_ack(c, in->id, TP_ACK_OK, mine);
@@ -97,9 +96,8 @@ static int on_read_resp(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return tp__error(TCPX_P2P_EPROTO, "control channel: unexpected read response %llu "
 				 "(%llu bytes)", (unsigned long long)in->id,
 				 (unsigned long long)in->len);
-	tp__xlist_remove(&c->answers, x); /* the response was the answer */
 	x->chan0 = in->chan;
-	tp__xfer_set_state(x, TP_XS_STREAMING);
+	tp__xfer_move(c, x, TP_XS_STREAMING); /* the response was the answer */
 	tp__stream_enqueue(c, x);
 	return 0;
 }
@@ -163,7 +161,7 @@ static int on_write(struct tcpx_p2p_conn *c, const struct tp_in *in)
 	}
 	c->inbound++;
 	x->chan0 = in->chan;
-	tp__xfer_set_state(x, TP_XS_STREAMING);
+	tp__xfer_move(c, x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return in->notif_len ? tp__items_add_note(c, x->first_seq + x->nchunks, true, in->notif,
 					in->notif_len)
@@ -207,7 +205,7 @@ static int on_read_req(struct tcpx_p2p_conn *c, const struct tp_in *in)
 		return rc;
 	}
 	c->inbound++;
-	tp__xfer_set_state(x, TP_XS_STREAMING);
+	tp__xfer_move(c, x, TP_XS_STREAMING);
 	tp__stream_enqueue(c, x);
 	return 0;
 }
