@@ -4,12 +4,14 @@
 # object).  The graph must have no cycle: the objects stand in floors, and
 # calls go down only (docs/architecture.md, "Inside src/core").  Prints
 # every pair of objects that call each other, and every loop, each edge
-# with one symbol that makes it.  A pair fails the check unless the
-# allowlist below names it with a reason; a longer loop always fails.
+# with one symbol that makes it, and every call into the API floor
+# (core/api/) from outside it.  A pair fails the check unless the allowlist
+# below names it with a reason; a longer loop or a call into api/ always
+# fails.
 # Usage: scripts/check_layers.sh OBJ...   (an argument may be a ;-list, as
 # CMake's $<TARGET_OBJECTS:...> gives it; an object is named by its path
 # below CMake's "<target>.dir/" less ".o", e.g. core/close/list.c)
-# Exit: 0 no cycle outside the allowlist, 1 some, 2 usage or nm failure.
+# Exit: 0 none of these, 1 some, 2 usage or nm failure.
 set -euo pipefail
 
 # "a b  reason": a pair allowed to stay, each side as the objects are named.
@@ -118,5 +120,11 @@ awk -F'\t' '
 	}' "$tmp/allowed" "$tmp/edges" 2>"$tmp/nloops"
 loops=$(cat "$tmp/nloops")
 [ "$loops" -eq 0 ] || bad=1
-echo "check_layers: $(wc -l <"$tmp/pairs") mutual pair(s), $loops loop(s) among ${#objs[@]} objects"
+
+# The API floor (src/core/api/) is the top: no object outside it calls in.
+awk -F'\t' '$2 ~ /^core\/api\// && $1 !~ /^core\/api\// {
+	print "into api: " $1 " -> " $2 " (" $3 ")" }' "$tmp/edges" >"$tmp/intoapi"
+cat "$tmp/intoapi"
+[ ! -s "$tmp/intoapi" ] || bad=1
+echo "check_layers: $(wc -l <"$tmp/pairs") mutual pair(s), $loops loop(s), $(wc -l <"$tmp/intoapi") call(s) into core/api among ${#objs[@]} objects"
 exit $bad

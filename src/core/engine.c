@@ -199,7 +199,7 @@ void tp__engine_retire(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c)
 	pthread_rwlock_unlock(&e->list_lock);
 }
 
-static void engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
+void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns)
 {
 	struct tp_engine *e = s->engine;
 	struct tcpx_p2p_conn *c;
@@ -214,16 +214,4 @@ static void engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *
 			pthread_mutex_unlock(&c->lock);
 		}
 	pthread_rwlock_unlock(&e->list_lock);
-}
-
-TCPX_P2P_API int tcpx_p2p_session_stats(tcpx_p2p_session *s, tcpx_p2p_stats *out)
-{
-	struct tp_stats st;
-	int nconns, rc = tp__stats_check(s, out, "tcpx_p2p_session_stats");
-
-	if (rc)
-		return rc;
-	engine_stats(s, &st, &nconns);
-	tp__stats_export(&st, nconns, out);
-	return 0;
 }

@@ -11,6 +11,7 @@
 struct tcpx_p2p_conn;
 struct tcpx_p2p_session;
 struct tp_progress;
+struct tp_stats;
 
 /* engine.c: the session-wide progress engine and the optional thread. */
 int tp__engine_create(struct tcpx_p2p_session *s);
@@ -21,6 +22,9 @@ void tp__engine_add(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
  * the session's statistics count it all along. */
 void tp__engine_remove(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
 void tp__engine_retire(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *c);
+/* tcpx_p2p_session_stats (api/stats.c): the counters of every conn the
+ * session has had, summed into *sum, and how many conns that is. */
+void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nconns);
 /* Progress every conn of the session once; own (may be NULL) is waited
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,

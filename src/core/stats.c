@@ -131,17 +131,3 @@ int tp__stats_check(const void *obj, const tcpx_p2p_stats *out, const char *what
 				 "sizeof(tcpx_p2p_stats))", what, out->struct_size);
 	return 0;
 }
-
-TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out)
-{
-	struct tp_stats st;
-	int rc = tp__stats_check(c, out, "tcpx_p2p_conn_stats");
-
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&c->lock);
-	st = c->stats;
-	pthread_mutex_unlock(&c->lock);
-	tp__stats_export(&st, 1, out);
-	return 0;
-}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/check_layers.sh on objects made here: a chain passes; a loop of
 # three (no two of them calling each other) fails and is printed; a mutual
-# pair fails.  Usage: check_layers_selftest.sh CC
+# pair fails; a call into core/api/ from outside it fails.  Usage: check_layers_selftest.sh CC
 set -euo pipefail
 cc=${1:-cc}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -27,7 +27,7 @@ obj b c
 obj c
 check "$tmp/t.dir/a.o;$tmp/t.dir/b.o" "$tmp/t.dir/c.o" ||
 	{ cat "$tmp/out"; echo "FAIL: a chain was refused"; exit 1; }
-grep -q '0 mutual pair(s), 0 loop(s) among 3 objects' "$tmp/out" ||
+grep -q '0 mutual pair(s), 0 loop(s), 0 call(s) into core/api among 3 objects' "$tmp/out" ||
 	{ cat "$tmp/out"; echo "FAIL: a chain's summary"; exit 1; }
 
 obj c a
@@ -47,4 +47,18 @@ if check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/c.o"; then
 	exit 1
 fi
 grep -q '^mutual:  a b' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: the pair"; exit 1; }
+mkdir -p "$tmp/t.dir/core/api"
+obj b
+echo 'void a(void); void core_api_post(void) { a(); }' >"$tmp/api.c"
+"$cc" -c -o "$tmp/t.dir/core/api/post.o" "$tmp/api.c"
+check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/core/api/post.o" ||
+	{ cat "$tmp/out"; echo "FAIL: the API floor calling down was refused"; exit 1; }
+obj b core_api_post
+if check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/core/api/post.o"; then
+	cat "$tmp/out"
+	echo "FAIL: a call into core/api passed"
+	exit 1
+fi
+grep -q '^into api: b -> core/api/post (core_api_post)$' "$tmp/out" ||
+	{ cat "$tmp/out"; echo "FAIL: the call into api is not printed"; exit 1; }
 echo "check_layers_selftest: ok"

@@ -14,6 +14,9 @@
  *   wait.c      test, wait, wait_any, release, cancel, query, stream_wait,
  *               deadline
  *   conn.c      progress, conn_barrier
+ *   destroy.c   conn_destroy (the close itself: close/)
+ *   export.c    mr_export, mr_unexport, rmr_import, rmr_query, rmr_release
+ *   stats.c     conn_stats, session_stats
  *   notif.c     notify, notif_poll, notif_take
  *   cq.c        completions, session_fd
  * What these files share is below. */

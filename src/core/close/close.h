@@ -10,7 +10,7 @@
  *                handshake still runs, driven by the engine's passes
  *   sessions.c   the process's sessions, driven while a close waits (the
  *                peer may be one of them)
- *   destroy.c    tcpx_p2p_conn_destroy
+ *   (tcpx_p2p_conn_destroy, which starts a close: api/destroy.c)
  * The pass enters it through tp__close_in_pass; the engine through
  * tp__close_pass; the session through tp__close_register, _unregister
  * and _all. */

@@ -1,4 +1,4 @@
-/* Destroyed connections finishing their close handshake (destroy.c says
+/* Destroyed connections finishing their close handshake (api/destroy.c says
  * what it is).  The caller's conn_destroy returns at once; the conn then
  * sits on its session's closing list, driven by every pass of the session
  * (waits, progress calls, the progress thread) and by session_destroy,

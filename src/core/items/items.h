@@ -4,8 +4,8 @@
  *   inbound.c   the peer's messages: decoding, the answers to this side's
  *   inqueue.c   the in-queue of the peer's announcements: matching, numbering
  *   announce.c  this side's announcements and answers
- *   export.c    exports to the peer, imports of its exports, resolving a
- *               peer's segments against the exports
+ *   export.c    resolving a peer's segments against the exports (exporting
+ *               and importing: api/export.c)
  *   notif.c     notifications: waiting for their data, the session's queue
  * First what the rest of the core calls, then what these files share. */
 #ifndef TP_CORE_ITEMS_H
@@ -199,6 +199,9 @@ struct tp_notif_node {
 int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
 		       uint64_t value);
 
+/* export.c: two keys equal, in constant time (how long a comparison takes
+ * says nothing of the key). */
+bool tp__items_key_equal(const unsigned char *a, const unsigned char *b);
 /* export.c: an inbound write's or read's segments against this conn's
  * exports: 0 and x's segments, each region held, or a refusal reason. */
 uint64_t tp__items_resolve(struct tcpx_p2p_conn *c, const struct tp_in *in, unsigned access,

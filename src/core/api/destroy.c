@@ -1,6 +1,9 @@
-/* tcpx_p2p_conn_destroy (close.h): a connection the caller lets go. */
+/* tcpx_p2p_conn_destroy (api.h: no lock held on entry): a connection the
+ * caller lets go; it drives the engine until the close is under way
+ * (close/ does the close). */
 #include <stdio.h>
 
+#include "core/api/api.h"
 #include "core/close/close.h"
 #include "core/conn.h"
 #include "core/ctl.h"
