@@ -27,7 +27,7 @@ int64_t tp__backoff_sleep_ns(const struct tp_backoff *b)
 	return ns < TP_SLEEP_MIN_NS ? TP_SLEEP_MIN_NS : ns > TP_SLEEP_MAX_NS ? TP_SLEEP_MAX_NS : ns;
 }
 
-void tp__backoff(struct tp_backoff *b, const struct tp_progress *st)
+void tp__backoff(struct tp_backoff *b, const struct tp_pass_result *st)
 {
 	struct timespec ts;
 	int64_t ns;

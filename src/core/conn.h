@@ -60,7 +60,7 @@ struct tp_live {
 
 /* What closing a connection keeps (close/). */
 struct tp_conn_close {
-	bool answered;      /* the peer's CLOSE was answered (handshake.c) */
+	bool answered;      /* the peer's CLOSE was answered (close/exchange.c) */
 	tp_deadline deadline; /* a destroyed conn's handshake ends by then (list.c) */
 	bool drain_failed;  /* its data requests could not be drained (drain.c) */
 	char *drain_buf;    /* host memory throw-away receives land in (a chunk per channel) */

@@ -42,15 +42,15 @@ void tp__engine_notify(struct tcpx_p2p_session *s, uint64_t n)
 }
 
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
-		     struct tp_progress *st)
+		     struct tp_pass_result *st)
 {
 	struct tp_engine *e = s->engine;
 	struct tcpx_p2p_conn *c, *start;
-	struct tp_progress one;
+	struct tp_pass_result one;
 	uint64_t completed = 0, before;
 	unsigned i, skip;
 
-	*st = (struct tp_progress){ 0 };
+	*st = (struct tp_pass_result){ 0 };
 	__atomic_store_n(&e->last_pass_ns, tp__now_ns(), __ATOMIC_RELAXED);
 	pthread_rwlock_rdlock(&e->list_lock);
 	st->conns = e->nconns != 0;
@@ -70,7 +70,7 @@ void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
 			goto next;
 		}
 		before = c->completed;
-		tp__progress(c, &one);
+		tp__pass_conn(c, &one);
 		completed += c->completed - before;
 		pthread_mutex_unlock(&c->lock);
 		st->moved |= one.moved;
@@ -101,7 +101,7 @@ void tp__engine_each(struct tcpx_p2p_session *s,
 
 void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 	uint64_t before = c->completed;
 
 	/* Post what fits now; errors land on the xfers and the conn.  Host
@@ -109,7 +109,7 @@ void tp__post_pass_unlock(struct tcpx_p2p_conn *c)
 	 * below), or the caller's wait. */
 	c->posting = true;
 	c->post_gather = TP_POST_GATHER_BYTES;
-	tp__progress(c, &st);
+	tp__pass_conn(c, &st);
 	c->posting = false;
 	before = c->completed - before;
 	pthread_mutex_unlock(&c->lock);

@@ -10,7 +10,7 @@
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_session;
-struct tp_progress;
+struct tp_pass_result;
 struct tp_stats;
 
 /* engine.c: the session-wide progress engine and the optional thread. */
@@ -28,7 +28,7 @@ void tp__engine_stats(struct tcpx_p2p_session *s, struct tp_stats *sum, int *nco
 /* Progress every conn of the session once; own (may be NULL) is waited
  * for, the others are skipped while another thread holds them. */
 void tp__engine_pass(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *own,
-		     struct tp_progress *st);
+		     struct tp_pass_result *st);
 /* fn on every conn in the passes (not those destroyed), the list held:
  * fn takes each conn's lock itself, never the session's around it. */
 void tp__engine_each(struct tcpx_p2p_session *s,
@@ -49,7 +49,7 @@ struct tp_backoff {
 	unsigned idle;     /* passes in a row that found nothing to do */
 	int64_t idle_since;
 };
-void tp__backoff(struct tp_backoff *b, const struct tp_progress *st);
+void tp__backoff(struct tp_backoff *b, const struct tp_pass_result *st);
 /* backoff.c: how long the back-off sleeps now (1/16 of the idle time so far,
  * within [4 us, 1 ms]). */
 int64_t tp__backoff_sleep_ns(const struct tp_backoff *b);

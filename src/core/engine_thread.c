@@ -46,7 +46,7 @@ static void register_exit(void)
 
 /* A pass of the progress or keepalive thread; false once the process is
  * exiting (no pass was run). */
-static bool thread_pass(struct tcpx_p2p_session *s, struct tp_progress *st)
+static bool thread_pass(struct tcpx_p2p_session *s, struct tp_pass_result *st)
 {
 	bool ran = false;
 
@@ -77,7 +77,7 @@ static void *progress_main(void *arg)
 	struct tcpx_p2p_session *s = arg;
 	struct tp_engine *e = s->engine;
 	struct tp_backoff b = { 0 };
-	struct tp_progress st;
+	struct tp_pass_result st;
 	struct timespec until;
 	uint64_t kicks = 0;
 
@@ -130,7 +130,7 @@ static void *keepalive_main(void *arg)
 	struct tcpx_p2p_session *s = arg;
 	struct tp_engine *e = s->engine;
 	int64_t period = (int64_t)s->cfg.heartbeat_ms * TP_NS_PER_MS / 2;
-	struct tp_progress st;
+	struct tp_pass_result st;
 	struct timespec until;
 	bool on_gpu = false, warned = false;
 

@@ -44,7 +44,7 @@ static int finish(struct tcpx_p2p_conn *c, struct tp_xlist *done, int rc)
 }
 
 /* Work the next pass can do at once: hand-overs owed, unpacks running. */
-static void assess(const struct tcpx_p2p_conn *c, struct tp_progress *st)
+static void assess(const struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 {
 	int i;
 
@@ -107,12 +107,12 @@ static int ctl_pass(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	return rc;
 }
 
-static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
+static int pass_locked(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 {
 	bool *moved = &st->moved;
 	int rc = 0;
 
-	*st = (struct tp_progress){ 0 };
+	*st = (struct tp_pass_result){ 0 };
 	if (!c->err) {
 		rc = ctl_pass(c, moved, &st->pending);
 		if (rc) {
@@ -159,10 +159,10 @@ static int progress_conn(struct tcpx_p2p_conn *c, struct tp_progress *st)
 /* Every pass runs here, on whichever thread drives: the plugin and CUDA
  * calls of the pass run on the session's GPU, and the thread gets its own
  * context back. */
-int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st)
+int tp__pass_conn(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 {
 	void *ctx = tp__gpu_save(c->s);
-	int rc = progress_conn(c, st);
+	int rc = pass_locked(c, st);
 
 	tp__dev_ctx_restore(ctx);
 	return rc;

@@ -10,7 +10,7 @@
 struct tcpx_p2p_conn;
 
 /* What a pass (of one conn, or of a whole session: engine.c) found. */
-struct tp_progress {
+struct tp_pass_result {
 	bool moved;   /* some stage advanced */
 	bool pending; /* a test could still hand requests over, or an unpack runs:
 		       * the caller should come back at once, not sleep */
@@ -20,6 +20,6 @@ struct tp_progress {
 
 /* One pass over c (its lock held), on the session's GPU: 0, or the error
  * that failed c (sticky in c->err). */
-int tp__progress(struct tcpx_p2p_conn *c, struct tp_progress *st);
+int tp__pass_conn(struct tcpx_p2p_conn *c, struct tp_pass_result *st);
 
 #endif

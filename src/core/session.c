@@ -364,7 +364,7 @@ int tcpx_p2p_session_destroy(tcpx_p2p_session *s)
 
 int tcpx_p2p_session_progress(tcpx_p2p_session *s)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 
 	if (!s)
 		return tp__error(TCPX_P2P_EINVAL, "session_progress: NULL session");

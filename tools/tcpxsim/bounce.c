@@ -1,3 +1,5 @@
+/* The bounce buffers' memory (bounce.h): GPU memory with a POSIX fd
+ * handle, or a memfd in host mode. */
 #define _GNU_SOURCE
 #include "bounce.h"
 

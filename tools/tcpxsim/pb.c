@@ -1,3 +1,4 @@
+/* The protobuf wire format's few pieces the RxDM's messages need (pb.h). */
 #include "pb.h"
 
 #include <errno.h>

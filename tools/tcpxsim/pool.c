@@ -1,3 +1,5 @@
+/* The simulated NIC's receive pages and the sockets' tokens naming them
+ * (pool.h). */
 #include "pool.h"
 
 #include <errno.h>

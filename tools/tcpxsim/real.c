@@ -1,3 +1,5 @@
+/* The libc (and CUDA) calls underneath the simulator, reached past its
+ * own (real.h). */
 #define _GNU_SOURCE
 #include "real.h"
 

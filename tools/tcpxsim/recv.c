@@ -1,3 +1,5 @@
+/* The receive path of a devmem-TCP kernel: MSG_SOCK_DEVMEM receives
+ * (recv.h). */
 #define _GNU_SOURCE
 #include "recv.h"
 

@@ -1,3 +1,4 @@
+/* The senders' registrations: dma-bufs and their pages files (region.h). */
 #include "region.h"
 
 #include <errno.h>

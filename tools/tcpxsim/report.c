@@ -1,3 +1,5 @@
+/* What the simulator tells: stderr lines, contract violations, counters
+ * (report.h). */
 #include "report.h"
 
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* The RxDM thread: the unix sockets a TCPX plugin talks to (rxdm.h). */
 #define _GNU_SOURCE
 #include "rxdm.h"
 

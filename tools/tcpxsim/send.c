@@ -1,3 +1,5 @@
+/* The send path of a devmem-TCP kernel: SCM_DEVMEM_OFFSET sends and
+ * zerocopy completion ids (send.h). */
 #define _GNU_SOURCE
 #include "send.h"
 

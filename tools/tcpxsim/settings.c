@@ -1,3 +1,5 @@
+/* The simulator's settings, read from the environment at start
+ * (settings.h). */
 #include "settings.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* The simulator's state of each socket, by descriptor number (sock.h). */
 #include "sock.h"
 
 #include <stdlib.h>

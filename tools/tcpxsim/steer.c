@@ -1,3 +1,4 @@
+/* Flow steering and the bounce buffers it picks between (steer.h). */
 #include "steer.h"
 
 #include <arpa/inet.h>

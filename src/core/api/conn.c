@@ -19,7 +19,7 @@
 
 int tcpx_p2p_progress(tcpx_p2p_conn *c)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 	int rc;
 
 	if (!c)

@@ -16,7 +16,7 @@ int tcpx_p2p_session_fd(tcpx_p2p_session *s, int *fd)
 
 int tcpx_p2p_completions(tcpx_p2p_session *s, tcpx_p2p_completion *out, int max, int *n)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 
 	if (!s || !n || max < 0 || (max && !out))
 		return tp__error(TCPX_P2P_EINVAL, "completions: NULL argument or max %d", max);

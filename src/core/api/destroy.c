@@ -28,13 +28,13 @@ static bool wait_caller_memory(struct tcpx_p2p_conn *c)
 	struct tcpx_p2p_session *s = c->s;
 	tp_deadline deadline = tp__deadline_ms(s->cfg.close_timeout_ms);
 	struct tp_backoff b = { 0 };
-	struct tp_progress st, one;
+	struct tp_pass_result st, one;
 
 	for (;;) {
 		/* Out of the engine's list, but a caller's thread may still
 		 * look at one of its xfers. */
 		pthread_mutex_lock(&c->lock);
-		tp__progress(c, &st);
+		tp__pass_conn(c, &st);
 		pthread_mutex_unlock(&c->lock);
 		if (!tp__stream_caller_inflight(c))
 			return true;

@@ -31,7 +31,7 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 
 int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 	size_t need;
 
 	if (!s || !nb || !got || nb->struct_size < sizeof(*nb) || (nb->cap && !nb->buf))
@@ -53,7 +53,7 @@ int tcpx_p2p_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *got)
 
 static int notif_poll(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int *n)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 	int waiting;
 
 	if (!s || !n || max < 0 || (max && !out))

@@ -53,7 +53,7 @@ static int xfer_final(struct tcpx_p2p_xfer *x)
 
 int tcpx_p2p_test(tcpx_p2p_xfer *x, int *done)
 {
-	struct tp_progress st;
+	struct tp_pass_result st;
 	int rc;
 
 	if (!x || !done)
@@ -82,7 +82,7 @@ static int wait_some(struct tcpx_p2p_xfer *const *xs, int n, struct tcpx_p2p_ses
 {
 	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	struct tp_backoff b = { 0 };
-	struct tp_progress st;
+	struct tp_pass_result st;
 	uint64_t seen;
 	int i;
 

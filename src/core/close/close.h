@@ -1,6 +1,6 @@
 /* Closing a connection, in one place (docs/architecture.md, "Closing a
  * connection"):
- *   handshake.c  both sides' CLOSE on the control channel: queuing ours
+ *   exchange.c   both sides' CLOSE on the control channel: queuing ours
  *                (the data channels frozen, their request counts final),
  *                answering the peer's, and the close's part of a pass
  *   drain.c      the data requests either side still has with the plugin,
@@ -22,9 +22,9 @@
 
 struct tcpx_p2p_conn;
 struct tcpx_p2p_session;
-struct tp_progress;
+struct tp_pass_result;
 
-/* handshake.c */
+/* exchange.c */
 /* Queue our CLOSE: no chunk is posted and no message follows it (0, or
  * ENOMEM). */
 int tp__close_queue(struct tcpx_p2p_conn *c);
@@ -33,7 +33,7 @@ int tp__close_queue(struct tcpx_p2p_conn *c);
  * pending with ECLOSED; a failed conn that is closing drives its
  * handshake and drain.  0: c is live, the pass goes on; else the error the
  * pass ends with (c's own, or what the peer's CLOSE broke: EPROTO). */
-int tp__close_in_pass(struct tcpx_p2p_conn *c, struct tp_progress *st);
+int tp__close_in_pass(struct tcpx_p2p_conn *c, struct tp_pass_result *st);
 /* One step of a closing conn's handshake (its first error sticks, its
  * detail in ctl->close_why). */
 int tp__close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
@@ -70,7 +70,7 @@ bool tp__close_pass(struct tcpx_p2p_session *s, bool wait, bool *moved);
 
 /* sessions.c */
 /* One engine pass over every other session of the process. */
-void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_progress *st);
+void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_pass_result *st);
 /* session_destroy: drive until every closing conn is finished (and the
  * process's other sessions meanwhile: the peer may be one of them). */
 void tp__close_all(struct tcpx_p2p_session *s);

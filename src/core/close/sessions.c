@@ -36,10 +36,10 @@ void tp__close_unregister(struct tcpx_p2p_session *s)
 	pthread_mutex_unlock(&sessions_lock);
 }
 
-void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_progress *st)
+void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_pass_result *st)
 {
 	struct tcpx_p2p_session **held;
-	struct tp_progress one;
+	struct tp_pass_result one;
 	unsigned n = 0;
 
 	pthread_mutex_lock(&sessions_lock);
@@ -71,11 +71,11 @@ void tp__close_drive_others(struct tcpx_p2p_session *self, struct tp_progress *s
 void tp__close_all(struct tcpx_p2p_session *s)
 {
 	struct tp_backoff b = { 0 };
-	struct tp_progress st = { 0 };
+	struct tp_pass_result st = { 0 };
 
 	while (tp__close_pass(s, true, &st.moved)) {
 		tp__close_drive_others(s, &st);
 		tp__backoff(&b, &st);
-		st = (struct tp_progress){ 0 };
+		st = (struct tp_pass_result){ 0 };
 	}
 }

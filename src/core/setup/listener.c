@@ -155,7 +155,7 @@ static int establish(struct tcpx_p2p_listener *l, unsigned char *handles, int ti
 	const struct tp_net_ops *ops = s->net->ops;
 	tp_deadline deadline = tp__deadline_ms(timeout_ms);
 	struct timespec pause = { 0, 200 * 1000 };
-	struct tp_progress st;
+	struct tp_pass_result st;
 	int i, pending, rc;
 
 	for (;;) {

@@ -240,7 +240,7 @@ int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn *
 		/* Between slices the session's connections go on (and keep
 		 * telling their peers this side is alive) while this call waits
 		 * for a new one. */
-		struct tp_progress st;
+		struct tp_pass_result st;
 
 		tp__engine_pass(srv->s, NULL, &st);
 		sched_yield(); /* let another accepting thread have the lock */

@@ -58,7 +58,7 @@ int tp__close_step(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	return t->close_rc;
 }
 
-int tp__close_in_pass(struct tcpx_p2p_conn *c, struct tp_progress *st)
+int tp__close_in_pass(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 {
 	int rc;
 
