@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
-#include "core/items/items.h"
 #include "core/mr.h"
 #include "core/pipeline/comm.h"
 #include "core/session.h"
@@ -264,31 +262,6 @@ int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
 	free(mr->regs);
 	free(mr);
 	return 0;
-}
-
-int tcpx_p2p_mr_deregister_ex(tcpx_p2p_mr *mr, unsigned flags)
-{
-	struct tp_hosted_fail f = { .mr = mr };
-	int rc;
-
-	if (!mr)
-		return tp__error(TCPX_P2P_EINVAL, "mr_deregister_ex: NULL mr");
-	if (flags & ~TCPX_P2P_DEREG_FAIL_INCOMING)
-		return tp__error(TCPX_P2P_EINVAL, "mr_deregister_ex: unknown flags 0x%x", flags);
-	if (flags & TCPX_P2P_DEREG_FAIL_INCOMING) {
-		/* The conns' locks come before the session's: none is held here. */
-		tp__engine_each(mr->s, tp__items_hosted_fail, &f);
-		tp__engine_notify(mr->s, f.completed);
-		if (f.failed)
-			tp__engine_kick(mr->s); /* their CLOSEs go out */
-	}
-	rc = tcpx_p2p_mr_deregister(mr);
-	if (rc == TCPX_P2P_EBUSY && f.holding)
-		rc = tp__error(TCPX_P2P_EAGAIN, "mr_deregister_ex: %u connection(s) held it through "
-			       "the peer's transfers (%u failed by this call): it is let go once "
-			       "their peers answer the close, or they are destroyed; call again",
-			       f.holding, f.failed);
-	return rc;
 }
 
 static int add_reg(struct tcpx_p2p_mr *mr, void *comm, void *mh)

@@ -17,6 +17,8 @@
  *   destroy.c   conn_destroy (the close itself: close/)
  *   export.c    mr_export, mr_unexport, rmr_import, rmr_query, rmr_release
  *   stats.c     conn_stats, session_stats
+ *   mr.c        mr_deregister_ex (mr_register and mr_deregister stay in
+ *               core/mr.c: the library registers its own buffers with them)
  *   notif.c     notify, notif_poll, notif_take
  *   cq.c        completions, session_fd
  * What these files share is below. */
