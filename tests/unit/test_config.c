@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +14,6 @@
 #include "util/config.h"
 #include "util/log.h"
 
-static const char *const all_vars[] = {
-	"TCPX_P2P_GPU", "TCPX_P2P_NET_DEV", "TCPX_P2P_NUM_CHANNELS", "UCCL_TCPX_NUM_CHANNELS",
-	"TCPX_P2P_CHUNK_BYTES", "UCCL_TCPX_CHUNK_BYTES", "TCPX_P2P_SEND_WINDOW",
-	"TCPX_P2P_RECV_WINDOW", "TCPX_P2P_UNPACK", "UCCL_TCPX_UNPACK_IMPL", "TCPX_P2P_TIMEOUT_MS",
-	"TCPX_P2P_PLUGIN", "UCCL_TCPX_PLUGIN_PATH", "TCPX_P2P_LOG_LEVEL", "UCCL_TCPX_DEBUG",
-};
 
 struct capture {
 	int count;
@@ -37,12 +32,36 @@ static void capture_sink(int level, const char *subsys, const char *msg, void *a
 	snprintf(cap.all + used, sizeof(cap.all) - used, "%s\n", msg);
 }
 
+/* Every setting's variable (and the old UCCL_TCPX_ names) out of the
+ * environment: the defaults under test must not depend on the shell's, or
+ * on the test suite's (the sanitizer suites set some). */
+static void unset_settings(void)
+{
+	extern char **environ;
+	char name[128];
+	bool again = true;
+
+	while (again) { /* unsetenv reshuffles environ: start over after each */
+		again = false;
+		for (char **e = environ; *e; e++) {
+			const char *eq = strchr(*e, '=');
+			size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+
+			if ((strncmp(*e, "TCPX_P2P_", 9) && strncmp(*e, "UCCL_TCPX_", 10)) ||
+			    n >= sizeof(name))
+				continue;
+			memcpy(name, *e, n);
+			name[n] = '\0';
+			unsetenv(name);
+			again = true;
+			break;
+		}
+	}
+}
+
 static int clean_env(void **state)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
-		unsetenv(all_vars[i]);
+	unset_settings();
 	memset(&cap, 0, sizeof(cap));
 	return tcpx_p2p_set_log(capture_sink, NULL, TCPX_P2P_LOG_INFO);
 }
