@@ -304,10 +304,19 @@ static void test_deregister_in_flight(void **state)
 	dr = tcpx_p2p_mr_deregister(f->mr[1]);
 	assert_true(dr == 0 || dr == TCPX_P2P_EBUSY);
 	finish(f, x, 1, rc);
-	if (dr == 0)
+	if (dr == 0) {
 		assert_int_not_equal(rc[0], 0); /* deregistered before it began */
-	else
-		assert_int_equal(tcpx_p2p_mr_deregister(f->mr[1]), 0);
+	} else {
+		/* The target's side of the WRITE may end a little after the
+		 * writer's (its last chunks still consumed after its answer). */
+		for (long round = 0; (dr = tcpx_p2p_mr_deregister(f->mr[1])) == TCPX_P2P_EBUSY;
+		     round++) {
+			assert_true(round < 50L * 1000 * 1000); /* a hang, not a measurement */
+			(void)tcpx_p2p_session_progress(f->p.s[1]);
+			(void)tcpx_p2p_session_progress(f->p.s[0]);
+		}
+		assert_int_equal(dr, 0);
+	}
 	assert_int_equal(tcpx_p2p_mr_register(f->p.s[1], f->buf[1], POOL, TCPX_P2P_MEM_HOST,
 					      &f->mr[1]), 0);
 	assert_int_equal(tcpx_p2p_rmr_release(rmr), 0);
