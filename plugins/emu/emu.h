@@ -172,7 +172,8 @@ struct emu_hello {
 	uint32_t nthreads;
 };
 
-/* Sent on every socket before that socket's slices of each request. */
+/* Sent on each socket that carries part of a request, before its slices
+ * (a request of one slice, or none, travels on one socket alone). */
 struct emu_hdr {
 	uint64_t seq;
 	uint64_t size;
@@ -254,6 +255,7 @@ struct emu_req {
 	int tag;
 	int cuda;          /* data is device memory */
 	ncclResult_t result;
+	int nparts;        /* sockets that carry a part of it (tp__emu_nparts) */
 	int parts_done;
 	int setup;         /* 0 none, 1 in progress, 2 done (receive) */
 	int discard;       /* receive failed early: drain the bytes */
@@ -271,6 +273,15 @@ struct emu_thread {
 	int idx;
 	pthread_t tid;
 	int started;
+	/*
+	 * Each helper sleeps on its own condition, under the comm lock, and is
+	 * woken only for a request it carries (or to stop), as NCCL's socket
+	 * helpers are: one shared condition woke every helper of the comm at
+	 * every step of every request.
+	 */
+	pthread_cond_t cv;
+	uint64_t seq;      /* the next request this helper looks at */
+	uint64_t wait_seq; /* receive: the request it waits to see handed over, else UINT64_MAX */
 	char *scratch;     /* drain buffer for failed receives */
 	char *staging;     /* pinned host memory for CUDA buffers (two slices with dstaging) */
 	char *dstaging;    /* device bounce + scatter: the slice on the GPU */
@@ -305,6 +316,7 @@ struct emu_comm {
 	pthread_cond_t cv;
 	uint64_t npost;
 	uint64_t nactive;  /* requests handed to the helper threads */
+	uint64_t nsetup;   /* receive: requests set up (size known, pages reserved), in order */
 	uint64_t ntested;
 	uint64_t nconsumed;
 	int closing;
@@ -367,6 +379,17 @@ void tp__emu_comm_free(struct emu_comm *c);
 void tp__emu_comm_check_others(struct emu_comm *c);
 uint32_t tp__emu_rand(uint32_t *state);
 uint64_t tp__emu_slice_size(uint64_t size, int nsocks);
+/* Sockets that carry a request of size bytes: one per slice, at most
+ * nsocks, and one for an empty request (its header). */
+int tp__emu_nparts(uint64_t size, int nsocks);
+/* Whether socket s carries part of request seq of size bytes: slice i
+ * travels on socket (i + seq) % nsocks. */
+int tp__emu_carries(int s, uint64_t seq, uint64_t size, int nsocks);
+/* Wakes every helper of the comm (closing, broken), under c->lock. */
+void tp__emu_wake_all(struct emu_comm *c);
+/* Request seq was handed to the helpers: wakes the ones it concerns (a
+ * send's carriers; receive helpers that wait for it), under c->lock. */
+void tp__emu_wake_for(struct emu_comm *c, uint64_t seq);
 
 /* emu_req.c: a request the helpers finished becomes visible to test */
 void tp__emu_req_publish(struct emu_comm *c, struct emu_req *r);

@@ -36,6 +36,42 @@ uint64_t tp__emu_slice_size(uint64_t size, int nsocks)
 	return s;
 }
 
+int tp__emu_nparts(uint64_t size, int nsocks)
+{
+	uint64_t slice = tp__emu_slice_size(size, nsocks);
+	uint64_t n = (size + slice - 1) / slice;
+
+	return n == 0 ? 1 : n < (uint64_t)nsocks ? (int)n : nsocks;
+}
+
+int tp__emu_carries(int s, uint64_t seq, uint64_t size, int nsocks)
+{
+	uint64_t n = (uint64_t)nsocks;
+	uint64_t first = ((uint64_t)s + n - seq % n) % n; /* its first slice */
+
+	return first < (uint64_t)tp__emu_nparts(size, nsocks);
+}
+
+void tp__emu_wake_all(struct emu_comm *c)
+{
+	pthread_cond_broadcast(&c->cv);
+	for (int i = 0; i < EMU_MAX_SOCKS; i++)
+		pthread_cond_signal(&c->threads[i].cv);
+}
+
+void tp__emu_wake_for(struct emu_comm *c, uint64_t seq)
+{
+	const struct emu_req *r = &c->reqs[seq % EMU_MAX_REQS];
+
+	for (int i = 0; i < c->nsocks; i++) {
+		struct emu_thread *t = &c->threads[i];
+
+		if (c->kind == EMU_SEND ? tp__emu_carries(i, seq, r->size, c->nsocks)
+					: t->wait_seq == seq)
+			pthread_cond_signal(&t->cv);
+	}
+}
+
 /* Comms closed with requests in flight under TCPX_EMU_CLOSE_INFLIGHT=
  * fail-others: every comm made before the last of them is broken. */
 static uint64_t bad_closes;
@@ -72,6 +108,10 @@ struct emu_comm *tp__emu_comm_alloc(enum emu_kind kind, const struct emu_config 
 	c->mss = cfg->mss - tp__emu_rand(&c->rng) % (cfg->mss / 8 + 1);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cv, NULL);
+	for (int i = 0; i < EMU_MAX_SOCKS; i++) {
+		pthread_cond_init(&c->threads[i].cv, NULL);
+		c->threads[i].wait_seq = UINT64_MAX;
+	}
 	return c;
 }
 
@@ -158,7 +198,7 @@ void tp__emu_comm_free(struct emu_comm *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->closing = 1;
-	pthread_cond_broadcast(&c->cv);
+	tp__emu_wake_all(c);
 	pthread_mutex_unlock(&c->lock);
 	for (int i = 0; i < EMU_MAX_SOCKS; i++)
 		if (c->fds[i] >= 0)
@@ -192,6 +232,8 @@ void tp__emu_comm_free(struct emu_comm *c)
 		free(c->reqs[i].recs);
 	}
 	tp__emu_pool_destroy(&c->pool);
+	for (int i = 0; i < EMU_MAX_SOCKS; i++)
+		pthread_cond_destroy(&c->threads[i].cv);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

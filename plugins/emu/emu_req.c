@@ -108,6 +108,7 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 	r->tag = tag;
 	r->cuda = mr->type == NCCL_PTR_CUDA;
 	r->result = ncclSuccess;
+	r->nparts = c->kind == EMU_SEND ? tp__emu_nparts(size, c->nsocks) : 0;
 	r->parts_done = 0;
 	r->setup = 0;
 	r->discard = 0;
@@ -116,10 +117,8 @@ static ncclResult_t post(struct emu_comm *c, void *data, uint64_t size, int tag,
 	r->nrec = 0;
 	r->state = EMU_REQ_POSTED;
 	c->npost++;
-	if (c->cfg.eager) {
-		c->nactive = c->npost;
-		pthread_cond_broadcast(&c->cv);
-	}
+	if (c->cfg.eager)
+		tp__emu_wake_for(c, c->nactive++);
 	pthread_mutex_unlock(&c->lock);
 	*request = r;
 	return ncclSuccess;
@@ -205,10 +204,8 @@ static void progress_step(struct emu_comm *c)
 			break;
 		tp__emu_req_publish(c, r);
 	}
-	if (c->nactive < c->npost) {
-		c->nactive++;
-		pthread_cond_broadcast(&c->cv);
-	}
+	if (c->nactive < c->npost)
+		tp__emu_wake_for(c, c->nactive++);
 }
 
 ncclResult_t tp__emu_test(void *request, int *done, int *sizes)

@@ -1,13 +1,16 @@
 /*
  * Helper threads.  Each request is cut into slices (64 KiB .. 1 MiB) dealt
  * round-robin over the comm's sockets, starting at a different socket for
- * each request; every socket first carries a small header {seq, size, tag}
- * for every request, so each thread knows the sender's size on its own.
- * Helper thread i serves socket i alone, with blocking I/O, whatever
- * NCCL_SOCKET_NTHREADS says (emu.h says why), so the sockets of a request
- * move at once and, with the rotation, no slice's task reliably finishes
- * first, as with TCPX's polling helpers.
- * Host data moves straight between the user buffer and the socket.
+ * each request; each socket that carries part of a request first carries a
+ * small header {seq, size, tag}, so each thread knows the sender's size on
+ * its own.  A request of one slice (or none) travels on one socket, as
+ * TCPX gives a small message one task.  Helper thread i serves socket i
+ * alone, with blocking I/O, whatever NCCL_SOCKET_NTHREADS says (emu.h says
+ * why), so the sockets of a request move at once and, with the rotation,
+ * no slice's task reliably finishes first, as with TCPX's polling helpers.
+ * A helper sleeps until a request it carries is handed over (emu.h,
+ * struct emu_thread).  Host data moves straight between the user buffer
+ * and the socket.
  *
  * Bounce receives model TCPX's receive side (emu_bounce.c says why): a
  * task, one slice on one socket, takes its pages when it starts, cuts its
@@ -56,23 +59,58 @@ static void comm_break(struct emu_comm *c, int sock, const char *what, int err, 
 			 c->kind == EMU_SEND ? "send" : "recv", sock, what, strerror(err));
 	if (!c->broken)
 		c->broken = err == ECONNRESET || err == EPIPE ? ncclRemoteError : ncclSystemError;
-	pthread_cond_broadcast(&c->cv);
+	tp__emu_wake_all(c);
 	pthread_mutex_unlock(&c->lock);
 	for (int i = 0; i < c->nsocks; i++)
 		shutdown(c->fds[i], SHUT_RDWR);
 }
 
-/* Waits for request seq to be handed over (by a test in strict mode, at
- * post in eager mode); NULL when the comm is going away. */
-static struct emu_req *next_req(struct emu_comm *c, uint64_t seq)
+/* The next request this send helper carries, once it is handed over (by
+ * a test in strict mode, at post in eager mode); NULL when the comm is
+ * going away.  Requests it does not carry are passed over: a slot whose
+ * seq moved on was reused, so its request finished without this socket. */
+static struct emu_req *next_send(struct emu_thread *t)
 {
+	struct emu_comm *c = t->comm;
 	struct emu_req *r = NULL;
 
 	pthread_mutex_lock(&c->lock);
-	while (!c->closing && !c->broken && seq >= c->nactive)
-		pthread_cond_wait(&c->cv, &c->lock);
-	if (!c->closing && !c->broken)
-		r = &c->reqs[seq % EMU_MAX_REQS];
+	while (!c->closing && !c->broken) {
+		if (t->seq < c->nactive) {
+			struct emu_req *q = &c->reqs[t->seq % EMU_MAX_REQS];
+
+			if (q->seq == t->seq && q->state == EMU_REQ_POSTED &&
+			    tp__emu_carries(t->idx, q->seq, q->size, c->nsocks)) {
+				r = q;
+				break;
+			}
+			t->seq++;
+			continue;
+		}
+		pthread_cond_wait(&t->cv, &c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+/* Waits for the request a header named to be handed over; NULL when the
+ * comm is going away or the header names no request this socket may
+ * carry now (the peer broke the protocol). */
+static struct emu_req *await_recv(struct emu_thread *t, const struct emu_hdr *h)
+{
+	struct emu_comm *c = t->comm;
+	struct emu_req *r = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	t->wait_seq = h->seq;
+	while (!c->closing && !c->broken && h->seq >= c->nactive)
+		pthread_cond_wait(&t->cv, &c->lock);
+	t->wait_seq = UINT64_MAX;
+	if (!c->closing && !c->broken) {
+		r = &c->reqs[h->seq % EMU_MAX_REQS];
+		if (r->seq != h->seq || r->state != EMU_REQ_POSTED)
+			r = NULL, errno = EPROTO;
+	}
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -92,7 +130,7 @@ static uint64_t first_slice(const struct emu_comm *c, int s, uint64_t seq)
 static void part_done(struct emu_comm *c, struct emu_req *r)
 {
 	pthread_mutex_lock(&c->lock);
-	if (++r->parts_done == c->nsocks) {
+	if (++r->parts_done == r->nparts) {
 		/* The worst case did not happen: pages promised, never taken. */
 		c->pool.reserved -= r->resv;
 		r->resv = 0;
@@ -141,8 +179,8 @@ void *tp__emu_send_thread(void *arg)
 	struct emu_comm *c = t->comm;
 
 	tp__emu_cuda_set_device(c->cuda_dev);
-	for (uint64_t seq = 0;; seq++) {
-		struct emu_req *r = next_req(c, seq);
+	for (;;) {
+		struct emu_req *r = next_send(t);
 		struct part p;
 
 		if (!r)
@@ -152,6 +190,7 @@ void *tp__emu_send_thread(void *arg)
 			comm_break(c, t->idx, "send", errno, false);
 			return NULL;
 		}
+		t->seq++;
 		part_done(c, r);
 	}
 	return NULL;
@@ -161,16 +200,18 @@ void *tp__emu_send_thread(void *arg)
  * First header of a request on this side: decide its fate and, in bounce
  * mode, reserve the most pages its tasks can take (waiting for
  * irecvConsumed to return some if the pool is short).  Reserving for the
- * whole request here, in request order, is what keeps a task from waiting
- * for pages held by a later request while an earlier one cannot finish.
- * Called with the lock held.
+ * whole request here, in request order (a socket that carries no part of
+ * the previous request may read this one's header first), is what keeps a
+ * task from waiting for pages held by a later request while an earlier
+ * one cannot finish.  Called with the lock held.
  */
 static int recv_setup(struct emu_comm *c, struct emu_req *r, const struct emu_hdr *h)
 {
 	uint64_t slice = tp__emu_slice_size(h->size, c->nsocks);
 	uint32_t n;
 
-	while (r->setup == 1 && !c->closing && !c->broken)
+	while ((r->setup == 1 || (r->setup == 0 && c->nsetup != r->seq)) && !c->closing &&
+	       !c->broken)
 		pthread_cond_wait(&c->cv, &c->lock);
 	if (c->closing || c->broken)
 		return -1;
@@ -180,6 +221,7 @@ static int recv_setup(struct emu_comm *c, struct emu_req *r, const struct emu_hd
 	}
 	r->setup = 1;
 	r->size = h->size;
+	r->nparts = tp__emu_nparts(h->size, c->nsocks);
 	if (h->size > r->cap) {
 		EMU_WARN("message truncated: sender posted %llu bytes, receive buffer holds %llu",
 			 (unsigned long long)h->size, (unsigned long long)r->cap);
@@ -212,7 +254,9 @@ static int recv_setup(struct emu_comm *c, struct emu_req *r, const struct emu_hd
 		}
 	}
 	r->setup = 2;
+	c->nsetup++;
 	pthread_cond_broadcast(&c->cv);
+	tp__emu_wake_for(c, r->seq); /* a helper that waits to learn if it carries it */
 	return 0;
 }
 
@@ -393,26 +437,98 @@ static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
 	return 0;
 }
 
-static int recv_socket(struct emu_thread *t, int s, struct emu_req *r, bool *idle)
+/*
+ * A header names the next request this socket carries.  Socket s carries
+ * every request whose seq is s modulo nsocks (its first slice), so it may
+ * pass over fewer than nsocks requests, and none of those it was to carry
+ * (their size known by now); anything else is a broken peer.  Lock held.
+ */
+static int header_fits(const struct emu_thread *t, const struct emu_hdr *h)
+{
+	const struct emu_comm *c = t->comm;
+	uint64_t n = (uint64_t)c->nsocks;
+
+	if (h->magic != EMU_MAGIC || h->seq < t->seq || h->seq - t->seq >= n)
+		return 0;
+	for (uint64_t q = t->seq; q < h->seq; q++) {
+		const struct emu_req *r = &c->reqs[q % EMU_MAX_REQS];
+
+		if (q % n == (uint64_t)t->idx)
+			return 0;
+		if (r->seq == q && r->setup == 2 && tp__emu_carries(t->idx, q, r->size, c->nsocks))
+			return 0;
+	}
+	return 1;
+}
+
+/* One request on this thread's socket: its header, then its slices. */
+static int recv_socket(struct emu_thread *t, struct emu_req **rp, bool *idle)
 {
 	struct emu_comm *c = t->comm;
+	struct emu_req *r;
 	struct emu_hdr h;
 	int ret;
 
 	*idle = true;
-	if (tp__emu_recv_full(c->fds[s], &h, sizeof(h)))
+	if (tp__emu_recv_full(c->fds[t->idx], &h, sizeof(h)))
 		return -1;
 	*idle = false;
-	if (h.magic != EMU_MAGIC || h.seq != r->seq) {
+	pthread_mutex_lock(&c->lock);
+	ret = header_fits(t, &h);
+	pthread_mutex_unlock(&c->lock);
+	if (!ret) {
 		errno = EPROTO;
 		return -1;
 	}
+	r = *rp = await_recv(t, &h);
+	if (!r)
+		return -1;
 	pthread_mutex_lock(&c->lock);
 	ret = recv_setup(c, r, &h);
+	if (!ret && !tp__emu_carries(t->idx, h.seq, h.size, c->nsocks))
+		ret = -1, errno = EPROTO;
 	pthread_mutex_unlock(&c->lock);
 	if (ret)
 		return -1;
-	return recv_slices(t, s, r);
+	return recv_slices(t, t->idx, r);
+}
+
+/*
+ * The peer closed this socket between messages.  That breaks only a
+ * request the socket carries (a receive posted ahead for a message that
+ * never came is the library's control channel at a close): the helper
+ * waits, as it would have without reading ahead, until a request it
+ * carries is handed over, and only then breaks the comm; or the comm goes
+ * away first.  Socket s carries request seq when seq is s modulo nsocks,
+ * else as the request's size (known once it is set up) says.
+ */
+static void recv_eof(struct emu_thread *t, int err)
+{
+	struct emu_comm *c = t->comm;
+	uint64_t n = (uint64_t)c->nsocks;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->closing && !c->broken) {
+		uint64_t p = t->seq;
+		const struct emu_req *r = &c->reqs[p % EMU_MAX_REQS];
+
+		if (p < c->nactive) {
+			if (r->seq != p || (r->setup == 2 && !tp__emu_carries(t->idx, p, r->size,
+									 c->nsocks))) {
+				t->seq++; /* finished without this socket, or not its */
+				continue;
+			}
+			if (p % n == (uint64_t)t->idx || r->setup == 2) {
+				pthread_mutex_unlock(&c->lock);
+				comm_break(c, t->idx, "receive", err, true);
+				return;
+			}
+		}
+		t->wait_seq = p;
+		pthread_cond_wait(&t->cv, &c->lock);
+		t->wait_seq = UINT64_MAX;
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 void *tp__emu_recv_thread(void *arg)
@@ -421,21 +537,22 @@ void *tp__emu_recv_thread(void *arg)
 	struct emu_comm *c = t->comm;
 
 	tp__emu_cuda_set_device(c->cuda_dev);
-	for (uint64_t seq = 0;; seq++) {
-		struct emu_req *r = next_req(c, seq);
-
-		if (!r)
-			break;
+	for (;;) {
+		struct emu_req *r = NULL;
 		bool idle;
 
-		if (recv_socket(t, t->idx, r, &idle)) {
-			comm_break(c, t->idx, "receive", errno, idle);
+		if (recv_socket(t, &r, &idle)) {
+			if (idle)
+				recv_eof(t, errno);
+			else
+				comm_break(c, t->idx, "receive", errno, false);
 			goto drain;
 		}
 		if (stream_drain(t)) {
 			comm_break(c, t->idx, "receive", errno, false);
 			goto drain;
 		}
+		t->seq = r->seq + 1;
 		part_done(c, r);
 	}
 drain:

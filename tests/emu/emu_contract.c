@@ -17,7 +17,8 @@
 #include "abi/handle_layout.h"
 #include "emu_harness.h"
 
-static const int data_sizes[] = { 0, 1, 4095, 4096, (1 << 20) + 3, 4 << 20 };
+/* 65537 and 200000 take 2 and 4 of 8 sockets: requests that skip sockets. */
+static const int data_sizes[] = { 0, 1, 4095, 65537, 4096, 200000, (1 << 20) + 3, 4 << 20 };
 #define NSIZES ((int)(sizeof(data_sizes) / sizeof(data_sizes[0])))
 
 static int bounce_mode(void)
