@@ -47,6 +47,7 @@ struct perf_opts {
 	int gpu[2];           /* server/client GPU (loopback: both) */
 	int verify, bidir, dump_config, quiet;
 	int stats;            /* --stats: print the session's counters after the run */
+	int switches;         /* --switches: context switches per transfer, per size */
 	int numa;             /* node, BENCH_NUMA_AUTO (the GPU's) or BENCH_NUMA_OFF */
 	int conns;            /* connections between the peers, 1..PERF_MAX_CONNS */
 	int inflight;         /* each conn's share as this many transfers at once */

@@ -46,6 +46,8 @@ BENCH_SWEEP_USAGE
 "      --bidir            both directions at once (GB/s counts both)\n"
 "      --verify           check every byte of every iteration\n"
 "      --stats            print each peer's counters (tcpx_p2p_session_stats) after the run\n"
+"      --switches         per size, the process's context switches per timed transfer\n"
+"                         (getrusage; in loopback both peers' and the plugin's threads)\n"
 "      --json FILE        write results as a JSON array (- = stdout)\n"
 "      --timeout MS       connection and per-transfer deadline (TCPX_P2P_TIMEOUT_MS)\n"
 "      --numa auto|off|N  run each peer on its GPU's NUMA node (auto, default) or node N\n"
@@ -86,7 +88,8 @@ static int launcher_rank(void)
 
 enum { O_BIND = 256, O_CHUNK, O_CHANNELS, O_WINDOW, O_UNPACK, O_MEM, O_BIDIR, O_VERIFY,
        O_JSON, O_TIMEOUT, O_DUMP, O_NUMA, O_CONNS, O_GPUS, O_PAIRS, O_LAYERS, O_BLOCK_SIZE,
-       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_PREP, O_SEED, O_STATS, O_DEPTH, O_INFLIGHT };
+       O_BLOCKS, O_POOL_BLOCKS, O_OP, O_PREP, O_SEED, O_STATS, O_DEPTH, O_INFLIGHT,
+       O_SWITCHES };
 
 static int bad(const char *opt, const char *val)
 {
@@ -265,6 +268,7 @@ static int parse_flag(struct perf_opts *o, int c, const char *arg)
 	case O_BIDIR: o->bidir = 1; break;
 	case O_VERIFY: o->verify = 1; break;
 	case O_STATS: o->stats = 1; break;
+	case O_SWITCHES: o->switches = 1; break;
 	case O_JSON: o->json = arg; break;
 	case O_TIMEOUT:
 		if (bench_parse_int(arg, 1, 1 << 30, &o->timeout_ms))
@@ -386,7 +390,7 @@ int perf_parse(int argc, char **argv, struct perf_opts *o)
 		{ "conns", 1, NULL, O_CONNS }, { "inflight", 1, NULL, O_INFLIGHT }, { "window", 1, NULL, O_WINDOW }, { "unpack", 1, NULL, O_UNPACK },
 		{ "mem", 1, NULL, O_MEM }, { "gpu", 1, NULL, 'g' }, { "bidir", 0, NULL, O_BIDIR },
 		{ "verify", 0, NULL, O_VERIFY }, { "json", 1, NULL, O_JSON },
-		{ "stats", 0, NULL, O_STATS },
+		{ "stats", 0, NULL, O_STATS }, { "switches", 0, NULL, O_SWITCHES },
 		{ "timeout", 1, NULL, O_TIMEOUT }, { "dump-config", 0, NULL, O_DUMP },
 		{ "numa", 1, NULL, O_NUMA }, { "gpus", 1, NULL, O_GPUS }, { "pairs", 1, NULL, O_PAIRS },
 		{ "layers", 1, NULL, O_LAYERS }, { "block-size", 1, NULL, O_BLOCK_SIZE },

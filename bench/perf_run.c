@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 
 #include "bench_mem.h"
 #include "bench_numa.h"
@@ -225,9 +226,12 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 	const struct perf_opts *o = p->o;
 	struct bench_row row = { .size = size, .iters = o->sweep.iters };
 	double start = bench_now_s(), last = start, t;
+	struct rusage ru0 = { 0 }, ru1;
 	int it, rc;
 
 	for (it = -o->sweep.warmup; it < o->sweep.iters; it++) {
+		if (it == 0 && o->switches)
+			getrusage(RUSAGE_SELF, &ru0);
 		rc = one_iteration(p, size, it, it >= 0 ? &p->us[it] : &t);
 		if (rc)
 			return rc;
@@ -237,6 +241,8 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 				it + 1, o->sweep.iters);
 		}
 	}
+	if (o->switches && getrusage(RUSAGE_SELF, &ru1))
+		ru1 = ru0;
 	bench_stats(&row, p->us, o->bidir ? 2 * size : size);
 	if (p->g) {
 		/* Every pair's row and times are in before the reporter reads
@@ -251,6 +257,13 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 		perf_print_row(o, &row);
 		perf_json_row(json, o, &p->pi, &row, first, -1);
 	}
+	/* A comment line, so that the table's readers skip it; never into
+	 * JSON on stdout. */
+	if (report && o->switches && !(o->json && !strcmp(o->json, "-")))
+		printf("# %zu bytes: %.1f voluntary, %.1f involuntary context switches per transfer "
+		       "(the whole process over the timed iterations, their barriers included)\n", size,
+		       (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o->sweep.iters,
+		       (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / o->sweep.iters);
 	return 0;
 }
 

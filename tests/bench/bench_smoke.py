@@ -155,6 +155,27 @@ def case_sweep(c):
                   warmup=1, bidir=False, channels=3, role="server", chunk_bytes=2 << 20)
 
 
+def case_switches(c):
+    # One comment line per size after its row, with two counts >= 0; the
+    # rows themselves unchanged, and nothing of it in JSON on stdout.
+    p = run([c.perf, "loopback", "--mem", "host", "-b", "4K", "-e", "64K", "-f", "4", "-n", "5",
+             "-w", "1", "--switches", "-q"])
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    sizes = [4096, 16384, 65536]
+    for size in sizes:
+        rows = [i for i, l in enumerate(lines) if l.split() and l.split()[0] == str(size)]
+        check(len(rows) == 1, "no single row for %d: %s" % (size, p.stdout))
+        m = re.match(r"# %d bytes: ([0-9.]+) voluntary, ([0-9.]+) involuntary context switches"
+                     % size, lines[rows[0] + 1])
+        check(m is not None, "no switches line after the %d row: %s" % (size, p.stdout))
+    check(len([l for l in lines if "context switches" in l]) == len(sizes),
+          "switch lines other than one per size: %s" % p.stdout)
+    p = run([c.perf, "loopback", "--mem", "host", "-s", "4K", "-n", "3", "-w", "1",
+             "--switches", "-q", "--json", "-"])
+    check("context switches" not in p.stdout, "switch line in JSON on stdout: %s" % p.stdout)
+    json.loads(p.stdout)
+
+
 def case_bidir(c):
     out = c.path("bidir.json")
     p = run([c.perf, "loopback", "--mem", "host", "--bidir", "--chunk", "256K", "-b", "64K",
