@@ -40,28 +40,33 @@ shift || true
 sizes=${*:-4K 256K 1M 4M}
 [[ $reps =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
 
-row() { grep -v '^#' | awk 'NF >= 6 { a = $3; p = $5 } END { print (p ? p : "-"), (a ? a : "-") }'; }
-lib() { # dir: p50 avg of one tcpx_perf run
+row() { awk '/context switches/ { v = $4 } /^#/ { next }
+	NF >= 6 { a = $3; p = $5 } END { print (p ? p : "-"), (a ? a : "-"), (v != "" ? v : "-") }'; }
+lib() { # dir: p50 avg voluntary-switches of one tcpx_perf run
+	local sw=
+	# Builds older than --switches print "-" in that column.
+	"$1/bin/tcpx_perf" --help 2>&1 | grep -q -- --switches && sw=--switches
 	LD_LIBRARY_PATH=$1/lib TCPX_P2P_PLUGIN=$1/lib/libnccl-net-tcpxemu.so \
 		TCPX_EMU_BOUNCE=$bounce "$1/bin/tcpx_perf" loopback --mem host --channels "$ch" \
-		-s "$size" -n "$iters" -w 20 -q 2>/dev/null | row
+		-s "$size" -n "$iters" -w 20 -q $sw 2>/dev/null | row
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > 0 && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }'; }
 
 echo "# one way, host memory, $ch channel(s), emulator bounce=$bounce; raw: $socks socket(s)"
-echo "# us; ratio = library / raw TCP, each pair measured back to back"
-printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s\n" size rep build lib_p50 lib_avg raw_p50 \
-	raw_avg p50_x avg_x
+echo "# us; ratio = library / raw TCP, each pair measured back to back; vcsw = the library"
+echo "# run's voluntary context switches per transfer (tcpx_perf --switches)"
+printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s\n" size rep build lib_p50 lib_avg raw_p50 \
+	raw_avg p50_x avg_x vcsw
 for size in $sizes; do
 	for r in $(seq 1 "$reps"); do
-		read -r rp ra < <("$build/bin/tcp_probe" loopback -S "$socks" -s "$size" \
+		read -r rp ra _ < <("$build/bin/tcp_probe" loopback -S "$socks" -s "$size" \
 			-n "$iters" -w 20 2>/dev/null | row)
 		for b in "$build" $base; do
-			read -r lp la < <(lib "$b")
+			read -r lp la lv < <(lib "$b")
 			tag=new
 			[ "$b" = "$build" ] || tag=base
-			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s\n" "$size" "$r" "$tag" "$lp" \
-				"$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" "$(ratio "$la" "$ra")"
+			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s\n" "$size" "$r" "$tag" \
+				"$lp" "$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" "$(ratio "$la" "$ra")" "$lv"
 		done
 	done
 done | awk '
