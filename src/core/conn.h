@@ -61,6 +61,10 @@ struct tp_live {
 /* What closing a connection keeps (close/). */
 struct tp_conn_close {
 	bool answered;      /* the peer's CLOSE was answered (close/exchange.c) */
+	/* Our CLOSE only tells the peer that this side failed the conn for a
+	 * cause of the peer's (close/exchange.c, tp__close_tell): nothing
+	 * waits for its answer, and the comms close as a failed conn's do. */
+	bool told;
 	tp_deadline deadline; /* a destroyed conn's handshake ends by then (list.c) */
 	bool drain_failed;  /* its data requests could not be drained (drain.c) */
 	char *drain_buf;    /* host memory throw-away receives land in (a chunk per channel) */

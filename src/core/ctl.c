@@ -272,6 +272,34 @@ bool tp__ctl_owes(const struct tcpx_p2p_conn *c)
 	return c->ctl->out_off != c->ctl->out_len || c->ctl->tx.handover;
 }
 
+/* The outgoing half: test, post what is queued, and hand what was just
+ * posted to the plugin now (the peer may be waiting on it while nothing
+ * here drives this side again).  A failure marks tx broken. */
+static int tx_pass(struct tcpx_p2p_conn *c, bool *moved)
+{
+	struct tp_ctl *t = c->ctl;
+	struct tp_net *net = c->s->net;
+	int rc;
+
+	rc = tp__comm_test(net, &t->tx, moved);
+	if (!rc)
+		rc = tx_post(c, moved);
+	if (!rc && t->tx.handover)
+		rc = tp__comm_test(net, &t->tx, moved);
+	t->tx_broken |= rc != 0;
+	return rc;
+}
+
+int tp__ctl_push(struct tcpx_p2p_conn *c, bool *moved)
+{
+	return c->ctl->tx_broken ? 0 : tx_pass(c, moved);
+}
+
+bool tp__ctl_can_send(const struct tcpx_p2p_conn *c)
+{
+	return !c->ctl->tx_broken;
+}
+
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 {
 	struct tp_ctl *t = c->ctl;
@@ -280,13 +308,7 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	uint32_t tested, sent = t->tx.win.tested;
 	int rc;
 
-	rc = tp__comm_test(net, &t->tx, moved);
-	if (!rc)
-		rc = tx_post(c, moved);
-	/* Hand what was just posted to the plugin now: the peer may be
-	 * waiting on it while nothing here drives this side again. */
-	if (!rc && t->tx.handover)
-		rc = tp__comm_test(net, &t->tx, moved);
+	rc = tx_pass(c, moved);
 	if (t->tx.win.tested != sent)
 		tp__tl_mark(TP_TL_CTL_SEND_DONE);
 	tested = rx->win.tested;

@@ -144,6 +144,9 @@ struct tp_ctl {
 	 * it); rx_end, once the peer's CLOSE arrived, the receives posted in
 	 * all; close_rc, an error that stopped the handshake. */
 	bool close_queued, close_framed, peer_closed;
+	/* A plugin call on tx failed: nothing more is posted on it (a CLOSE
+	 * that tells the peer of a failure, tp__ctl_push, is not tried). */
+	bool tx_broken;
 	uint32_t tx_end, rx_end;
 	int close_rc;
 	char close_why[160];  /* close_rc's detail, kept for whoever finishes the conn */
@@ -199,6 +202,13 @@ uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c);
  * parse (tp__ctl_feed).  Returns 0 or the error that fails the conn.
  * *pending: a test still owes a hand-over, or bytes wait to go out. */
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
+
+/* The outgoing half of a pass alone, for a failed conn that tells its peer
+ * with a CLOSE (close/exchange.c, tp__close_tell): send what is queued,
+ * never receive.  0 or the plugin's error (tx then broken). */
+int tp__ctl_push(struct tcpx_p2p_conn *c, bool *moved);
+/* tx can still take frames (no plugin call on it failed). */
+bool tp__ctl_can_send(const struct tcpx_p2p_conn *c);
 
 /* Append received stream bytes and parse every complete message: each is
  * checked for size and header and its chunks counted; the peer's CLOSE and

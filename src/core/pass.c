@@ -107,6 +107,17 @@ static int ctl_pass(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 	return rc;
 }
 
+/* The pass failed c: the peer is told (a CLOSE, unless one is queued
+ * already: the peer's answered, or a deadline's), so that an honest but
+ * buggy peer's transfers fail at once rather than after its
+ * dead_after_ms. */
+static int fail(struct tcpx_p2p_conn *c, int rc)
+{
+	rc = tp__conn_fail(c, rc);
+	tp__close_tell(c);
+	return rc;
+}
+
 static int pass_locked(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 {
 	bool *moved = &st->moved;
@@ -122,7 +133,7 @@ static int pass_locked(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 			 * whose handling failed was not read before it.) */
 			if (tp__ctl_peer_closed(c) && tp__ctl_taken(c) && !c->closing.answered)
 				(void)tp__close_in_pass(c, st);
-			return tp__conn_fail(c, rc);
+			return fail(c, rc);
 		}
 	}
 	/* A failed or closing conn's pass is its close; the peer's CLOSE,
@@ -150,7 +161,7 @@ static int pass_locked(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 	if (!rc && tp__ctl_queued(c))
 		rc = ctl_pass(c, moved, &st->pending);
 	if (rc)
-		return tp__conn_fail(c, rc);
+		return fail(c, rc);
 	tp__xfer_settle(c);
 	assess(c, st);
 	return 0;

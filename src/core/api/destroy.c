@@ -77,7 +77,9 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	 * statistics still count it). */
 	tp__engine_remove(s, c);
 	pthread_mutex_lock(&c->lock);
-	if (c->err && !tp__ctl_closing(c)) {
+	/* A conn whose CLOSE only told the peer of its failure waits for no
+	 * answer (close/exchange.c, tp__close_tell). */
+	if (c->err && (!tp__ctl_closing(c) || c->closing.told)) {
 		snprintf(reason, sizeof(reason), "the connection had failed: %s", c->why);
 		unclean = reason;
 	}

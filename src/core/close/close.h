@@ -28,6 +28,13 @@ struct tp_pass_result;
 /* Queue our CLOSE: no chunk is posted and no message follows it (0, or
  * ENOMEM). */
 int tp__close_queue(struct tcpx_p2p_conn *c);
+/* c has just failed for a cause of the peer's (a protocol error, its
+ * silence, a plugin error on a data channel): where the control channel
+ * can still take it, our CLOSE goes out, best effort, so that the peer's
+ * transfers fail at once rather than after its dead_after_ms.  Nothing
+ * waits for the peer's answer: later passes only push the CLOSE out, and
+ * conn_destroy closes the comms at once, as for any failed conn. */
+void tp__close_tell(struct tcpx_p2p_conn *c);
 /* The close's part of a pass over c (its control channel driven first):
  * a live conn whose peer's CLOSE just arrived answers it, failing what is
  * pending with ECLOSED; a failed conn that is closing drives its

@@ -29,6 +29,18 @@ int tp__close_queue(struct tcpx_p2p_conn *c)
 	return 0;
 }
 
+void tp__close_tell(struct tcpx_p2p_conn *c)
+{
+	bool moved = false;
+
+	if (!c->err || tp__ctl_closing(c) || !tp__ctl_can_send(c))
+		return;
+	if (tp__close_queue(c))
+		return; /* out of memory: the peer learns by its own checks */
+	c->closing.told = true;
+	(void)tp__ctl_push(c, &moved);
+}
+
 /* The peer's CLOSE arrived: its counts are checked and taken (drain.c); a
  * conn the caller still holds fails with ECLOSED; ours answers it. */
 static int answer(struct tcpx_p2p_conn *c)
@@ -75,6 +87,12 @@ int tp__close_in_pass(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 	 * its data channels; no other stage runs for the transfers it failed. */
 	if (!tp__ctl_closing(c))
 		return c->err;
+	if (c->closing.told) {
+		/* Only our CLOSE, until the plugin has it; nothing is received. */
+		if (!tp__ctl_close_sent(c))
+			(void)tp__ctl_push(c, &st->moved);
+		return c->err;
+	}
 	(void)tp__close_step(c, &st->moved, &st->pending);
 	(void)tp__close_drain(c, &st->moved);
 	return c->err;
