@@ -544,6 +544,40 @@ TCPX_P2P_API int tcpx_p2p_xfer_deadline(tcpx_p2p_xfer *x, int timeout_ms);
  * earlier). */
 TCPX_P2P_API int tcpx_p2p_conn_in_deadline(tcpx_p2p_conn *c, int timeout_ms);
 
+/* (0.12) A transfer of c's peer that this side hosts (tcpx_p2p_conn_hosted). */
+#define TCPX_P2P_HOSTED_WRITE 1 /* the peer's WRITE, landing in an export here */
+#define TCPX_P2P_HOSTED_READ 2  /* the peer's READ, served from an export here */
+#define TCPX_P2P_HOSTED_REGIONS 4
+typedef struct tcpx_p2p_hosted {
+	uint64_t id;         /* the peer's number for it (the id its announcement carried) */
+	int op;              /* TCPX_P2P_HOSTED_WRITE or TCPX_P2P_HOSTED_READ */
+	int stalled;         /* it has moved no chunk for config.stall_ms (counted in
+			      * the stats' in_stalls); 0 again once it moves */
+	size_t len;          /* its bytes in all */
+	size_t done;         /* bytes landed here (a write) or sent (a read) so far */
+	int64_t idle_ms;     /* since it last moved: its acceptance, or a chunk's end */
+	int64_t age_ms;      /* since it was accepted here */
+	int nregions;        /* regions of this side's it holds (every one: may exceed
+			      * TCPX_P2P_HOSTED_REGIONS) */
+	tcpx_p2p_mr *region[TCPX_P2P_HOSTED_REGIONS]; /* the first nregions of them, at most
+						       * TCPX_P2P_HOSTED_REGIONS; NULL past */
+} tcpx_p2p_hosted;
+
+/* (0.12) List what c's peer makes this side host: its WRITEs landing in
+ * exports here and its READs served from them, accepted and not yet ended
+ * (writes first, then reads, each in the order accepted).  Up to max go to
+ * out; *n is how many there are in all, so *n > max says the list was cut
+ * (call again with room for *n: the list may have changed meanwhile).
+ * Drives nothing: what the connection's last pass left (idle_ms is read
+ * now).  A region named stays registered while the transfer holds it; to
+ * end one, tcpx_p2p_mr_deregister_ex or tcpx_p2p_conn_in_deadline.  A
+ * failed connection lists what it still holds until its close let go of
+ * it.  Thread-safe.
+ * RETURN VALUE: 0 (all of them are in out); EAGAIN (more than max: out
+ * holds the first max); EINVAL (NULL c or n, max < 0, NULL out with
+ * max > 0). */
+TCPX_P2P_API int tcpx_p2p_conn_hosted(tcpx_p2p_conn *c, tcpx_p2p_hosted *out, int max, int *n);
+
 /* (0.8) Make the CUDA stream `stream` (a cudaStream_t of the session's GPU,
  * made with cudaStreamNonBlocking) wait until x has ended: work queued on
  * it after this call starts once every byte of x is written and visible

@@ -508,6 +508,80 @@ static PyObject *conn_set_in_deadline(ConnObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* The session's MR object over handle mr, or None (a new reference). */
+static PyObject *mr_object(SessionObject *s, tcpx_p2p_mr *mr)
+{
+	struct tp_list *p, *t;
+
+	tp_list_each(p, t, &s->mrs) {
+		MRObject *m = tp_list_entry(p, MRObject, link);
+
+		if (m->mr == mr) {
+			Py_INCREF(m);
+			return (PyObject *)m;
+		}
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *hosted_dict(SessionObject *s, const tcpx_p2p_hosted *h)
+{
+	int nr = h->nregions < TCPX_P2P_HOSTED_REGIONS ? h->nregions : TCPX_P2P_HOSTED_REGIONS;
+	PyObject *regions = PyList_New(nr), *r;
+
+	if (!regions)
+		return NULL;
+	for (int i = 0; i < nr; i++) {
+		r = mr_object(s, h->region[i]);
+		PyList_SET_ITEM(regions, i, r);
+	}
+	return Py_BuildValue("{s:K,s:s,s:O,s:n,s:n,s:L,s:L,s:i,s:N}", "id",
+			     (unsigned long long)h->id, "op",
+			     h->op == TCPX_P2P_HOSTED_WRITE ? "write" : "read", "stalled",
+			     h->stalled ? Py_True : Py_False, "length", (Py_ssize_t)h->len, "done",
+			     (Py_ssize_t)h->done, "idle_ms", (long long)h->idle_ms, "age_ms",
+			     (long long)h->age_ms, "nregions", h->nregions, "regions", regions);
+}
+
+/* hosted() -> list of dicts: tcpx_p2p_conn_hosted, called again with room
+ * for all while the list grows under it. */
+static PyObject *conn_hosted(ConnObject *self, PyObject *unused)
+{
+	tcpx_p2p_hosted *h = NULL, *more;
+	PyObject *list, *d;
+	int max = 16, n = 0, rc;
+
+	if (tp_conn_check(self))
+		return NULL;
+	for (;;) {
+		more = PyMem_Realloc(h, (size_t)max * sizeof(*h));
+		if (!more) {
+			PyMem_Free(h);
+			return PyErr_NoMemory();
+		}
+		h = more;
+		rc = tp_api.conn_hosted(self->c, h, max, &n);
+		if (rc != TCPX_P2P_EAGAIN)
+			break;
+		max = n + 16;
+	}
+	if (rc) {
+		PyMem_Free(h);
+		return tp_py_raise(rc, "Conn.hosted");
+	}
+	list = PyList_New(n);
+	for (int i = 0; list && i < n; i++) {
+		d = hosted_dict(self->sess, &h[i]);
+		if (!d) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, i, d);
+	}
+	PyMem_Free(h);
+	return list;
+}
+
 static PyObject *conn_get_closed(ConnObject *self, void *unused)
 {
 	return PyBool_FromLong(self->c == NULL);
@@ -581,6 +655,13 @@ static PyMethodDef conn_methods[] = {
 	  "way), or the connection fails with TimedOut and is closed with the peer "
 	  "(tcpx_p2p_conn_in_deadline); 0 or None: no deadline (the default). Raises "
 	  "InvalidArgument for a negative timeout, Closed if the connection failed" },
+	{ "hosted", TP_PY_FN(conn_hosted), METH_NOARGS,
+	  "hosted() -> list of dict: the peer's transfers this side hosts (its WRITEs landing in "
+	  "exports here, its READs served from them), accepted and not yet ended "
+	  "(tcpx_p2p_conn_hosted): id (the peer's number for it), op ('write' or 'read'), "
+	  "stalled, length, done (bytes landed or sent), idle_ms (since it last moved), age_ms "
+	  "(since it was accepted), nregions and regions (the MR objects of the first four "
+	  "regions it holds; None for one no MR of this session wraps)" },
 	{ "barrier", TP_PY_FN(conn_barrier), TP_PY_KW,
 	  "barrier(timeout=None): wait until the peer calls barrier too (dial/accept conns)" },
 	{ "close", TP_PY_FN(conn_close), METH_NOARGS,

@@ -1,5 +1,5 @@
 """The peer's transfers hosted here (its WRITE into an export): the stats'
-in_stalls, Conn.set_in_deadline (tcpx_p2p_conn_in_deadline) and
+in_stalls, Conn.hosted (tcpx_p2p_conn_hosted), Conn.set_in_deadline (tcpx_p2p_conn_in_deadline) and
 MR.close(fail_incoming=True) (tcpx_p2p_mr_deregister_ex with
 TCPX_P2P_DEREG_FAIL_INCOMING).  The stalled writer is a session of this
 process that never drives its side after posting (no progress thread, no
@@ -58,6 +58,43 @@ def drive_until_failed(s, c, exc):
         while time.monotonic() < deadline:
             s.progress()
             c.progress()
+
+
+def test_hosted_empty(pair):
+    a, b, ca, cb = pair
+    assert ca.hosted() == []
+    assert cb.hosted() == []
+    cb.close()
+    with pytest.raises(ValueError):
+        cb.hosted()
+
+
+def test_hosted_lists_the_stalled_write(stalled_pair):
+    a, b, ca, cb = stalled_pair
+    x, md, dst = stalled_write(a, b, ca, cb)
+    deadline = time.monotonic() + TIMEOUT
+    while not any(h["stalled"] for h in cb.hosted()):
+        assert time.monotonic() < deadline
+        b.progress()
+    (h,) = cb.hosted()
+    assert h["op"] == "write"
+    assert h["length"] == SIZE
+    assert 0 <= h["done"] < SIZE
+    assert h["idle_ms"] >= 20  # stalled: no chunk for stall_ms
+    assert h["age_ms"] >= h["idle_ms"]
+    assert h["nregions"] == 1
+    assert h["regions"] == [md]
+    assert ca.hosted() == []  # the writer hosts nothing
+    cb.set_in_deadline(0.05)
+    drive_until_failed(b, cb, tp.TimedOut)
+    with pytest.raises(tp.Closed):
+        complete(x)
+    deadline = time.monotonic() + TIMEOUT
+    while cb.hosted():  # let go once the writer answered the close
+        assert time.monotonic() < deadline
+        a.progress()
+        b.progress()
+    md.close()
 
 
 def test_stats_have_in_stalls(pair):

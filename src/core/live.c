@@ -40,16 +40,24 @@ static void count_missed(struct tcpx_p2p_conn *c, int64_t silent_ns, int64_t hb_
 
 /* One transfer at a look for stalls: moved since the last look, or for
  * how long not. */
+bool tp__live_moved(struct tcpx_p2p_xfer *x, int64_t now)
+{
+	if (x->retired == x->stall_mark)
+		return false;
+	x->stall_mark = x->retired;
+	x->t_moved = now;
+	__atomic_store_n(&x->stalled, false, __ATOMIC_RELAXED);
+	return true;
+}
+
 static void stall_check(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int64_t now,
 			int64_t stall_ns)
 {
 	if (x->state == TP_XS_DONE)
 		return;
-	if (x->retired != x->stall_mark) {
-		x->stall_mark = x->retired;
-		x->t_moved = now;
-		__atomic_store_n(&x->stalled, false, __ATOMIC_RELAXED);
-	} else if (!x->stalled && now - x->t_moved >= stall_ns) {
+	if (tp__live_moved(x, now))
+		return;
+	if (!x->stalled && now - x->t_moved >= stall_ns) {
 		__atomic_store_n(&x->stalled, true, __ATOMIC_RELAXED);
 		/* The peer's transfers hosted here are counted apart: the
 		 * target's application has no handle on them. */

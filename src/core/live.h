@@ -2,7 +2,9 @@
 #ifndef TP_CORE_LIVE_H
 #define TP_CORE_LIVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct tcpx_p2p_conn;
 
@@ -18,5 +20,8 @@ struct tcpx_p2p_conn;
 struct tcpx_p2p_xfer;
 void tp__live_hosted(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x);
 int tp__live_pass(struct tcpx_p2p_conn *c);
+/* A look at x (conn lock held): a chunk of it retired since the last look
+ * (true), so now is when it last moved and it is no longer stalled. */
+bool tp__live_moved(struct tcpx_p2p_xfer *x, int64_t now);
 
 #endif

@@ -225,12 +225,70 @@ static void test_in_deadline_honest(void **state)
 	fx_close(&f);
 }
 
+/* The listing of what the peer makes the target host: nothing, then the
+ * stalled write as the peer numbered it, with its region, stalled; cut
+ * short with EAGAIN; empty again once the failed connection let go. */
+static void test_listing(void **state)
+{
+	tp_deadline d = tp__deadline_ms(hang_ms());
+	tcpx_p2p_hosted h[2];
+	struct fx f = { 0 };
+	int n = -1, target, writer;
+
+	(void)state;
+	fx_open(&f);
+	assert_int_equal(tcpx_p2p_conn_hosted(NULL, h, 2, &n), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[0], h, 2, NULL), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[0], h, -1, &n), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[0], NULL, 1, &n), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[0], NULL, 0, &n), 0);
+	assert_int_equal(n, 0);
+
+	stalled_write(&f);
+	do {
+		assert_false(hung(d));
+		assert_int_equal(tcpx_p2p_progress(f.p.c[1]), 0);
+		assert_int_equal(tcpx_p2p_progress(f.p.c[0]), 0);
+		assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[0], h, 2, &n), 0);
+	} while (n < 1 || !h[0].stalled);
+	assert_int_equal(n, 1);
+	assert_true(h[0].id == 1ull << 40);
+	assert_int_equal(h[0].op, TCPX_P2P_HOSTED_WRITE);
+	assert_int_equal(h[0].len, LEN);
+	assert_int_equal(h[0].done, 0); /* the writer sent none of it */
+	assert_true(h[0].idle_ms >= 20); /* stalled: nothing for stall_ms */
+	assert_true(h[0].age_ms >= h[0].idle_ms);
+	assert_int_equal(h[0].nregions, 1);
+	assert_ptr_equal(h[0].region[0], f.tmr);
+	assert_null(h[0].region[1]);
+	/* No room: counted, not written. */
+	assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[0], NULL, 0, &n), TCPX_P2P_EAGAIN);
+	assert_int_equal(n, 1);
+	/* The writer hosts nothing. */
+	assert_int_equal(tcpx_p2p_conn_hosted(f.p.c[1], h, 2, &n), 0);
+	assert_int_equal(n, 0);
+
+	assert_int_equal(tcpx_p2p_conn_in_deadline(f.p.c[0], 1), 0);
+	until_both_failed(&f, &target, &writer);
+	assert_int_equal(target, TCPX_P2P_ETIMEDOUT);
+	do { /* listed until the close let go of it */
+		assert_false(hung(d));
+		(void)tcpx_p2p_progress(f.p.c[1]);
+		(void)tcpx_p2p_progress(f.p.c[0]);
+		assert_true(tcpx_p2p_conn_hosted(f.p.c[0], h, 2, &n) == 0);
+	} while (n);
+	assert_int_equal(tcpx_p2p_mr_deregister(f.tmr), 0);
+	f.tmr = NULL;
+	fx_close(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dereg_fails_stalled_write),
 		cmocka_unit_test(test_in_deadline),
 		cmocka_unit_test(test_in_deadline_honest),
+		cmocka_unit_test(test_listing),
 	};
 
 	return cmocka_run_group_tests_name("hosted transfers", tests, NULL, NULL) ? 1 : 0;

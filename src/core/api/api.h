@@ -21,6 +21,7 @@
  *               core/mr.c: the library registers its own buffers with them)
  *   notif.c     notify, notif_poll, notif_take
  *   cq.c        completions, session_fd
+ *   hosted.c    conn_hosted, conn_in_deadline (the work: items/hosted.c)
  * What these files share is below. */
 #ifndef TP_CORE_API_H
 #define TP_CORE_API_H

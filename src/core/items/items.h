@@ -78,6 +78,13 @@ struct tp_hosted_fail {
 };
 void tp__items_hosted_fail(struct tcpx_p2p_conn *c, void *arg);
 void tp__items_hosted_release(struct tcpx_p2p_conn *c);
+/* tcpx_p2p_conn_in_deadline's work (c->lock held): each hosted transfer,
+ * those under way and those accepted later, must end within ns (0: no
+ * deadline). */
+void tp__items_in_deadline(struct tcpx_p2p_conn *c, int64_t ns);
+/* tcpx_p2p_conn_hosted's (c->lock held): the first max hosted transfers
+ * described in out; returns how many there are. */
+int tp__items_hosted_list(struct tcpx_p2p_conn *c, tcpx_p2p_hosted *out, int max);
 
 /* inbound.c: one message from the peer (its header checked, the body for
  * size only); chan: an item's first channel. */
