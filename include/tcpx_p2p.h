@@ -299,6 +299,23 @@ typedef struct tcpx_p2p_session_info {
 /* RETURN VALUE: 0; EINVAL.  Strings live as long as the session. */
 TCPX_P2P_API int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *info);
 
+/* (0.12) Give s a stable identity: node_id (1..31 printable ASCII bytes, no
+ * space), the same for every incarnation of this session (a process that
+ * restarts sets the same one), different from every other session's its
+ * peers know; NULL or "" removes it (the default: none).  Each blob this
+ * session makes from then on (tcpx_p2p_listen, dial, server_accept)
+ * carries it beside the session's random epoch, and a peer session that
+ * makes a connection to s while it holds an earlier one from a session
+ * with the same node id but another epoch fails the earlier one at once
+ * with EPEERRESTART, in any role: so a listener recognises a restarted
+ * dialler, which has no stable address (docs/reliability.md, "Restarted
+ * peers").  Two live sessions that share a node id fail each other's
+ * connections at their peers.  Without a token anyone who can connect can
+ * claim a node id.  Thread-safe; set it before the session connects.
+ * RETURN VALUE: 0; EINVAL (NULL s, node_id of 32 bytes or more, or a byte
+ * outside 0x21..0x7e). */
+TCPX_P2P_API int tcpx_p2p_session_set_node_id(tcpx_p2p_session *s, const char *node_id);
+
 /* ---- memory regions ------------------------------------------------------- */
 
 enum tcpx_p2p_mem_type {

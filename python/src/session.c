@@ -569,6 +569,22 @@ static PyObject *session_listen(SessionObject *self, PyObject *unused)
 	return (PyObject *)o;
 }
 
+/* set_node_id(node_id): a str (or None) for tcpx_p2p_session_set_node_id. */
+static PyObject *session_set_node_id(SessionObject *self, PyObject *arg)
+{
+	const char *id = NULL;
+	int rc;
+
+	if (arg != Py_None && !(id = PyUnicode_AsUTF8(arg)))
+		return NULL;
+	if (tp_session_check(self))
+		return NULL;
+	rc = tp_api.session_set_node_id(self->s, id);
+	if (rc)
+		return tp_py_raise(rc, "Session.set_node_id");
+	Py_RETURN_NONE;
+}
+
 static PyObject *session_progress(SessionObject *self, PyObject *unused)
 {
 	int rc;
@@ -843,6 +859,12 @@ static PyMethodDef session_methods[] = {
 	  "close(): close every server, listener and connection of the session (cancelling what "
 	  "is pending), release its transfers and regions, then the session. Raises Busy while "
 	  "another thread is inside a call on any of them." },
+	{ "set_node_id", (PyCFunction)session_set_node_id, METH_O,
+	  "set_node_id(node_id): this session's stable identity (1..31 printable ASCII bytes, "
+	  "the same for every incarnation of it; None or '' for none), carried in its blobs: a "
+	  "peer that holds a connection from an earlier incarnation (same node id, another "
+	  "epoch) fails it with PeerRestarted when this one connects, in any role "
+	  "(tcpx_p2p_session_set_node_id). Raises InvalidArgument for a bad one" },
 	{ "__enter__", session_enter, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)session_exit, METH_VARARGS, NULL },
 	{ "query", (PyCFunction)session_query, METH_NOARGS,

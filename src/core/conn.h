@@ -86,6 +86,7 @@ struct tcpx_p2p_conn {
 	bool rdv_dead;      /* the rendezvous socket broke mid-frame */
 	char peer[64];
 	uint64_t peer_epoch; /* the peer session's incarnation (its blob) */
+	char peer_node[32];  /* the peer session's node id (its blob; "": none) */
 	bool dialled;        /* made by tcpx_p2p_dial: peer is the address dialled */
 	/* Session engine: its list of conns (engine lock) and what a pass
 	 * learns without taking this conn's lock again. */

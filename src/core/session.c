@@ -372,6 +372,26 @@ int tcpx_p2p_session_progress(tcpx_p2p_session *s)
 	return 0;
 }
 
+int tcpx_p2p_session_set_node_id(tcpx_p2p_session *s, const char *node_id)
+{
+	size_t n = node_id ? strlen(node_id) : 0;
+
+	if (!s || n >= sizeof(s->node_id))
+		return tp__error(TCPX_P2P_EINVAL, "session_set_node_id: NULL session, or a node id "
+				 "of %zu bytes (at most %zu)", n, sizeof(s->node_id) - 1);
+	for (size_t i = 0; i < n; i++)
+		if (node_id[i] < 0x21 || node_id[i] > 0x7e)
+			return tp__error(TCPX_P2P_EINVAL, "session_set_node_id: byte %zu of the node "
+					 "id is not printable ASCII (0x%02x)", i,
+					 (unsigned char)node_id[i]);
+	pthread_mutex_lock(&s->lock);
+	memset(s->node_id, 0, sizeof(s->node_id));
+	if (n)
+		memcpy(s->node_id, node_id, n);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 int tcpx_p2p_session_query(const tcpx_p2p_session *s, tcpx_p2p_session_info *info)
 {
 	tcpx_p2p_session_info out;

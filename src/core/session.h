@@ -54,6 +54,9 @@ struct tcpx_p2p_session {
 	struct tp_cq cq;              /* ended transfers and the session fd (cq.c) */
 	uint64_t auth_id;             /* random: tells a connection to oneself */
 	uint64_t epoch;               /* random: this session's incarnation, in its blobs */
+	/* tcpx_p2p_session_set_node_id: its stable identity, in its blobs ("":
+	 * none); under lock */
+	char node_id[32];
 	/* Connections the caller destroyed whose close handshake still runs
 	 * (close/list.c), through elink; nclosing is also read without the lock. */
 	pthread_mutex_t close_lock;

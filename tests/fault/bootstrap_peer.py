@@ -45,7 +45,7 @@ PAYLOADS = {
 
 
 BLOB_MAGIC = 0x54505842  # "TPXB", src/core/setup/listener.c
-BLOB_VERSION = 11  # src/core/setup/blob.h: TP_BLOB_VERSION
+BLOB_VERSION = 12  # src/core/setup/blob.h: TP_BLOB_VERSION
 EMU_MAGIC = 0x54435845  # "TCXE", plugins/emu/emu.h
 
 
@@ -53,9 +53,10 @@ def crafted_hello(nchan=5, chunk=2097152, plugin=b"TCPXEmu_v7"):
     """A blob whose emulator handles say "connect in progress, slot 5, key
     0x4141414141414141" (struct emu_handle, src/abi/handle_layout.h).
     nchan counts the handles: the default 4 data channels + the control one."""
-    hdr = struct.pack("!IHHII32sIIIQ", BLOB_MAGIC, BLOB_VERSION, nchan, chunk, 128, plugin, 4096,
-                      65536, 1, 0x0123456789ABCDEF)
-    # max_notifs, max_notif_bytes, chunks_per_channel, epoch (the session's incarnation)
+    hdr = struct.pack("!IHHII32sIIIQ32s", BLOB_MAGIC, BLOB_VERSION, nchan, chunk, 128, plugin,
+                      4096, 65536, 1, 0x0123456789ABCDEF, b"")
+    # max_notifs, max_notif_bytes, chunks_per_channel, epoch (the session's incarnation),
+    # node id (none)
     addr = struct.pack("<H", socket.AF_INET) + struct.pack("!H", 1) + \
         socket.inet_aton("127.0.0.1") + b"\0" * 8
     h = struct.pack("<IIQ", EMU_MAGIC, 1, 0) + addr + \

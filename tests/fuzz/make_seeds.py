@@ -25,9 +25,10 @@ def emu_handle(port=1, stage=0, slot=0, key=0):
 
 
 def blob(nchan=1, plugin=b"TCPXEmu_v7", handle=None):
-    # TP_BLOB_VERSION 11: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel, epoch
-    hdr = struct.pack("!IHHII32sIIIQ", BLOB_MAGIC, 11, nchan, 524288, 128, plugin, 4096, 65536, 4,
-                      0x0123456789ABCDEF)
+    # TP_BLOB_VERSION 12: ... plugin, max_notifs, max_notif_bytes, chunks_per_channel, epoch,
+    # node id
+    hdr = struct.pack("!IHHII32sIIIQ32s", BLOB_MAGIC, 12, nchan, 524288, 128, plugin, 4096, 65536,
+                      4, 0x0123456789ABCDEF, b"node-1")
     return hdr + (handle or emu_handle()) * nchan
 
 

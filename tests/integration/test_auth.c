@@ -23,7 +23,7 @@
 
 #define TOKEN "k3J9-w2sQ-8vLm-Zr4T"
 #define OTHER "not-the-same-token-at-all"
-#define BLOB_HDR 68 /* sizeof(struct tp_blob_hdr), src/core/setup/blob.h */
+#define BLOB_HDR 100 /* sizeof(struct tp_blob_hdr), src/core/setup/blob.h */
 
 static void cfg_token(tcpx_p2p_config *cfg, const char *token, const char *plugin)
 {

@@ -25,7 +25,7 @@
 #include "pair.h"
 
 /* sizeof(struct tp_blob_hdr), src/core/setup/listener.c: the handles follow it. */
-#define BLOB_HDR 68 /* sizeof(struct tp_blob_hdr), src/core/setup/blob.h */
+#define BLOB_HDR 100 /* sizeof(struct tp_blob_hdr), src/core/setup/blob.h */
 /* struct emu_handle, plugins/emu/emu.h: the listen address. */
 #define EMU_ADDR_OFF 16
 

@@ -210,11 +210,115 @@ static void test_restart_many(void **state)
 	free(tbuf[1]);
 }
 
+/* A listener recognises a restarted dialler by its node id
+ * (tcpx_p2p_session_set_node_id): T serves, D1 ("decode-7") dials it and
+ * T has a receive pending on that connection; D1 stays alive and
+ * heartbeating, as a hung old incarnation would.  A dialler without a node
+ * id, and one with another, change nothing; then D2, a new incarnation
+ * with the same node id, dials T: when T's accept returns, T's connection
+ * from D1 has failed with EPEERRESTART, and the new one carries bytes. */
+static void test_restarted_dialler(void **state)
+{
+	struct serve t = { 0 };
+	tcpx_p2p_session *d1, *d2, *o;
+	tcpx_p2p_conn *c1, *c2, *co, *t1, *t2, *to, *tn;
+	tcpx_p2p_xfer *rx, *x[2];
+	tcpx_p2p_mr *tmr, *dmr;
+	char big[40];
+	unsigned char *tbuf = calloc(1, LEN), *dbuf = malloc(LEN);
+	uint16_t port = 0;
+	int done = 0;
+
+	(void)state;
+	assert_non_null(tbuf);
+	assert_non_null(dbuf);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &t.s), 0);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &d1), 0);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &d2), 0);
+	assert_int_equal(tcpx_p2p_session_create(NULL, &o), 0);
+	/* Argument checks. */
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(tcpx_p2p_session_set_node_id(NULL, "x"), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, big), TCPX_P2P_EINVAL);
+	big[32] = '\0';
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, big), TCPX_P2P_EINVAL);
+	big[31] = '\0';
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, big), 0); /* 31 bytes: the most */
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, "de code"), TCPX_P2P_EINVAL);
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, NULL), 0);
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, ""), 0);
+
+	assert_int_equal(tcpx_p2p_session_set_node_id(d1, "decode-7"), 0);
+	assert_int_equal(tcpx_p2p_session_set_node_id(d2, "decode-7"), 0);
+	assert_int_equal(tcpx_p2p_mr_register(t.s, tbuf, LEN, TCPX_P2P_MEM_HOST, &tmr), 0);
+	assert_int_equal(tcpx_p2p_mr_register(d2, dbuf, LEN, TCPX_P2P_MEM_HOST, &dmr), 0);
+
+	c1 = dial(d1, &t, &port);
+	t1 = t.c;
+	assert_int_equal(tcpx_p2p_recv(t1, tmr, 0, LEN, &rx), 0);
+	assert_int_equal(tcpx_p2p_test(rx, &done), 0);
+	assert_int_equal(done, 0);
+
+	/* Another dialler, without a node id and then with another one. */
+	co = dial(o, &t, &port);
+	to = t.c;
+	assert_int_equal(tcpx_p2p_test(rx, &done), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(co), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(to), 0);
+	assert_int_equal(tcpx_p2p_session_set_node_id(o, "prefill-1"), 0);
+	co = dial(o, &t, &port);
+	to = t.c;
+	assert_int_equal(tcpx_p2p_test(rx, &done), 0);
+	assert_int_equal(done, 0);
+	/* The same incarnation again fails nothing either. */
+	c2 = dial(d1, &t, &port);
+	tn = t.c;
+	assert_int_equal(tcpx_p2p_test(rx, &done), 0);
+	assert_int_equal(done, 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c2), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(tn), 0);
+
+	/* The new incarnation. */
+	c2 = dial(d2, &t, &port);
+	t2 = t.c;
+	assert_int_equal(tcpx_p2p_test(rx, &done), TCPX_P2P_EPEERRESTART);
+	assert_int_equal(tcpx_p2p_wait(rx, 0), TCPX_P2P_EPEERRESTART);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "decode-7"));
+	assert_int_equal(tcpx_p2p_xfer_release(rx), 0);
+	assert_int_equal(tcpx_p2p_progress(t1), TCPX_P2P_EPEERRESTART);
+	assert_int_equal(tcpx_p2p_progress(to), 0);
+
+	/* The new connection carries bytes. */
+	tp_fill(dbuf, LEN, 11);
+	assert_int_equal(tcpx_p2p_recv(t2, tmr, 0, LEN, &x[0]), 0);
+	assert_int_equal(tcpx_p2p_send(c2, dmr, 0, LEN, &x[1]), 0);
+	assert_int_equal(tp_complete_all(x, 2), 0);
+	assert_true(tp_check(tbuf, LEN, 11) == (size_t)-1);
+	assert_int_equal(tcpx_p2p_progress(t2), 0);
+
+	assert_int_equal(tcpx_p2p_conn_destroy(t1), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c1), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(t2), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c2), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(to), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(co), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(tmr), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(dmr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(t.s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(d1), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(d2), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(o), 0);
+	free(tbuf);
+	free(dbuf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_restart_fails_old_conn),
 		cmocka_unit_test(test_restart_many),
+		cmocka_unit_test(test_restarted_dialler),
 	};
 
 	return cmocka_run_group_tests_name("restarted peers", tests, NULL, NULL) ? 1 : 0;

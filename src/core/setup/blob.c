@@ -27,7 +27,7 @@ int tp__blob_seal(const char *token, unsigned char *blob, size_t len)
 
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunks_per_channel,
 		     const char *plugin, uint32_t max_notifs, uint32_t max_notif_bytes,
-		     uint64_t epoch)
+		     uint64_t epoch, const char *node)
 {
 	struct tp_blob_hdr hdr;
 
@@ -43,6 +43,7 @@ void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunk
 	hdr.max_notif_bytes = htonl(max_notif_bytes);
 	hdr.epoch_hi = htonl((uint32_t)(epoch >> 32));
 	hdr.epoch_lo = htonl((uint32_t)epoch);
+	strncpy(hdr.node, node, sizeof(hdr.node) - 1);
 	memcpy(blob, &hdr, sizeof(hdr));
 }
 
@@ -68,6 +69,15 @@ uint64_t tp__blob_epoch(const void *blob)
 
 	memcpy(&hdr, blob, sizeof(hdr));
 	return (uint64_t)ntohl(hdr.epoch_hi) << 32 | ntohl(hdr.epoch_lo);
+}
+
+void tp__blob_node(const void *blob, char out[TP_BLOB_NAME])
+{
+	struct tp_blob_hdr hdr;
+
+	memcpy(&hdr, blob, sizeof(hdr));
+	memcpy(out, hdr.node, TP_BLOB_NAME);
+	out[TP_BLOB_NAME - 1] = '\0'; /* checked: nothing past it */
 }
 
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len)
@@ -103,6 +113,8 @@ int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len
 				 ntohl(hdr.chunks_per_channel), want->chunks_per_channel);
 	if (!hdr.max_notifs)
 		return tp__error(TCPX_P2P_EPROTO, "peer blob holds no notifications (max_notifs 0)");
+	if (hdr.node[sizeof(hdr.node) - 1])
+		return tp__error(TCPX_P2P_EPROTO, "peer blob's node id is not NUL-terminated");
 	if (strncmp(hdr.plugin, want->plugin, sizeof(hdr.plugin) - 1) != 0)
 		return tp__error(TCPX_P2P_EPROTO, "peer uses plugin \"%s\", we use \"%s\"",
 				 tp__printable(name, sizeof(name), hdr.plugin, sizeof(hdr.plugin)),

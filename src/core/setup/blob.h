@@ -18,8 +18,9 @@
  * channel in the control message header, requests tagged with their index
  * on their comm; 10: CANCEL on the control channel, ACK status CANCELED;
  * 11: epoch, the sender's session's incarnation (a restarted peer has
- * another). */
-#define TP_BLOB_VERSION 11u
+ * another); 12: node, the sender's session's stable identity (a listener
+ * recognises a restarted dialler by it). */
+#define TP_BLOB_VERSION 12u
 #define TP_BLOB_NAME 32
 
 /* Big-endian on the wire; nchan handles of NCCL_NET_HANDLE_MAXSIZE follow
@@ -35,6 +36,7 @@ struct tp_blob_hdr {
 	uint32_t max_notif_bytes; /* its notif_max_bytes: the longest one it takes */
 	uint32_t chunks_per_channel;
 	uint32_t epoch_hi, epoch_lo; /* its session's incarnation: random per session */
+	char node[TP_BLOB_NAME];     /* its session's node id ("": none), NUL-padded */
 };
 
 /* What a peer's blob must match.  With a token, blobs end in an
@@ -53,13 +55,16 @@ size_t tp__blob_size(int nchan, bool mac);
 int tp__blob_seal(const char *token, unsigned char *blob, size_t len);
 void tp__blob_header(void *blob, int nchan, uint32_t chunk_bytes, uint32_t chunks_per_channel,
 		     const char *plugin,
-		     uint32_t max_notifs, uint32_t max_notif_bytes, uint64_t epoch);
+		     uint32_t max_notifs, uint32_t max_notif_bytes, uint64_t epoch,
+		     const char *node);
 /* The notifications a checked blob's owner holds for us (its max_notifs),
  * and the longest it takes (its max_notif_bytes). */
 uint32_t tp__blob_max_notifs(const void *blob);
 uint32_t tp__blob_max_notif_bytes(const void *blob);
 /* A checked blob's epoch: its owner's session incarnation. */
 uint64_t tp__blob_epoch(const void *blob);
+/* A checked blob's node id, NUL-terminated into out ("": none). */
+void tp__blob_node(const void *blob, char out[TP_BLOB_NAME]);
 /* 0, or EPROTO with a detail that says what differs; never reads past len,
  * and peer strings in the detail are sanitised. */
 int tp__blob_check(const struct tp_blob_want *want, const void *blob, size_t len);

@@ -18,10 +18,13 @@ struct tcpx_p2p_conn;
 int tp__handshake(struct tcpx_p2p_session *s, int fd, const char *peer, bool server,
 		  tp_deadline peer_deadline, tp_deadline deadline, struct tcpx_p2p_conn **out);
 
-/* restart.c: fresh, just dialled, may be a restarted peer's: the session's
- * other dialled conns to the same address whose peer has another epoch
- * fail at once (EPEERRESTART). */
-void tp__restart_check(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *fresh);
+/* restart.c: fresh, just made, may be a restarted peer's: the session's
+ * other conns to the same peer whose peer has another epoch fail at once
+ * (EPEERRESTART).  The same peer: the same node id in its blob (any role;
+ * tcpx_p2p_connect checks every conn whose peer has one), or, with
+ * dialled (fresh made by tcpx_p2p_dial, which then marks it so), a
+ * dialled conn to the same address. */
+void tp__restart_check(struct tcpx_p2p_session *s, struct tcpx_p2p_conn *fresh, bool dialled);
 
 /* An AUTH frame payload of len bytes for step (1..3): 0 or EPROTO.  Pure,
  * for the fuzzer. */

@@ -16,6 +16,7 @@
 #include "core/session.h"
 #include "core/setup/auth.h"
 #include "core/setup/blob.h"
+#include "core/setup/handshake.h"
 #include "core/setup/listener.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -25,6 +26,7 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 {
 	struct tcpx_p2p_listener *l;
 	size_t hdr = sizeof(struct tp_blob_hdr);
+	char node[TP_BLOB_NAME];
 	void *ctx;
 	int i, rc;
 
@@ -42,10 +44,13 @@ int tcpx_p2p_listen(tcpx_p2p_session *s, tcpx_p2p_listener **out)
 		rc = tp__error(TCPX_P2P_ENOMEM, "listen: out of memory");
 		goto free_listener;
 	}
+	pthread_mutex_lock(&s->lock); /* session_set_node_id */
+	memcpy(node, s->node_id, sizeof(node));
+	pthread_mutex_unlock(&s->lock);
 	tp__blob_header(l->blob, l->nchan, (uint32_t)s->cfg.chunk_bytes,
 			(uint32_t)s->cfg.chunks_per_channel, s->net->name,
 			(uint32_t)s->cfg.peer_max_notifs, (uint32_t)s->cfg.notif_max_bytes,
-			s->epoch);
+			s->epoch, node);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	for (i = 0; !rc && i < l->nchan; i++) {
@@ -198,6 +203,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	void **send = NULL, **recv = NULL, *ctx = NULL;
 	uint32_t peer_notifs, peer_notif_bytes;
 	uint64_t peer_epoch;
+	char peer_node[TP_BLOB_NAME];
 	size_t hlen;
 	int i, rc;
 
@@ -232,6 +238,7 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 	peer_notifs = tp__blob_max_notifs(peer_blob);
 	peer_notif_bytes = tp__blob_max_notif_bytes(peer_blob);
 	peer_epoch = tp__blob_epoch(peer_blob);
+	tp__blob_node(peer_blob, peer_node);
 	ctx = tp__gpu_save(s);
 	rc = tp__session_use_gpu(s);
 	/* Each listen comm serves one connection, even a half-made one. */
@@ -242,9 +249,15 @@ int tcpx_p2p_connect(tcpx_p2p_listener *l, const void *peer_blob, size_t peer_le
 		rc = tp__conn_create(s, l->nchan, send, recv, devh, out);
 	if (rc)
 		goto close_comms;
+	/* Before it is on the engine's list: another connect's restart check
+	 * reads them there. */
+	(*out)->peer_epoch = peer_epoch;
+	memcpy((*out)->peer_node, peer_node, sizeof(peer_node));
 	tp__engine_add(s, *out); /* its passes may start: the conn is whole */
 	tp__items_set_credits(*out, peer_notifs, peer_notif_bytes);
-	(*out)->peer_epoch = peer_epoch;
+	/* A peer with a node id that comes back with another epoch. */
+	if (peer_node[0])
+		tp__restart_check(s, *out, false);
 	/* Each listen comm served its one connection. */
 	pthread_mutex_lock(&s->lock);
 	s->nlisteners--;

@@ -284,6 +284,6 @@ int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int time
 	if (rc)
 		tp__sock_close(fd);
 	else
-		tp__restart_check(s, *out);
+		tp__restart_check(s, *out, true);
 	return rc;
 }
