@@ -1,7 +1,7 @@
 """A peer process killed (SIGKILL) mid-stream and restarted, ROUNDS times,
 against one surviving process (one session) that carries on.
 
-  restart_peer.py survivor dial|dial_hung|listen PORT ROUNDS
+  restart_peer.py survivor dial|dial_hung|listen|listen_hung PORT ROUNDS
   restart_peer.py victim listen|dial PORT TAG      (started by the survivor)
 
 survivor dial: each victim listens on PORT; the survivor dials it, moves
@@ -19,6 +19,11 @@ must have ended with PeerRestarted; the stopped victim is killed after.
 survivor listen: each victim dials the survivor's server; the survivor
 accepts it, the same exchange, kills it; the old connection's transfers must
 end (Closed) and the next incarnation is accepted and moves bytes right.
+Every dialling victim names its session with one node id
+(Session.set_node_id), as every incarnation of one process would.
+survivor listen_hung: the same, but each victim is stopped, not killed, and
+liveness is off on the survivor: only the node id, found when the survivor
+accepts the next incarnation, can end the old transfers (PeerRestarted).
 
 Every byte is checked: each incarnation's data carries its TAG, so bytes of
 an old incarnation landing in a new one's buffers are caught.  The survivor
@@ -40,6 +45,7 @@ HANG = float(os.environ.get("TP_TEST_HANG_S", "60"))
 SIZE = 1 << 20
 STREAM = 2      # items the victim streams after the first exchange
 PENDING = 2     # receives the survivor posts beyond them: never satisfied
+NODE_ID = "restart-victim"  # every incarnation's (Session.set_node_id)
 
 
 def pattern(tag, i):
@@ -57,6 +63,7 @@ def log(*a):
 def victim(role, port, tag):
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     with tp.Session() as s:
+        s.set_node_id(NODE_ID)
         if role == "listen":
             srv = s.server("127.0.0.1", port)
             print("listening", flush=True)
@@ -163,9 +170,8 @@ def survivor(role, port, rounds):
     outcomes = {}
     old = None
     victims = []
-    hung = role == "dial_hung"
-    if hung:
-        role = "dial"
+    hung = role.endswith("_hung")
+    role = role.split("_")[0]
     try:
         with tp.Session(**({"dead_after_ms": 0} if hung else {})) as s:
             srv = s.server("127.0.0.1", port) if role == "listen" else None
