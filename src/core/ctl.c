@@ -31,11 +31,11 @@ static void free_host(char *p, bool pinned)
 static void ctl_free(struct tp_ctl *t)
 {
 	if (t->txmr)
-		tcpx_p2p_mr_deregister(t->txmr);
+		tp__mr_deregister(t->txmr);
 	if (t->land_dev)
 		tp__land_destroy(t->land, t->landmr);
 	else if (t->landmr)
-		tcpx_p2p_mr_deregister(t->landmr);
+		tp__mr_deregister(t->landmr);
 	free(t->txbuf);
 	free_host(t->rxbuf, t->rx_pinned);
 	free(t->out);
@@ -95,10 +95,10 @@ int tp__ctl_create(struct tcpx_p2p_conn *c, void *send_comm, void *recv_comm,
 		rc = tp__land_create(s, bytes, &t->land, &t->landmr);
 	} else {
 		t->land = t->rxbuf;
-		rc = tcpx_p2p_mr_register(s, t->land, bytes, TCPX_P2P_MEM_HOST, &t->landmr);
+		rc = tp__mr_register(s, t->land, bytes, TCPX_P2P_MEM_HOST, 0, &t->landmr);
 	}
 	if (!rc)
-		rc = tcpx_p2p_mr_register(s, t->txbuf, bytes, TCPX_P2P_MEM_HOST, &t->txmr);
+		rc = tp__mr_register(s, t->txbuf, bytes, TCPX_P2P_MEM_HOST, 0, &t->txmr);
 	return rc;
 }
 

@@ -48,19 +48,6 @@ static int check_pointer(const struct tcpx_p2p_session *s, const void *ptr, int 
 	return 0;
 }
 
-static int params_check(const tcpx_p2p_mr_params *p)
-{
-	if (!p)
-		return 0;
-	if (p->struct_size < offsetof(tcpx_p2p_mr_params, flags) + sizeof(p->flags))
-		return tp__error(TCPX_P2P_EINVAL, "mr_register: params.struct_size %zu (set it "
-				 "to sizeof(tcpx_p2p_mr_params))", p->struct_size);
-	if (p->flags & ~(unsigned)TCPX_P2P_MR_PIN)
-		return tp__error(TCPX_P2P_EINVAL, "mr_register: unknown flags 0x%x",
-				 p->flags & ~(unsigned)TCPX_P2P_MR_PIN);
-	return 0;
-}
-
 /* Host memory on a session with a GPU: lock it if asked, and whether the
  * GPU's kernels may write it in place — both in the session's context,
  * where its kernels run. */
@@ -93,19 +80,13 @@ static int list_mr(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr)
 	return 0;
 }
 
-int tcpx_p2p_mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
-			 tcpx_p2p_mr **out)
-{
-	return tcpx_p2p_mr_register_ex(s, ptr, len, mem_type, NULL, out);
-}
-
 static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
-		       const tcpx_p2p_mr_params *params, bool landing, tcpx_p2p_mr **out);
+		       unsigned flags, bool landing, tcpx_p2p_mr **out);
 
-int tcpx_p2p_mr_register_ex(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
-			    const tcpx_p2p_mr_params *params, tcpx_p2p_mr **out)
+int tp__mr_register(struct tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+		    unsigned flags, struct tcpx_p2p_mr **out)
 {
-	return mr_register(s, ptr, len, mem_type, params, false, out);
+	return mr_register(s, ptr, len, mem_type, flags, false, out);
 }
 
 /* A device landing buffer behind a device bounce (conn.c, ctl.c): `bytes`
@@ -121,7 +102,7 @@ int tp__land_create(struct tcpx_p2p_session *s, size_t bytes, char **land,
 		rc = tp__dev_malloc((void **)land, bytes);
 	if (rc)
 		return rc;
-	rc = mr_register(s, *land, bytes, TCPX_P2P_MEM_CUDA, NULL, true, mr);
+	rc = mr_register(s, *land, bytes, TCPX_P2P_MEM_CUDA, 0, true, mr);
 	if (rc) {
 		tp__dev_free(*land);
 		*land = NULL;
@@ -132,25 +113,20 @@ int tp__land_create(struct tcpx_p2p_session *s, size_t bytes, char **land,
 void tp__land_destroy(char *land, struct tcpx_p2p_mr *mr)
 {
 	if (mr)
-		tcpx_p2p_mr_deregister(mr);
+		tp__mr_deregister(mr);
 	if (land)
 		tp__dev_free(land);
 }
 
+/* The arguments are the caller's (api/mr.c checked them) or the library's
+ * own; what the session and the plugin allow is checked here. */
 static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
-		       const tcpx_p2p_mr_params *params, bool landing, tcpx_p2p_mr **out)
+		       unsigned flags, bool landing, tcpx_p2p_mr **out)
 {
 	struct tcpx_p2p_mr *mr;
 	uintptr_t base, end;
 	int rc;
 
-	if (!s || !ptr || !len || !out)
-		return tp__error(TCPX_P2P_EINVAL, "mr_register: NULL argument or zero length");
-	rc = params_check(params);
-	if (rc)
-		return rc;
-	if ((uintptr_t)ptr + len < (uintptr_t)ptr)
-		return tp__error(TCPX_P2P_EINVAL, "mr_register: range wraps around");
 	rc = check_type(s, mem_type, landing);
 	if (!rc)
 		rc = check_pointer(s, ptr, mem_type);
@@ -174,7 +150,7 @@ static int mr_register(tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
 	mr->len = len;
 	mr->type = mem_type;
 	if (mem_type == TCPX_P2P_MEM_HOST && s->cfg.gpu >= 0) {
-		rc = host_for_gpu(s, mr, params && (params->flags & TCPX_P2P_MR_PIN));
+		rc = host_for_gpu(s, mr, flags & TCPX_P2P_MR_PIN);
 		if (rc) {
 			free(mr);
 			return rc;
@@ -228,14 +204,12 @@ static void unlink_mr(struct tcpx_p2p_session *s, struct tcpx_p2p_mr *mr)
 	}
 }
 
-int tcpx_p2p_mr_deregister(tcpx_p2p_mr *mr)
+int tp__mr_deregister(struct tcpx_p2p_mr *mr)
 {
 	struct tcpx_p2p_session *s;
 	void *ctx;
 	int i;
 
-	if (!mr)
-		return tp__error(TCPX_P2P_EINVAL, "mr_deregister: NULL mr");
 	s = mr->s;
 	pthread_mutex_lock(&s->lock);
 	if (mr->inflight) {

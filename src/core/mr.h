@@ -41,7 +41,13 @@ struct tp_pin;
 int tp__pin_take(void *p, size_t len, struct tp_pin **out);
 void tp__pin_release(struct tp_pin *pin);
 
-/* mr.c */
+/* mr.c: registration and deregistration, for the public calls (api/mr.c,
+ * which checks their arguments) and the library's own buffers (staging,
+ * receives ahead, the control channel's frames, drain buffers).  register:
+ * flags TCPX_P2P_MR_*; deregister: EBUSY while transfers hold mr. */
+int tp__mr_register(struct tcpx_p2p_session *s, void *ptr, size_t len, int mem_type,
+		    unsigned flags, struct tcpx_p2p_mr **out);
+int tp__mr_deregister(struct tcpx_p2p_mr *mr);
 /* The plugin handle of mr on cm's comm, registering it on first use. */
 int tp__mr_handle_slow(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle);
 static inline int tp__mr_handle(struct tcpx_p2p_mr *mr, struct tp_comm *cm, void **mhandle)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # scripts/check_layers.sh on objects made here: a chain passes; a loop of
 # three (no two of them calling each other) fails and is printed; a mutual
-# pair fails; a call into core/api/ from outside it fails.  Usage: check_layers_selftest.sh CC
+# pair fails and is printed once (not again as a loop of two); a call into
+# core/api/ from outside it fails; a public call (tcpx_p2p_*) defined
+# outside core/api/ and the allowed objects fails.
+# Usage: check_layers_selftest.sh CC
 set -euo pipefail
 cc=${1:-cc}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -27,7 +30,7 @@ obj b c
 obj c
 check "$tmp/t.dir/a.o;$tmp/t.dir/b.o" "$tmp/t.dir/c.o" ||
 	{ cat "$tmp/out"; echo "FAIL: a chain was refused"; exit 1; }
-grep -q '0 mutual pair(s), 0 loop(s), 0 call(s) into core/api among 3 objects' "$tmp/out" ||
+grep -q '0 mutual pair(s), 0 loop(s), 0 call(s) into core/api, 0 public call(s) outside it among 3 objects' "$tmp/out" ||
 	{ cat "$tmp/out"; echo "FAIL: a chain's summary"; exit 1; }
 
 obj c a
@@ -47,6 +50,11 @@ if check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/c.o"; then
 	exit 1
 fi
 grep -q '^mutual:  a b' "$tmp/out" || { cat "$tmp/out"; echo "FAIL: the pair"; exit 1; }
+if grep -q '^loop:' "$tmp/out" || ! grep -q ' 1 mutual pair(s), 0 loop(s),' "$tmp/out"; then
+	cat "$tmp/out"
+	echo "FAIL: the pair is reported again as a loop"
+	exit 1
+fi
 mkdir -p "$tmp/t.dir/core/api"
 obj b
 echo 'void a(void); void core_api_post(void) { a(); }' >"$tmp/api.c"
@@ -61,4 +69,26 @@ if check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/core/api/post.o"; then
 fi
 grep -q '^into api: b -> core/api/post (core_api_post)$' "$tmp/out" ||
 	{ cat "$tmp/out"; echo "FAIL: the call into api is not printed"; exit 1; }
+
+# Public calls: on the API floor they pass; elsewhere they fail, unless the
+# object is allowed (core/session.c is).
+obj b
+obj tcpx_p2p_thing
+mkdir -p "$tmp/t.dir/core"
+echo 'void tcpx_p2p_session_thing(void) {}' >"$tmp/session.c"
+"$cc" -c -o "$tmp/t.dir/core/session.c.o" "$tmp/session.c"
+check "$tmp/t.dir/a.o" "$tmp/t.dir/b.o" "$tmp/t.dir/core/api/post.o" \
+	"$tmp/t.dir/core/session.c.o" ||
+	{ cat "$tmp/out"; echo "FAIL: a public call in an allowed object was refused"; exit 1; }
+echo 'void tcpx_p2p_thing(void) {}' >"$tmp/api2.c"
+"$cc" -c -o "$tmp/t.dir/core/api/thing.o" "$tmp/api2.c"
+check "$tmp/t.dir/a.o" "$tmp/t.dir/core/api/thing.o" ||
+	{ cat "$tmp/out"; echo "FAIL: a public call on the API floor was refused"; exit 1; }
+if check "$tmp/t.dir/a.o" "$tmp/t.dir/tcpx_p2p_thing.o"; then
+	cat "$tmp/out"
+	echo "FAIL: a public call below the API floor passed"
+	exit 1
+fi
+grep -q '^public:  tcpx_p2p_thing (tcpx_p2p_thing)$' "$tmp/out" ||
+	{ cat "$tmp/out"; echo "FAIL: the public call below the floor is not printed"; exit 1; }
 echo "check_layers_selftest: ok"

@@ -17,8 +17,8 @@
  *   destroy.c   conn_destroy (the close itself: close/)
  *   export.c    mr_export, mr_unexport, rmr_import, rmr_query, rmr_release
  *   stats.c     conn_stats, session_stats
- *   mr.c        mr_deregister_ex (mr_register and mr_deregister stay in
- *               core/mr.c: the library registers its own buffers with them)
+ *   mr.c        mr_register, mr_register_ex, mr_deregister, mr_deregister_ex
+ *               (the work is core/mr.c's, which the library's own buffers use)
  *   notif.c     notify, notif_poll, notif_take
  *   cq.c        completions, session_fd
  *   hosted.c    conn_hosted, conn_in_deadline (the work: items/hosted.c)

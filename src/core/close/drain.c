@@ -122,8 +122,8 @@ static int post_drain(struct tcpx_p2p_conn *c, struct tp_comm *cm)
 			c->closing.drain_buf = aligned_alloc(4096, each * (size_t)c->nchan);
 			if (!c->closing.drain_buf)
 				return tp__error(TCPX_P2P_ENOMEM, "close: out of memory");
-			rc = tcpx_p2p_mr_register(s, c->closing.drain_buf, each * (size_t)c->nchan,
-						  TCPX_P2P_MEM_HOST, &c->closing.drain_mr);
+			rc = tp__mr_register(s, c->closing.drain_buf, each * (size_t)c->nchan,
+					     TCPX_P2P_MEM_HOST, 0, &c->closing.drain_mr);
 			if (rc)
 				return rc;
 		}

@@ -113,10 +113,10 @@ void tp__close_finish(struct tcpx_p2p_conn *c, const char *reason)
 	}
 	tp__land_destroy(c->land, c->landmr);
 	if (c->closing.drain_mr)
-		tcpx_p2p_mr_deregister(c->closing.drain_mr);
+		tp__mr_deregister(c->closing.drain_mr);
 	free(c->closing.drain_buf);
 	if (c->aheadmr)
-		tcpx_p2p_mr_deregister(c->aheadmr);
+		tp__mr_deregister(c->aheadmr);
 	free(c->ahead);
 	tp__dev_free(c->zero_dev);
 	tp__ctl_destroy(c);

@@ -260,7 +260,7 @@ static int ahead_buf(struct tcpx_p2p_conn *c, const struct tp_comm *cm, char **b
 		c->ahead = aligned_alloc(4096, bytes);
 		if (!c->ahead)
 			return tp__error(TCPX_P2P_ENOMEM, "receives ahead: out of memory");
-		rc = tcpx_p2p_mr_register(c->s, c->ahead, bytes, TCPX_P2P_MEM_HOST, &c->aheadmr);
+		rc = tp__mr_register(c->s, c->ahead, bytes, TCPX_P2P_MEM_HOST, 0, &c->aheadmr);
 		if (rc) {
 			free(c->ahead);
 			c->ahead = NULL;

@@ -347,8 +347,8 @@ static int stage_alloc(struct tcpx_p2p_session *s, struct tp_stage *st, bool dev
 	}
 	if (rc)
 		return rc;
-	rc = tcpx_p2p_mr_register(s, p, bytes, dev ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST,
-				  &st->mr);
+	rc = tp__mr_register(s, p, bytes, dev ? TCPX_P2P_MEM_CUDA : TCPX_P2P_MEM_HOST, 0,
+			     &st->mr);
 	if (rc) {
 		if (dev)
 			tp__dev_free(p);
@@ -397,7 +397,7 @@ void tp__stage_free(struct tcpx_p2p_session *s, struct tp_comm *cm)
 
 		if (!st->mr)
 			continue;
-		tcpx_p2p_mr_deregister(st->mr);
+		tp__mr_deregister(st->mr);
 		if (k)
 			tp__dev_free(st->base);
 		else
