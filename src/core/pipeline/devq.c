@@ -8,8 +8,8 @@
  *
  * While a caller's stream is held (tcpx_p2p_stream_wait), launches that
  * the hold kernels can perform (every operand reached by the GPU) are
- * published to them as jobs instead (tp_device.h says why), and the first
- * launch after the last hold ends drains what they left.  Also here:
+ * published to them as jobs instead (the holds and their job queue:
+ * holds.c), and the last release drains what they left.  Also here:
  * reading a comm's unpack handle (tp__unpack_prepare). */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,7 @@
 #include "core/conn.h"
 #include "core/pipeline/comm.h"
 #include "core/pipeline/devq.h"
+#include "core/pipeline/holds.h"
 #include "core/pipeline/window.h"
 #include "core/session.h"
 #include "util/error.h"
@@ -28,29 +29,6 @@ _Static_assert(TP_WINDOW_SLOTS == TP_UNPACK_QUEUE_DEPTH,
 	       "window slot k % 16 doubles as the meta-ring slot");
 
 #define TP_EVENT_RING 256
-/* How long a session's end waits for a held stream to reach its hold
- * kernel (work the caller queued before it) before it leaves the queue's
- * memory to the kernel rather than free it under it. */
-#define TP_HOLD_EXIT_MS 10000
-
-/* What a hold kernel may find in the queue's memory: kept apart so that a
- * session whose hold never started can leave it behind. */
-struct tp_holds {
-	struct tp_swq q;
-	tp_dev_event *ord;                /* the session's stream, at a hold */
-	tp_dev_event *done[TP_SWQ_SLOTS]; /* after each slot's hold kernel */
-	bool busy[TP_SWQ_SLOTS];          /* its kernel may still run */
-	bool held[TP_SWQ_SLOTS];          /* its word not yet set */
-	bool lost[TP_SWQ_SLOTS];          /* released, its end unknowable: never reused */
-	int live;                         /* slots held */
-	uint64_t drained;                 /* jobs below it left to the drain */
-	/* Pinned host memory given up while a stream was held, freed with the
-	 * session: cudaFreeHost waits for the whole GPU, a hold kernel (of any
-	 * session) included, and these are old copy lists, few and small. */
-	void **later;
-	size_t nlater, later_cap;
-};
-
 struct tp_devq {
 	pthread_mutex_t lock;
 	tp_dev_stream *stream;
@@ -65,14 +43,9 @@ struct tp_devq {
 	uint64_t launched;  /* last launch number handed out (first is 1) */
 	uint64_t completed; /* every launch <= completed has finished */
 	struct tp_holds *holds; /* made at the first stream wait */
-	/* Jobs published, and every job below `low` done: its queue slot free,
-	 * whatever the launches before it (retired in order) are waiting for. */
-	uint64_t published, low;
 	int kernels_rc; /* loading the kernels failed: no stream is held */
 	bool bad; /* a kernel met a record outside its chunk: the next report fails */
 };
-
-static void holds_destroy(struct tp_holds *h, tp_dev_stream *st);
 
 void tp__devq_destroy(struct tp_devq *q)
 {
@@ -81,7 +54,7 @@ void tp__devq_destroy(struct tp_devq *q)
 	if (!q)
 		return;
 	/* the holds first: the stream's last work may be a drain of theirs */
-	holds_destroy(q->holds, q->stream);
+	tp__holds_destroy(q->holds, q->stream);
 	if (q->stream)
 		tp__dev_stream_sync(q->stream);
 	for (i = 0; i < TP_EVENT_RING; i++)
@@ -185,22 +158,6 @@ int tp__unpack_prepare(struct tcpx_p2p_session *s, struct tp_comm *cm)
 
 static int poll_events(struct tp_devq *q);
 
-/* Jobs no hold kernel claimed go to a drain kernel on the session's stream
- * (it claims as the holds do, so the two may run at once).  0, or the
- * launch's error (the jobs are then left to the holds). */
-static int drain_left(struct tp_devq *q)
-{
-	struct tp_holds *h = q->holds;
-	int rc;
-
-	if (!h || h->drained >= q->published)
-		return 0;
-	rc = tp__dev_swq_drain(q->stream, &h->q, q->published);
-	if (!rc)
-		h->drained = q->published;
-	return rc;
-}
-
 /* Wait for every launch so far, at most TP_HOLD_EXIT_MS, jobs no hold
  * kernel claimed drained first (a launch done as jobs is known done by
  * their stamps, whoever performed them).  With no stream held, the stream
@@ -214,7 +171,7 @@ static int wait_all(struct tp_devq *q)
 	bool held = h && h->live;
 	int rc = 0, idle = 0;
 
-	if (drain_left(q))
+	if (tp__holds_drain(h, q->stream))
 		TP_WARN("unpack", "launching a drain: %s (waiting for the holds alone)",
 			tcpx_p2p_last_error());
 	if (!held)
@@ -234,8 +191,8 @@ static int wait_all(struct tp_devq *q)
 					 "%d streams held)", TP_HOLD_EXIT_MS,
 					 (unsigned long long)q->completed,
 					 (unsigned long long)q->launched,
-					 (unsigned long long)q->low,
-					 (unsigned long long)q->published, h ? h->live : 0);
+					 (unsigned long long)(h ? h->low : 0),
+					 (unsigned long long)(h ? h->published : 0), h ? h->live : 0);
 		usleep(50);
 	}
 	return rc;
@@ -253,24 +210,6 @@ void tp__devq_drain(struct tcpx_p2p_session *s)
 	pthread_mutex_unlock(&q->lock);
 }
 
-/* Is job i done?  Its slot's stamp is i + 1 once it is, and grows by
- * TP_SWQ_CAP with each later job in the slot, which is published only after
- * job i is done (room_for): a stamp past i + 1 means done as well. */
-static bool job_done(struct tp_devq *q, uint64_t i)
-{
-	return __atomic_load_n(&q->holds->q.done[i % TP_SWQ_CAP], __ATOMIC_ACQUIRE) >= i + 1;
-}
-
-/* Jobs [first, first + n) all stamped done by the kernels that claimed
- * them (they finish in any order; launches are retired in order). */
-static bool jobs_done(struct tp_devq *q, uint64_t first, uint32_t n)
-{
-	for (uint64_t i = first; i < first + n; i++)
-		if (!job_done(q, i))
-			return false;
-	return true;
-}
-
 /* Advance `completed` over finished launches, and note a kernel that met a
  * record outside its chunk (and skipped it) for take_bad. */
 static int poll_events(struct tp_devq *q)
@@ -281,7 +220,8 @@ static int poll_events(struct tp_devq *q)
 		unsigned k = (q->completed + 1) % TP_EVENT_RING;
 
 		if (q->as_jobs[k].njobs) {
-			done = jobs_done(q, q->as_jobs[k].first, q->as_jobs[k].njobs);
+			done = tp__holds_jobs_done(q->holds, q->as_jobs[k].first,
+						   q->as_jobs[k].njobs);
 		} else {
 			rc = tp__dev_event_query(q->ev[k], &done);
 			if (rc)
@@ -294,7 +234,7 @@ static int poll_events(struct tp_devq *q)
 	/* both flags are taken when read: one bad record fails one report */
 	rc = tp__dev_stream_error(q->stream, &bad);
 	if (!rc && !bad && q->holds)
-		bad = __atomic_exchange_n(q->holds->q.err, 0, __ATOMIC_ACQ_REL) != 0;
+		bad = tp__holds_bad(q->holds);
 	q->bad |= !rc && bad;
 	return rc;
 }
@@ -413,9 +353,7 @@ static bool room_for(struct tp_devq *q, uint32_t need)
 	if (need > TP_SWQ_CAP)
 		return false;
 	for (;;) {
-		while (q->low < q->published && job_done(q, q->low))
-			q->low++;
-		if (need <= TP_SWQ_CAP - (q->published - q->low))
+		if (need <= tp__holds_room(q->holds))
 			return true;
 		if (poll_events(q) || tp__now_ns() >= end)
 			return false;
@@ -426,31 +364,26 @@ static bool room_for(struct tp_devq *q, uint32_t need)
 /* Publish w as `need` jobs for the hold kernels. */
 static void publish(struct tp_devq *q, const struct launch_work *w, uint32_t need)
 {
-	struct tp_swq *sq = &q->holds->q;
-	uint64_t i = q->published;
+	struct tp_swq_job j;
 	uint32_t k;
 
-	for (k = 0; k < need; k++, i++) {
-		struct tp_swq_job *j = &sq->job[i % TP_SWQ_CAP];
-
+	for (k = 0; k < need; k++) {
 		if (w->slots)
-			*j = (struct tp_swq_job){ .kind = TP_SWQ_UNPACK,
-						  .cnt = w->slots[k]->meta.cnt,
-						  .src = w->slots[k]->meta.rec,
-						  .bounce = w->cms[k]->bounce,
-						  .dst = w->slots[k]->buf,
-						  .len = w->slots[k]->len };
+			j = (struct tp_swq_job){ .kind = TP_SWQ_UNPACK,
+						 .cnt = w->slots[k]->meta.cnt,
+						 .src = w->slots[k]->meta.rec,
+						 .bounce = w->cms[k]->bounce,
+						 .dst = w->slots[k]->buf,
+						 .len = w->slots[k]->len };
 		else if (w->how == TP_LIST_KERNEL)
-			*j = (struct tp_swq_job){ .kind = TP_SWQ_LIST, .cnt = w->ncopies,
-						  .src = w->list };
+			j = (struct tp_swq_job){ .kind = TP_SWQ_LIST, .cnt = w->ncopies,
+						 .src = w->list };
 		else
-			*j = (struct tp_swq_job){ .kind = TP_SWQ_COPY, .src = w->list[k].src,
-						  .dst = w->list[k].dst, .len = w->list[k].len };
-		/* the stamp last: a kernel that claims it finds the job whole */
-		__atomic_store_n(&j->seq, i + 1, __ATOMIC_RELEASE);
+			j = (struct tp_swq_job){ .kind = TP_SWQ_COPY, .src = w->list[k].src,
+						 .dst = w->list[k].dst, .len = w->list[k].len };
+		tp__holds_push(q->holds, &j);
 	}
-	__atomic_store_n(sq->tail, i, __ATOMIC_RELEASE);
-	q->published = i;
+	tp__holds_commit(q->holds);
 }
 
 /* TP_EVENT_RING launches in flight (rare): wait for the oldest.  Jobs are
@@ -503,7 +436,7 @@ static int launch(struct tcpx_p2p_session *s, const struct launch_work *w, uint6
 		njobs = jobs_of(w);
 	if (njobs && room_for(q, njobs)) {
 		publish(q, w, njobs);
-		q->as_jobs[k].first = q->published - njobs;
+		q->as_jobs[k].first = q->holds->published - njobs;
 	} else if (!rc) {
 		if (q->holds && q->holds->live)
 			TP_WARN_RL("unpack", "a stream is held and device work the holding kernels "
@@ -549,103 +482,12 @@ int tp__devq_copies(struct tcpx_p2p_session *s, const struct tp_copy *list, uint
 	return launch(s, &w, launch_out);
 }
 
-/* Stream holds */
-
-static void free_later(struct tp_holds *h)
-{
-	for (size_t i = 0; i < h->nlater; i++)
-		tp__dev_host_free(h->later[i]);
-	h->nlater = 0;
-}
-
-static void holds_destroy(struct tp_holds *h, tp_dev_stream *st)
-{
-	int64_t end = tp__now_ns() + (int64_t)TP_HOLD_EXIT_MS * TP_NS_PER_MS;
-	int i, done;
-	bool left = false;
-
-	if (!h)
-		return;
-	/* Every word first (transfers still held: their session is going),
-	 * then the waits: a hold queued behind another on one stream ends
-	 * only after it. */
-	for (i = 0; i < TP_SWQ_SLOTS; i++)
-		if (h->busy[i])
-			__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
-	for (i = 0; i < TP_SWQ_SLOTS; i++) {
-		int64_t ms = (end - tp__now_ns()) / TP_NS_PER_MS;
-
-		if (h->busy[i] && (h->lost[i] || tp__dev_event_wait(h->done[i], ms > 0 ? (int)ms : 0,
-								     &done) || !done))
-			left = true;
-	}
-	if (!left && st)
-		tp__dev_stream_sync(st); /* a drain */
-	if (left) {
-		TP_WARN("unpack", "a held stream never reached its hold in %d ms: its memory is "
-			"left allocated", TP_HOLD_EXIT_MS);
-		return;
-	}
-	free_later(h);
-	free(h->later);
-	for (i = 0; i < TP_SWQ_SLOTS; i++)
-		tp__dev_event_destroy(h->done[i]);
-	tp__dev_event_destroy(h->ord);
-	tp__dev_swq_destroy(&h->q);
-	free(h);
-}
-
-static int holds_create(struct tp_holds **out)
-{
-	struct tp_holds *h = calloc(1, sizeof(*h));
-	int i, rc;
-
-	if (!h)
-		return tp__error(TCPX_P2P_ENOMEM, "stream wait: out of memory");
-	rc = tp__dev_swq_create(&h->q);
-	if (rc) {
-		free(h);
-		return rc;
-	}
-	rc = tp__dev_event_create(&h->ord);
-	for (i = 0; !rc && i < TP_SWQ_SLOTS; i++)
-		rc = tp__dev_event_create(&h->done[i]);
-	if (rc) {
-		holds_destroy(h, NULL);
-		return rc;
-	}
-	*out = h;
-	return 0;
-}
-
-/* A free slot: one whose kernel is known to have ended. */
-static int free_slot(struct tp_holds *h, int *slot)
-{
-	int i, done, rc;
-
-	for (i = 0; i < TP_SWQ_SLOTS; i++) {
-		if (h->lost[i])
-			continue;
-		if (h->busy[i] && !h->held[i]) {
-			rc = tp__dev_event_query(h->done[i], &done);
-			if (rc)
-				return rc;
-			h->busy[i] = !done;
-		}
-		if (!h->busy[i]) {
-			*slot = i;
-			return 0;
-		}
-	}
-	return tp__error(TCPX_P2P_EAGAIN, "stream wait: %d streams held already (release "
-			 "some: their transfers must end)", TP_SWQ_SLOTS);
-}
+/* Stream holds (holds.c), under the queue's lock */
 
 int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
 {
 	struct tp_devq *q;
-	struct tp_holds *h;
-	int rc, i = -1, launched = 0;
+	int rc;
 
 	rc = devq_get(s);
 	if (rc)
@@ -656,25 +498,9 @@ int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
 				 "loaded on this GPU (warned when the session first used it)");
 	pthread_mutex_lock(&q->lock);
 	if (!q->holds)
-		rc = holds_create(&q->holds);
-	h = q->holds;
+		rc = tp__holds_create(&q->holds);
 	if (!rc)
-		rc = free_slot(h, &i);
-	if (!rc) {
-		__atomic_store_n(&h->q.word[i], 0, __ATOMIC_SEQ_CST);
-		rc = tp__dev_swait_hold(q->stream, stream, &h->q, i, h->ord, h->done[i],
-					&launched);
-	}
-	if (!rc) {
-		h->busy[i] = h->held[i] = true;
-		h->live++;
-		*slot = i;
-	} else if (launched) {
-		/* queued, but its end cannot be observed: released at once, its
-		 * slot never reused (a new word 0 could hold it again) */
-		__atomic_store_n(&h->q.word[i], 1, __ATOMIC_RELEASE);
-		h->busy[i] = h->lost[i] = true;
-	}
+		rc = tp__holds_take(q->holds, q->stream, stream, slot);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -682,7 +508,6 @@ int tp__devq_hold(struct tcpx_p2p_session *s, void *stream, int *slot)
 void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed)
 {
 	struct tp_devq *q = s->devq;
-	struct tp_holds *h = q->holds;
 
 	pthread_mutex_lock(&q->lock);
 	/* A failed transfer may still have device work queued that writes its
@@ -695,14 +520,12 @@ void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed)
 				"its device work ended: %s", tcpx_p2p_last_error());
 		tp__dev_ctx_restore(ctx);
 	}
-	__atomic_store_n(&h->q.word[slot], 1, __ATOMIC_RELEASE);
-	h->held[slot] = false;
 	/* The last hold gone: jobs no kernel claimed are the stream's now,
 	 * before anything queued on it later. */
-	if (--h->live == 0 && h->drained < q->published) {
+	if (tp__holds_release(q->holds, slot)) {
 		void *ctx = tp__gpu_save(s);
 
-		if (drain_left(q))
+		if (tp__holds_drain(q->holds, q->stream))
 			TP_WARN("unpack", "stream wait: draining the jobs left: %s",
 				tcpx_p2p_last_error());
 		tp__dev_ctx_restore(ctx);
@@ -713,32 +536,15 @@ void tp__devq_release(struct tcpx_p2p_session *s, int slot, bool failed)
 void tp__devq_host_free(struct tcpx_p2p_session *s, void *p)
 {
 	struct tp_devq *q = s->devq;
-	struct tp_holds *h;
-	bool now = true;
+	bool kept = false;
 
 	if (!p)
 		return;
 	if (q) {
 		pthread_mutex_lock(&q->lock);
-		h = q->holds;
-		if (h && h->live) {
-			now = false;
-			if (h->nlater == h->later_cap) {
-				size_t cap = h->later_cap ? 2 * h->later_cap : 16;
-				void **v = realloc(h->later, cap * sizeof(*v));
-
-				if (v) {
-					h->later = v;
-					h->later_cap = cap;
-				}
-			}
-			if (h->nlater < h->later_cap)
-				h->later[h->nlater++] = p;
-			else /* leaked rather than a free that waits for the hold */
-				TP_WARN("unpack", "out of memory: %p stays allocated", p);
-		}
+		kept = tp__holds_keep(q->holds, p);
 		pthread_mutex_unlock(&q->lock);
 	}
-	if (now)
+	if (!kept)
 		tp__dev_host_free(p);
 }
