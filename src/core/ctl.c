@@ -201,7 +201,7 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 	int rc;
 
 	sl->launch = 0;
-	sl->unpack = TP_UNPACK_NONE;
+	sl->path = TP_PATH_NONE;
 	rc = tp__meta_read(t->rx.meta, tp_window_slot(k), TP_CTL_FRAME, t->rx.bounce_len,
 			   "control channel", &v);
 	if (rc)
@@ -216,7 +216,7 @@ static int rx_unpack(struct tcpx_p2p_conn *c, uint32_t k, struct tp_slot *sl)
 	}
 	if (!n)
 		return 0;
-	sl->unpack = TP_UNPACK_DEVICE;
+	sl->path = TP_PATH_LIST_KERNEL; /* a list the GPU reaches, not pinned: copies */
 	return tp__devq_copies(c->s, t->cp, n, TP_LIST_MAPPED, &sl->launch);
 }
 
@@ -322,7 +322,7 @@ int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending)
 		struct tp_slot *sl = &rx->slot[tp_window_slot(rx->win.unpacked)];
 
 		sl->launch = 0;
-		sl->unpack = TP_UNPACK_NONE;
+		sl->path = TP_PATH_NONE;
 		if (rx->meta)
 			rc = rx_unpack(c, rx->win.unpacked, sl);
 		*moved = true;

@@ -164,7 +164,7 @@ static int drain_comm(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		return rc;
 	/* What arrived is handed back as it is: never unpacked. */
 	for (; cm->win.unpacked != cm->win.tested; cm->win.unpacked++)
-		cm->slot[tp_window_slot(cm->win.unpacked)].unpack = TP_UNPACK_NONE;
+		cm->slot[tp_window_slot(cm->win.unpacked)].path = TP_PATH_NONE;
 	return tp__stream_consume(c, cm, moved, NULL);
 }
 

@@ -76,9 +76,9 @@ int tp__comm_unpacked(struct tcpx_p2p_session *s, const struct tp_slot *sl, bool
 		      bool *ready)
 {
 	*ready = true;
-	if (sl->unpack == TP_UNPACK_HCOPY)
+	if (sl->path == TP_PATH_HOST_THREADS)
 		*ready = tp__hcopy_done(&sl->hjob);
-	else if (sl->unpack == TP_UNPACK_DEVICE && device_too)
+	else if (tp_path_on_device(sl->path) && device_too)
 		return tp__devq_done(s, sl->launch, ready);
 	return 0;
 }

@@ -19,16 +19,10 @@ struct tcpx_p2p_xfer;
 
 enum tp_dir { TP_SEND = 0, TP_RECV = 1 };
 
-/* How a receive's payload reaches the user's buffer. */
-enum tp_unpack_kind {
-	TP_UNPACK_NONE,   /* the plugin wrote the user's buffer */
-	TP_UNPACK_MEMCPY, /* host bounce -> host buffer, memcpy per record */
-	TP_UNPACK_DEVICE, /* through the session's CUDA stream (kernel/d2d/host) */
-	TP_UNPACK_HCOPY,  /* a scatter on the session's host copy threads */
-};
-
 /* How a chunk's bytes move between the plugin's buffer and the transfer's
- * memory (tp__copy_path decides). */
+ * memory (tp__copy_path decides), and so what a received chunk's hand-back
+ * waits for: the copy threads (HOST_THREADS), the device queue
+ * (tp_path_on_device), or nothing (the rest: done in the pass, or no copy). */
 enum tp_copy_path {
 	TP_PATH_NONE,         /* none: the plugin read or wrote the transfer's memory */
 	TP_PATH_RECORDS,      /* host bounce -> host memory: memcpy per record, in the pass */
@@ -42,6 +36,12 @@ enum tp_copy_path {
 	TP_PATH_STAGED,       /* the records through pinned host staging (host) */
 };
 
+static inline bool tp_path_on_device(enum tp_copy_path p)
+{
+	return p == TP_PATH_LIST_KERNEL || p == TP_PATH_LIST_COPIES || p == TP_PATH_KERNEL ||
+	       p == TP_PATH_D2D || p == TP_PATH_STAGED;
+}
+
 struct tp_slot {
 	void *request;      /* NULL between preparing and issuing (gathers) */
 	struct tcpx_p2p_xfer *x; /* NULL on the control channel */
@@ -50,8 +50,8 @@ struct tp_slot {
 	struct tp_meta_view meta; /* a bounce receive's records, checked once tested */
 	size_t soff;        /* the chunk's offset in its transfer's stream */
 	uint64_t launch;    /* device work (unpack, scatter, gather) gating the next stage */
-	enum tp_unpack_kind unpack;
-	enum tp_copy_path path; /* a device unpack's variant (PATH_KERNEL, D2D, STAGED) */
+	enum tp_copy_path path; /* a receive's, once tested: how its bytes reach the
+				 * transfer's memory (NONE: nothing left to wait for) */
 	bool multi;         /* several segments: through the comm's staging */
 	bool caller;        /* issued with the caller's memory: the plugin reads (send) or
 			     * writes (receive, no bounce buffer) it until the request ends */

@@ -506,14 +506,12 @@ static int unpack_list(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tp_sl
 		rc = tp__vec_copies_recs(s, sl->x, sl, &sl->meta, cm->bounce, now, &n);
 	else
 		rc = tp__vec_copies(s, sl->x, sl, false, sl->stage, now, &n);
-	sl->unpack = TP_UNPACK_NONE;
-	if (rc || !n)
+	if (rc || !n) {
+		sl->path = TP_PATH_NONE; /* nothing to wait for */
 		return rc;
-	if (path == TP_PATH_HOST_THREADS) {
-		sl->unpack = TP_UNPACK_HCOPY;
-		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	}
-	sl->unpack = TP_UNPACK_DEVICE;
+	if (path == TP_PATH_HOST_THREADS)
+		return tp__hcopy_submit(s, &sl->hjob, sl->cp, n);
 	return tp__devq_copies(s, sl->cp, n,
 			       path != TP_PATH_LIST_KERNEL ? TP_LIST_ASYNC
 			       : sl->cp_pinned	    ? TP_LIST_KERNEL
@@ -549,10 +547,8 @@ int tp__stream_unpack(struct tcpx_p2p_conn *c, bool *moved)
 			sl->path = rc ? tp__copy_path(c->s, cm, sl) : TP_PATH_NONE;
 			switch (sl->path) {
 			case TP_PATH_NONE:
-				sl->unpack = TP_UNPACK_NONE;
 				break;
 			case TP_PATH_RECORDS:
-				sl->unpack = TP_UNPACK_MEMCPY;
 				unpack_memcpy(cm, sl);
 				break;
 			case TP_PATH_HOST_NOW:
@@ -566,7 +562,6 @@ int tp__stream_unpack(struct tcpx_p2p_conn *c, bool *moved)
 			case TP_PATH_KERNEL:
 			case TP_PATH_D2D:
 			case TP_PATH_STAGED:
-				sl->unpack = TP_UNPACK_DEVICE;
 				b.cm[b.n] = cm;
 				b.sl[b.n++] = sl;
 				if (b.n == TP_UNPACK_MAX_JOBS && (rc = flush_batch(c, &b)))
