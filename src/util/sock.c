@@ -1,5 +1,5 @@
-/* TCP helpers with deadlines, and the framed bootstrap protocol.
- * Sockets stay blocking for their users; each step here is non-blocking
+/* TCP helpers with deadlines (the rendezvous's frames over them:
+ * core/setup/rdv_frame.c).  Sockets stay blocking for their users; each step here is non-blocking
  * (MSG_DONTWAIT, or O_NONBLOCK around connect) and waits in poll() for at
  * most what is left of a deadline computed once per call. */
 #include <arpa/inet.h>
@@ -22,7 +22,7 @@
 
 #define TP_DIAL_BACKOFF_MIN_MS 10
 #define TP_DIAL_BACKOFF_MAX_MS 500
-#define TP_ADDR_LEN (INET6_ADDRSTRLEN + 8)
+_Static_assert(TP_SOCK_ADDR_LEN >= INET6_ADDRSTRLEN + 8, "room for [ip6]:port");
 
 /* 0 when fd is ready for events, ETIMEDOUT, or ENET (errno kept). */
 static int tp_wait_fd(int fd, short events, tp_deadline deadline)
@@ -71,7 +71,7 @@ static void tp_format_addr(const struct sockaddr *sa, char *buf, size_t len)
 	}
 }
 
-static void tp_peer_name(int fd, char *buf, size_t len)
+void tp__sock_peer_name(int fd, char *buf, size_t len)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -352,7 +352,7 @@ int tp__sock_dial(const char *host, uint16_t port, int timeout_ms, int *fd)
 static int tp_move_until(int fd, char *buf, size_t len, tp_deadline deadline, bool send_dir)
 {
 	const char *what = send_dir ? "send to" : "recv from";
-	char peer[TP_ADDR_LEN];
+	char peer[TP_SOCK_ADDR_LEN];
 	size_t done = 0;
 	ssize_t n;
 	int rc;
@@ -365,7 +365,7 @@ static int tp_move_until(int fd, char *buf, size_t len, tp_deadline deadline, bo
 			continue;
 		}
 		if (n == 0) {
-			tp_peer_name(fd, peer, sizeof(peer));
+			tp__sock_peer_name(fd, peer, sizeof(peer));
 			return tp__error(TCPX_P2P_ECLOSED,
 					 "recv from %s: peer closed after %zu of %zu bytes", peer,
 					 done, len);
@@ -375,7 +375,7 @@ static int tp_move_until(int fd, char *buf, size_t len, tp_deadline deadline, bo
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
 			int err = errno;
 
-			tp_peer_name(fd, peer, sizeof(peer));
+			tp__sock_peer_name(fd, peer, sizeof(peer));
 			return tp__error(tp_errno_code(err), "%s %s after %zu of %zu bytes: %s",
 					 what, peer, done, len, strerror(err));
 		}
@@ -383,7 +383,7 @@ static int tp_move_until(int fd, char *buf, size_t len, tp_deadline deadline, bo
 		if (rc) {
 			int err = errno;
 
-			tp_peer_name(fd, peer, sizeof(peer));
+			tp__sock_peer_name(fd, peer, sizeof(peer));
 			return tp__error(rc, "%s %s: %s after %zu of %zu bytes", what, peer,
 					 rc == TCPX_P2P_ETIMEDOUT ? "timed out" : strerror(err),
 					 done, len);
@@ -392,28 +392,14 @@ static int tp_move_until(int fd, char *buf, size_t len, tp_deadline deadline, bo
 	return 0;
 }
 
-static int tp_send_until(int fd, const void *buf, size_t len, tp_deadline deadline)
+int tp__sock_send_by(int fd, const void *buf, size_t len, tp_deadline deadline)
 {
 	return tp_move_until(fd, (char *)buf, len, deadline, true);
 }
 
-static int tp_recv_until(int fd, void *buf, size_t len, tp_deadline deadline)
+int tp__sock_recv_by(int fd, void *buf, size_t len, tp_deadline deadline)
 {
 	return tp_move_until(fd, buf, len, deadline, false);
-}
-
-int tp__sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
-{
-	if (fd < 0 || (!buf && len))
-		return tp__error(TCPX_P2P_EINVAL, "send: bad fd %d or NULL buffer", fd);
-	return tp_send_until(fd, buf, len, tp__deadline_ms(timeout_ms));
-}
-
-int tp__sock_recv_all(int fd, void *buf, size_t len, int timeout_ms)
-{
-	if (fd < 0 || (!buf && len))
-		return tp__error(TCPX_P2P_EINVAL, "recv: bad fd %d or NULL buffer", fd);
-	return tp_recv_until(fd, buf, len, tp__deadline_ms(timeout_ms));
 }
 
 void tp__sock_close(int fd)
@@ -422,108 +408,4 @@ void tp__sock_close(int fd)
 	 * retrying could close someone else's. */
 	if (fd >= 0)
 		close(fd);
-}
-
-static const char *tp_frame_type_name(unsigned type)
-{
-	switch (type) {
-	case TP_RDV_FRAME_HELLO:
-		return "hello";
-	case TP_RDV_FRAME_BARRIER:
-		return "barrier";
-	case TP_RDV_FRAME_BYE:
-		return "bye";
-	case TP_RDV_FRAME_AUTH:
-		return "auth";
-	default:
-		return "unknown";
-	}
-}
-
-void tp__rdv_frame_encode(struct tp_rdv_frame_hdr *wire, uint16_t type, uint32_t len)
-{
-	wire->magic = htonl(TP_RDV_FRAME_MAGIC);
-	wire->version = htons(TP_RDV_FRAME_VERSION);
-	wire->type = htons(type);
-	wire->len = htonl(len);
-}
-
-int tp__rdv_frame_decode(const struct tp_rdv_frame_hdr *wire, uint16_t type, uint32_t cap,
-			 uint32_t *len)
-{
-	uint32_t magic = ntohl(wire->magic), n = ntohl(wire->len);
-	unsigned version = ntohs(wire->version), got = ntohs(wire->type);
-
-	if (magic != TP_RDV_FRAME_MAGIC)
-		return tp__error(TCPX_P2P_EPROTO, "bad magic 0x%08x: not a tcpx_p2p peer", magic);
-	if (version != TP_RDV_FRAME_VERSION)
-		return tp__error(TCPX_P2P_EPROTO,
-				 "peer speaks bootstrap version %u, this library speaks %u",
-				 version, TP_RDV_FRAME_VERSION);
-	if (type != TP_RDV_FRAME_ANY && got != type)
-		return tp__error(TCPX_P2P_EPROTO, "expected a %s frame (type %u), got %s (type %u)",
-				 tp_frame_type_name(type), type, tp_frame_type_name(got), got);
-	if (n > cap || n > TP_RDV_FRAME_MAX)
-		return tp__error(TCPX_P2P_EPROTO, "%s frame of %u bytes exceeds the limit of %u",
-				 tp_frame_type_name(got), n,
-				 cap < TP_RDV_FRAME_MAX ? cap : TP_RDV_FRAME_MAX);
-	if (len)
-		*len = n;
-	return 0;
-}
-
-int tp__rdv_frame_send(int fd, uint16_t type, const void *payload, uint32_t len, int timeout_ms)
-{
-	tp_deadline deadline = tp__deadline_ms(timeout_ms);
-	struct tp_rdv_frame_hdr hdr;
-	int rc;
-
-	if (fd < 0 || len > TP_RDV_FRAME_MAX || (!payload && len))
-		return tp__error(TCPX_P2P_EINVAL, "frame send: bad fd %d or payload (%u bytes)", fd,
-				 len);
-	tp__rdv_frame_encode(&hdr, type, len);
-	rc = tp_send_until(fd, &hdr, sizeof(hdr), deadline);
-	if (rc == 0 && len)
-		rc = tp_send_until(fd, payload, len, deadline);
-	return rc;
-}
-
-static int tp_frame_recv(int fd, uint16_t want, uint16_t *type, void *buf, uint32_t cap,
-			 uint32_t *len, int timeout_ms)
-{
-	tp_deadline deadline = tp__deadline_ms(timeout_ms);
-	struct tp_rdv_frame_hdr hdr;
-	char peer[TP_ADDR_LEN];
-	uint32_t n;
-	int rc;
-
-	if (fd < 0 || (!buf && cap))
-		return tp__error(TCPX_P2P_EINVAL, "frame recv: bad fd %d or NULL buffer", fd);
-	rc = tp_recv_until(fd, &hdr, sizeof(hdr), deadline);
-	if (rc)
-		return rc;
-	rc = tp__rdv_frame_decode(&hdr, want, cap, &n);
-	if (rc) {
-		tp_peer_name(fd, peer, sizeof(peer));
-		return tp__error(rc, "from %s: %s", peer, tcpx_p2p_last_error());
-	}
-	if (n)
-		rc = tp_recv_until(fd, buf, n, deadline);
-	if (rc == 0 && len)
-		*len = n;
-	if (rc == 0 && type)
-		*type = ntohs(hdr.type);
-	return rc;
-}
-
-int tp__rdv_frame_recv(int fd, uint16_t type, void *buf, uint32_t cap, uint32_t *len,
-		       int timeout_ms)
-{
-	return tp_frame_recv(fd, type, NULL, buf, cap, len, timeout_ms);
-}
-
-int tp__rdv_frame_recv_any(int fd, uint16_t *type, void *buf, uint32_t cap, uint32_t *len,
-		       int timeout_ms)
-{
-	return tp_frame_recv(fd, TP_RDV_FRAME_ANY, type, buf, cap, len, timeout_ms);
 }

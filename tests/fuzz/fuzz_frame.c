@@ -1,4 +1,4 @@
-/* libFuzzer target: the bootstrap frame parser (src/util/sock.c), both the
+/* libFuzzer target: the rendezvous frame parser (src/core/setup/rdv_frame.c), both the
  * pure header decode and the receive path over a socket pair. */
 #include <stddef.h>
 #include <stdint.h>
@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
-#include "util/sock.h"
+#include "core/setup/rdv_frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

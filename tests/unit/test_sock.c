@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "sock_all.h"
 #include "util/error.h"
 #include "util/sock.h"
 
@@ -70,11 +71,11 @@ static void *echo_thread(void *p)
 	s->rc = accept_within(s->lfd, 5000, &fd, s->peer, sizeof(s->peer));
 	if (s->rc)
 		return NULL;
-	s->rc = tp__sock_recv_all(fd, s->buf, MIB, 5000);
+	s->rc = sock_recv_all(fd, s->buf, MIB, 5000);
 	if (s->rc == 0) {
 		for (i = 0; i < MIB; i++)
 			s->buf[i] ^= 0xff;
-		s->rc = tp__sock_send_all(fd, s->buf, MIB, 5000);
+		s->rc = sock_send_all(fd, s->buf, MIB, 5000);
 	}
 	tp__sock_close(fd);
 	return NULL;
@@ -100,15 +101,15 @@ static void roundtrip(const char *listen_addr, const char *dial_addr)
 	assert_int_equal(pthread_create(&th, NULL, echo_thread, &s), 0);
 	if (tp__sock_dial(dial_addr, port, 5000, &fd))
 		fail_msg("dial %s:%u: %s", dial_addr, port, tcpx_p2p_last_error());
-	assert_int_equal(tp__sock_send_all(fd, out, MIB, 5000), 0);
-	assert_int_equal(tp__sock_recv_all(fd, back, MIB, 5000), 0);
+	assert_int_equal(sock_send_all(fd, out, MIB, 5000), 0);
+	assert_int_equal(sock_recv_all(fd, back, MIB, 5000), 0);
 	pthread_join(th, NULL);
 	assert_int_equal(s.rc, 0);
 	for (i = 0; i < MIB; i++)
 		if ((back[i] ^ out[i]) != 0xff)
 			fail_msg("byte %zu: sent 0x%02x, got back 0x%02x", i, out[i], back[i]);
 	/* The echo side closed: the next read sees an orderly EOF. */
-	assert_int_equal(tp__sock_recv_all(fd, back, 1, 2000), TCPX_P2P_ECLOSED);
+	assert_int_equal(sock_recv_all(fd, back, 1, 2000), TCPX_P2P_ECLOSED);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "peer closed"));
 	/* The accepting side names its peer; IPv4 stays IPv4 on a dual-stack listener. */
 	if (!strcmp(dial_addr, "localhost"))
@@ -227,7 +228,7 @@ static void *late_listen_thread(void *p)
 		return NULL;
 	l->rc = accept_within(lfd, 5000, &fd, NULL, 0);
 	if (l->rc == 0)
-		l->rc = tp__sock_recv_all(fd, &b, 1, 5000);
+		l->rc = sock_recv_all(fd, &b, 1, 5000);
 	if (l->rc == 0 && b != 0xa5)
 		l->rc = TCPX_P2P_EINTERNAL;
 	tp__sock_close(fd);
@@ -251,7 +252,7 @@ static void test_dial_retries_until_listening(void **state)
 	if (tp__sock_dial("127.0.0.1", l.port, 60000, &fd))
 		fail_msg("dial: %s", tcpx_p2p_last_error());
 	assert_true(__atomic_load_n(&watched_connects, __ATOMIC_ACQUIRE) >= 2);
-	assert_int_equal(tp__sock_send_all(fd, &b, 1, 1000), 0);
+	assert_int_equal(sock_send_all(fd, &b, 1, 1000), 0);
 	pthread_join(th, NULL);
 	__atomic_store_n(&watched_port, 0, __ATOMIC_RELEASE);
 	assert_int_equal(l.rc, 0);

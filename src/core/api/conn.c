@@ -11,6 +11,7 @@
 #include "core/engine.h"
 #include "core/pass.h"
 #include "core/session.h"
+#include "core/setup/rdv_frame.h"
 #include "util/error.h"
 #include "util/sock.h"
 

@@ -24,9 +24,9 @@
 #include "core/setup/auth.h"
 #include "core/setup/handshake.h"
 #include "core/setup/listener.h"
+#include "core/setup/rdv_frame.h"
 #include "util/error.h"
 #include "util/log.h"
-#include "util/sock.h"
 
 #define TP_AUTH_VERSION 1
 
