@@ -24,7 +24,7 @@ import struct
 import sys
 import time
 
-MAGIC = 0x54505831  # "TPX1", src/util/sock.h
+MAGIC = 0x54505831  # "TPX1", src/core/setup/rdv_frame.h
 VERSION = 1
 HELLO = 1
 

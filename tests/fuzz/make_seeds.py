@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets into corpus/<target>/.
-Formats: src/util/sock.h (frames), src/core/setup/blob.h (blobs),
+Formats: src/core/setup/rdv_frame.h (frames), src/core/setup/blob.h (blobs),
 plugins/emu/emu.h (emulator handles), src/core/setup/handshake.c (auth),
 src/abi/nccl_net.h (unpack meta records; fuzz_meta.c for the header)."""
 import os
