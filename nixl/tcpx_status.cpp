@@ -18,6 +18,7 @@ nixl_status_t tcpxStatusQuiet(int rc)
 	case TCPX_P2P_EBUSY:
 		return NIXL_ERR_NOT_ALLOWED;
 	case TCPX_P2P_ECLOSED: /* peer gone, or the connection failed before */
+	case TCPX_P2P_EPEERRESTART: /* the peer is a new incarnation: the old is gone */
 		return NIXL_ERR_REMOTE_DISCONNECT;
 	case TCPX_P2P_EINTERNAL:
 		return NIXL_ERR_UNKNOWN;
@@ -30,9 +31,9 @@ nixl_status_t tcpxStatusQuiet(int rc)
 
 nixl_status_t tcpxStatus(int rc, const char *what)
 {
-	/* A peer gone is the caller's NIXL_ERR_REMOTE_DISCONNECT (NIXL logs
-	 * it as it sees fit), not an error of this backend. */
-	if (rc == TCPX_P2P_ECLOSED)
+	/* A peer gone (or restarted) is the caller's NIXL_ERR_REMOTE_DISCONNECT
+	 * (NIXL logs it as it sees fit), not an error of this backend. */
+	if (rc == TCPX_P2P_ECLOSED || rc == TCPX_P2P_EPEERRESTART)
 		NIXL_INFO << "TCPX: " << what << ": " << tcpx_p2p_strerror(rc) << " ("
 			  << tcpx_p2p_last_error() << ")";
 	else if (rc != TCPX_P2P_OK)

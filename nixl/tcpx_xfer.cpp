@@ -256,6 +256,18 @@ nixl_status_t nixlTcpxEngine::checkXfer(nixlBackendReqH *handle) const
 		return NIXL_ERR_NOT_POSTED;
 	int done = 0;
 	int rc = tcpx_p2p_test(h->x, &done);
+	if (rc == TCPX_P2P_EINVAL) {
+		/* A posted transfer ends EINVAL only when the target refused
+		 * it: the region it names was deregistered there since the
+		 * request was made (a target being torn down deregisters
+		 * before it closes), so this agent's metadata of the target
+		 * is stale.  UCX fails such an access as a broken endpoint;
+		 * NIXL then drops the agent's metadata, to be loaded anew. */
+		NIXL_INFO << "TCPX: agent " << h->link->agent << " refused a "
+			  << (h->op == NIXL_WRITE ? "write" : "read") << " ("
+			  << tcpx_p2p_last_error() << "): its metadata here is stale";
+		return NIXL_ERR_REMOTE_DISCONNECT;
+	}
 	if (rc)
 		return tcpxStatus(rc, h->op == NIXL_WRITE ? "write" : "read");
 	if (!done) {

@@ -3,8 +3,8 @@
  * WRITE and READ with notifications, and every byte is checked; a target
  * process that is killed; metadata that is not ours; requests prepared once
  * and posted as prepared lists, cancelled when released pending; memory
- * deregistered under a transfer, on either side; stale metadata; agent-local
- * transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
+ * deregistered under a transfer, on either side; stale metadata; transfers
+ * the target refuses; agent-local transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
  * and tcpx_count.so preloaded (CTest sets both).
  * Exit 0 pass, 1 fail, 77 skip. */
 #include <algorithm>
@@ -747,6 +747,81 @@ void staleMetadata()
 		failures ? "FAILED" : "ok");
 }
 
+/* A transfer the target refuses because the region it names was
+ * deregistered there after the request was made ends
+ * NIXL_ERR_REMOTE_DISCONNECT (as on UCX, never INVALID_PARAM): NIXL drops
+ * the target's metadata, and loading it anew carries the next transfer.
+ * Then NIXL's own error-handling case: a target that deregisters and goes
+ * away right after the post (the transfer ends done or REMOTE_DISCONNECT). */
+void refusedByTarget()
+{
+	Agent i, t;
+	EXPECT(makeAgent(i, "refused-i", -1) && makeAgent(t, "refused-t", -1));
+	Buffer ib(DRAM_SEG, 0, 1 << 16), tb(DRAM_SEG, 0, 1 << 16);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	src.addDesc(nixlBasicDesc(ib.addr(), ib.len, 0));
+	dst.addDesc(nixlBasicDesc(tb.addr(), tb.len, 0));
+	for (nixl_xfer_op_t op : {NIXL_WRITE, NIXL_READ}) {
+		EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+		EXPECT(exchange(t, i));
+		/* the connection is made and the region imported here */
+		nixlXferReqH *req = nullptr;
+		EXPECT(i.agent->createXferReq(op, src, dst, t.name, req) == NIXL_SUCCESS);
+		if (!req)
+			return;
+		EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+		nixl_status_t st = i.agent->postXferReq(req);
+		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+			st = waitXfer(i, req, 60000);
+		EXPECT(st == NIXL_ERR_REMOTE_DISCONNECT);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+		/* NIXL dropped the metadata: the target's region is unknown here
+		 * until its metadata is loaded again */
+		req = nullptr;
+		EXPECT(i.agent->createXferReq(op, src, dst, t.name, req) != NIXL_SUCCESS);
+		EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+		EXPECT(exchange(t, i));
+		ib.fill(50 + op);
+		tb.fill(60 + op);
+		req = nullptr;
+		EXPECT(i.agent->createXferReq(op, src, dst, t.name, req) == NIXL_SUCCESS);
+		if (!req)
+			return;
+		st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+		EXPECT(memcmp(ib.ptr, tb.ptr, ib.len) == 0);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+		EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+		EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	}
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	for (nixl_xfer_op_t op : {NIXL_WRITE, NIXL_READ}) {
+		Agent g;
+		EXPECT(makeAgent(g, "refused-gone", -1));
+		EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+		EXPECT(g.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+		EXPECT(exchange(g, i));
+		nixlXferReqH *req = nullptr;
+		EXPECT(i.agent->createXferReq(op, src, dst, g.name, req) == NIXL_SUCCESS);
+		if (!req)
+			return;
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(g.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+		g.agent.reset();
+		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+			st = waitXfer(i, req, 60000);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_ERR_REMOTE_DISCONNECT);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+		EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+		nixl_status_t inv = i.agent->invalidateRemoteMD(g.name);
+		EXPECT(inv == NIXL_SUCCESS || inv == NIXL_ERR_NOT_FOUND);
+	}
+	fprintf(stderr, "transfers the target refused, and a target gone after a post: %s\n",
+		failures ? "FAILED" : "ok");
+}
+
 /* Backend parameters of other backends are ignored (NIXL's tests and
  * callers hand one set to every backend); a bad value of ours still fails;
  * descriptor metadata of an agent whose connection info was never loaded
@@ -848,6 +923,7 @@ int main()
 	bigRegistration(a, b);
 	badMetadata(a);
 	staleMetadata();
+	refusedByTarget();
 	deregisterInFlight();
 
 	int gpu = usableGpu();
