@@ -219,8 +219,9 @@ nixl_status_t nixlTcpxEngine::loadRemoteMD(const nixlBlobDesc &input, const nixl
 {
 	if (!net_->knowsRemote(remote_agent)) {
 		/* checkRemoteMD would call such a peer's memory valid: refuse it
-		 * here, not at the first transfer */
-		NIXL_WARN << "TCPX: metadata of a region of agent " << remote_agent
+		 * here, not at the first transfer (at INFO: the caller's status
+		 * says it, and NIXL logs that) */
+		NIXL_INFO << "TCPX: metadata of a region of agent " << remote_agent
 			  << ", whose connection info was never loaded";
 		return NIXL_ERR_NOT_FOUND;
 	}
