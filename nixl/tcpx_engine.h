@@ -45,6 +45,7 @@ struct tcpxReqH : public nixlBackendReqH {
 	/* Set when the memory it names was deregistered under it: every
 	 * later call on it fails with this status. */
 	nixl_status_t dropped = NIXL_SUCCESS;
+	bool posting = false; /* a post waits for room, without reqs_mu_ */
 	struct Copy {
 		void *dst;
 		const void *src;
@@ -112,7 +113,8 @@ private:
 	 * destruction frees what NIXL never released), and transfers still
 	 * pending after a cancel and timeout_ms (freed at destruction, after
 	 * the connections closed).  reqs_mu_ also serialises the calls on one
-	 * request against a deregistration dropping it. */
+	 * request against a deregistration dropping it; a post waiting for
+	 * room in the control stream lets go of it between tries. */
 	mutable std::mutex reqs_mu_;
 	mutable std::set<tcpxReqH *> reqs_;
 	mutable std::vector<tcpx_p2p_xfer *> orphans_;

@@ -15,19 +15,6 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-/* The library's EAGAIN on a post: control bytes waiting for the peer are
- * at their bound; the progress thread drains them, so post again soon. */
-template <typename Post> int postRetrying(int timeout_ms, Post post)
-{
-	auto deadline = steady::now() + std::chrono::milliseconds(timeout_ms);
-	for (;;) {
-		int rc = post();
-		if (rc != TCPX_P2P_EAGAIN || steady::now() > deadline)
-			return rc;
-		std::this_thread::sleep_for(std::chrono::microseconds(50));
-	}
-}
-
 nixl_status_t userMsg(const std::string &msg, std::string &out)
 {
 	/* The peer's config.notif_max_bytes (64 KiB by default) is the real
@@ -195,11 +182,13 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 				       const nixl_opt_b_args_t *opt_args) const
 {
 	auto *h = static_cast<tcpxReqH *>(handle);
-	std::lock_guard<std::mutex> g(reqs_mu_);
+	std::unique_lock<std::mutex> g(reqs_mu_);
 	if (h->dropped != NIXL_SUCCESS) {
 		NIXL_ERROR << "TCPX: a request whose memory was deregistered is posted";
 		return h->dropped;
 	}
+	if (h->posting) /* another thread's post of it waits for room */
+		return NIXL_ERR_REPOST_ACTIVE;
 	if (h->x) { /* a repost of a finished request */
 		int done = 0;
 		int rc = tcpx_p2p_test(h->x, &done);
@@ -228,8 +217,23 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 		p.notif = msg.data();
 		p.notif_len = msg.size();
 	}
-	int rc = postRetrying(params_.cfg.timeout_ms,
-			      [&] { return tcpx_p2p_xlist_post(h->list, &p, &h->x); });
+	/* The library's EAGAIN: control bytes waiting for the peer are at
+	 * their bound; the progress thread drains them, so post again soon
+	 * (up to timeout_ms).  Without reqs_mu_ meanwhile: other threads'
+	 * posts and checks of other requests go on, and a deregistration
+	 * may drop this one (seen when the lock is back). */
+	const auto deadline = steady::now() + std::chrono::milliseconds(params_.cfg.timeout_ms);
+	int rc;
+	while ((rc = tcpx_p2p_xlist_post(h->list, &p, &h->x)) == TCPX_P2P_EAGAIN &&
+	       steady::now() <= deadline) {
+		h->posting = true;
+		g.unlock();
+		std::this_thread::sleep_for(std::chrono::microseconds(50));
+		g.lock();
+		h->posting = false;
+		if (h->dropped != NIXL_SUCCESS)
+			return h->dropped;
+	}
 	if (h->op == NIXL_WRITE) {
 		telemetry(nixl_telemetry_event_type_t::AGENT_TX_BYTES, h->bytes);
 		telemetry(nixl_telemetry_event_type_t::AGENT_TX_REQUESTS_NUM, 1);

@@ -2,21 +2,39 @@
  * makes (tp_count_get), forwarding each to libtcpx_p2p.  The test checks
  * with them how the backend drives the library: a NIXL request is
  * prepared once and posted as a prepared list, a released pending one is
- * cancelled. */
+ * cancelled; and it makes chosen threads' posts meet EAGAIN. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
 
 #include <tcpx_p2p.h>
 
-enum { TP_XLIST_PREPARE, TP_XLIST_POST, TP_WRITE, TP_READ, TP_CANCEL, TP_CANCELED, TP_N };
+enum { TP_XLIST_PREPARE, TP_XLIST_POST, TP_WRITE, TP_READ, TP_CANCEL, TP_CANCELED, TP_EAGAIN,
+       TP_N };
 static atomic_long counts[TP_N];
+/* While hold is set, list posts of the threads that called
+ * tp_count_held_here() get EAGAIN (counted), as when the control bytes
+ * waiting for the peer are at their bound. */
+static atomic_int hold;
+static _Thread_local int held_here;
 
 long tp_count_get(int what);
+void tp_count_hold(int on);
+void tp_count_held_here(void);
 
 __attribute__((visibility("default"))) long tp_count_get(int what)
 {
 	return what >= 0 && what < TP_N ? atomic_load(&counts[what]) : -1;
+}
+
+__attribute__((visibility("default"))) void tp_count_hold(int on)
+{
+	atomic_store(&hold, on);
+}
+
+__attribute__((visibility("default"))) void tp_count_held_here(void)
+{
+	held_here = 1;
 }
 
 /* The library as the plugin loaded it (NIXL opens plugins RTLD_LOCAL, so
@@ -53,6 +71,10 @@ tcpx_p2p_xlist_post(tcpx_p2p_xlist *l, const tcpx_p2p_xfer_params *params, tcpx_
 {
 	typedef int (*fn)(tcpx_p2p_xlist *, const tcpx_p2p_xfer_params *, tcpx_p2p_xfer **);
 	NEXT("TCPX_P2P_0.10", "tcpx_p2p_xlist_post", fn);
+	if (held_here && atomic_load(&hold)) {
+		atomic_fetch_add(&counts[TP_EAGAIN], 1);
+		return TCPX_P2P_EAGAIN;
+	}
 	atomic_fetch_add(&counts[TP_XLIST_POST], 1);
 	return next(l, params, out);
 }

@@ -4,7 +4,7 @@
  * process that is killed; metadata that is not ours; requests prepared once
  * and posted as prepared lists, cancelled when released pending; memory
  * deregistered under a transfer, on either side; stale metadata; transfers
- * the target refuses; agent-local transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
+ * the target refuses; posts from two threads; agent-local transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
  * and tcpx_count.so preloaded (CTest sets both).
  * Exit 0 pass, 1 fail, 77 skip. */
 #include <algorithm>
@@ -51,9 +51,10 @@ struct Agent {
 	std::string name;
 };
 
-bool makeAgent(Agent &a, const std::string &name, int gpu, const nixl_b_params_t &extra = {})
+bool makeAgent(Agent &a, const std::string &name, int gpu, const nixl_b_params_t &extra = {},
+	       nixl_thread_sync_t sync = nixl_thread_sync_t::NIXL_THREAD_SYNC_DEFAULT)
 {
-	nixlAgentConfig cfg(false, false);
+	nixlAgentConfig cfg(false, false, default_comm_port, sync);
 	a.name = name;
 	a.agent = std::make_unique<nixlAgent>(name, cfg);
 	nixl_b_params_t params;
@@ -490,7 +491,7 @@ void bigRegistration(Agent &i, Agent &t)
 }
 
 /* What the backend asked of the library (tcpx_count.so, preloaded). */
-enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED };
+enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED, C_EAGAIN };
 
 long count(int what)
 {
@@ -559,6 +560,76 @@ void preparedRequests(Agent &i, Agent &t)
 	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
 	EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
 	fprintf(stderr, "prepared once, posted thrice (WRITE, READ): %s\n",
+		failures ? "FAILED" : "ok");
+}
+
+/* Two threads post requests of one agent (NIXL's thread-safe mode lets
+ * them in at once): a post that meets EAGAIN (the control bytes waiting
+ * for the peer at their bound; tcpx_count.so makes it so until the other
+ * thread's transfer is done) retries without holding up the other
+ * thread's post of another request, and goes through once there is room. */
+void postsFromTwoThreads()
+{
+	auto hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "tp_count_hold"));
+	auto held_here = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "tp_count_held_here"));
+	if (!hold || !held_here) {
+		EXPECT(!"tcpx_count.so preloaded");
+		return;
+	}
+	Agent i, t;
+	/* the held post may retry for timeout_ms: far longer than the other
+	 * thread's transfer takes */
+	EXPECT(makeAgent(i, "threads-i", -1, {{"timeout_ms", "30000"}},
+			 nixl_thread_sync_t::NIXL_THREAD_SYNC_RW) &&
+	       makeAgent(t, "threads-t", -1));
+	const size_t len = 1 << 20;
+	Buffer ia(DRAM_SEG, 0, len), ib(DRAM_SEG, 0, len), ta(DRAM_SEG, 0, len),
+	    tb(DRAM_SEG, 0, len);
+	ia.fill(71);
+	ib.fill(72);
+	for (Buffer *b : {&ia, &ib})
+		EXPECT(i.agent->registerMem(b->reg()) == NIXL_SUCCESS);
+	for (Buffer *b : {&ta, &tb})
+		EXPECT(t.agent->registerMem(b->reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	nixlXferReqH *ra = nullptr, *rb = nullptr;
+	nixl_xfer_dlist_t sa(DRAM_SEG), da(DRAM_SEG), sb(DRAM_SEG), db(DRAM_SEG);
+	sa.addDesc(nixlBasicDesc(ia.addr(), len, 0));
+	da.addDesc(nixlBasicDesc(ta.addr(), len, 0));
+	sb.addDesc(nixlBasicDesc(ib.addr(), len, 0));
+	db.addDesc(nixlBasicDesc(tb.addr(), len, 0));
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, sa, da, t.name, ra) == NIXL_SUCCESS);
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, sb, db, t.name, rb) == NIXL_SUCCESS);
+	if (!ra || !rb)
+		return;
+	const long eagain0 = count(C_EAGAIN);
+	hold(1);
+	nixl_status_t sta = NIXL_ERR_UNKNOWN;
+	std::thread a([&] {
+		held_here();
+		sta = i.agent->postXferReq(ra);
+		if (sta == NIXL_SUCCESS || sta == NIXL_IN_PROG)
+			sta = waitXfer(i, ra, 60000);
+	});
+	auto end = steady::now() + std::chrono::seconds(60);
+	while (count(C_EAGAIN) == eagain0 && steady::now() < end)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	EXPECT(count(C_EAGAIN) > eagain0); /* a's post is retrying */
+	nixl_status_t st = i.agent->postXferReq(rb);
+	EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+	EXPECT(waitXfer(i, rb, 60000) == NIXL_SUCCESS);
+	hold(0);
+	a.join();
+	EXPECT(sta == NIXL_SUCCESS);
+	EXPECT(memcmp(ia.ptr, ta.ptr, len) == 0 && memcmp(ib.ptr, tb.ptr, len) == 0);
+	EXPECT(i.agent->releaseXferReq(ra) == NIXL_SUCCESS);
+	EXPECT(i.agent->releaseXferReq(rb) == NIXL_SUCCESS);
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	for (Buffer *b : {&ia, &ib})
+		EXPECT(i.agent->deregisterMem(b->reg()) == NIXL_SUCCESS);
+	for (Buffer *b : {&ta, &tb})
+		EXPECT(t.agent->deregisterMem(b->reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "a post retrying on EAGAIN holds up no other thread's: %s\n",
 		failures ? "FAILED" : "ok");
 }
 
@@ -917,6 +988,7 @@ int main()
 	EXPECT(params.count("num_channels") == 1 && params.count("gpu") == 1 && mems.size() == 2);
 	writeAndRead(a, b, DRAM_SEG, 0, "DRAM");
 	preparedRequests(a, b);
+	postsFromTwoThreads();
 	cancelOnRelease();
 	agentLocal(a);
 	paramsAndPartialMetadata(b);
