@@ -4,7 +4,8 @@
  * process that is killed; metadata that is not ours; requests prepared once
  * and posted as prepared lists, cancelled when released pending; memory
  * deregistered under a transfer, on either side; stale metadata; transfers
- * the target refuses; posts from two threads; agent-local transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
+ * the target refuses; a restarted target; posts from two threads;
+ * agent-local transfers.  Needs NIXL_PLUGIN_DIR naming the folder of libplugin_TCPX.so,
  * and tcpx_count.so preloaded (CTest sets both).
  * Exit 0 pass, 1 fail, 77 skip. */
 #include <algorithm>
@@ -893,6 +894,75 @@ void refusedByTarget()
 		failures ? "FAILED" : "ok");
 }
 
+/* A target restarted under the same name (a new process: new connection
+ * info) re-sends its metadata.  While NIXL still holds the old incarnation
+ * it refuses the new connection info itself (NIXL_ERR_NOT_ALLOWED); a
+ * request made for the old one fails NIXL_ERR_REMOTE_DISCONNECT, and NIXL
+ * then drops the old metadata; the new metadata loads, and transfers go
+ * to the new incarnation.  A framework may also invalidate the agent
+ * itself first: the same follows. */
+void restartedTarget()
+{
+	Agent i;
+	EXPECT(makeAgent(i, "restart-i", -1));
+	Buffer ib(DRAM_SEG, 0, 1 << 16), tb(DRAM_SEG, 0, 1 << 16);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	src.addDesc(nixlBasicDesc(ib.addr(), ib.len, 0));
+	dst.addDesc(nixlBasicDesc(tb.addr(), tb.len, 0));
+	unsigned seed = 80;
+	auto writeOnce = [&](const char *what) {
+		ib.fill(seed++); /* new bytes each time */
+		nixlXferReqH *req = nullptr;
+		EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, "restart-t", req) ==
+		       NIXL_SUCCESS);
+		if (!req)
+			return;
+		nixl_status_t st = i.agent->postXferReq(req);
+		EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
+		EXPECT(waitXfer(i, req, 20000) == NIXL_SUCCESS);
+		EXPECT(memcmp(ib.ptr, tb.ptr, ib.len) == 0);
+		EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+		if (failures)
+			fprintf(stderr, "restart: %s failed\n", what);
+	};
+	auto old = std::make_unique<Agent>();
+	EXPECT(makeAgent(*old, "restart-t", -1));
+	EXPECT(old->agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(*old, i));
+	writeOnce("to the first incarnation");
+	nixlXferReqH *stale = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, "restart-t", stale) == NIXL_SUCCESS);
+	for (bool invalidate_first : {false, true}) {
+		/* the process ends (its memory deregistered first, as NIXL does) */
+		EXPECT(old->agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+		old.reset();
+		old = std::make_unique<Agent>();
+		EXPECT(makeAgent(*old, "restart-t", -1));
+		EXPECT(old->agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+		nixl_blob_t md;
+		std::string name;
+		EXPECT(old->agent->getLocalMD(md) == NIXL_SUCCESS);
+		if (invalidate_first) {
+			EXPECT(i.agent->invalidateRemoteMD("restart-t") == NIXL_SUCCESS);
+		} else {
+			EXPECT(i.agent->loadRemoteMD(md, name) == NIXL_ERR_NOT_ALLOWED);
+			nixl_status_t st = stale ? i.agent->postXferReq(stale) : NIXL_ERR_UNKNOWN;
+			if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+				st = waitXfer(i, stale, 20000);
+			EXPECT(st == NIXL_ERR_REMOTE_DISCONNECT);
+			if (stale)
+				EXPECT(i.agent->releaseXferReq(stale) == NIXL_SUCCESS);
+		}
+		EXPECT(i.agent->loadRemoteMD(md, name) == NIXL_SUCCESS && name == "restart-t");
+		writeOnce(invalidate_first ? "after invalidating" : "after the old one failed");
+	}
+	EXPECT(old->agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+	EXPECT(i.agent->invalidateRemoteMD("restart-t") == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "a target restarted under its name: %s\n", failures ? "FAILED" : "ok");
+}
+
 /* Backend parameters of other backends are ignored (NIXL's tests and
  * callers hand one set to every backend); a bad value of ours still fails;
  * descriptor metadata of an agent whose connection info was never loaded
@@ -996,6 +1066,7 @@ int main()
 	badMetadata(a);
 	staleMetadata();
 	refusedByTarget();
+	restartedTarget();
 	deregisterInFlight();
 
 	int gpu = usableGpu();
