@@ -402,12 +402,14 @@ void tcpxNet::disconnect(const std::string &agent)
 }
 
 /* Removes link from the tables, then frees its imports and destroys the
- * connection (which waits for the peer's close answer, so not under mu_).
- * Transfers still pending on it fail; their handles see conn == NULL. */
+ * connection (which waits for the peer's close answer, so not under mu_),
+ * once no call uses it (link->use).  Transfers still pending on it fail;
+ * their handles see conn == NULL. */
 void tcpxNet::closeLink(const tcpxLinkPtr &link)
 {
 	tcpx_p2p_conn *c;
 	std::vector<tcpx_p2p_rmr *> rmrs;
+	std::unique_lock<std::shared_mutex> u(link->use);
 	{
 		std::lock_guard<std::mutex> g(mu_);
 		c = link->conn;

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -34,6 +35,10 @@
 
 /* One library connection with one peer agent. */
 struct tcpxLink {
+	/* Held shared by a call that uses conn outside mu_ (a post, a
+	 * notification), alone by closeLink while it clears and destroys
+	 * conn: no call uses a destroyed connection. */
+	std::shared_mutex use;
 	tcpx_p2p_conn *conn = nullptr; /* NULL once closed */
 	std::string agent;             /* the peer */
 	bool outgoing = false;         /* we dialed it: our transfers go on it */

@@ -110,12 +110,16 @@ nixl_status_t nixlTcpxEngine::prepXfer(const nixl_xfer_op_t &operation,
 	h->mds.erase(std::unique(h->mds.begin(), h->mds.end()), h->mds.end());
 	/* Checked and encoded once here: each post of the request (NIXL's
 	 * reposts included) does no per-descriptor work. */
-	tcpx_p2p_conn *c = h->link->conn;
-	if (!c)
-		return NIXL_ERR_REMOTE_DISCONNECT;
-	int rc = tcpx_p2p_xlist_prepare(
-	    c, operation == NIXL_WRITE ? TCPX_P2P_XLIST_WRITE : TCPX_P2P_XLIST_READ, lsegs.data(),
-	    lsegs.size(), rsegs.data(), rsegs.size(), 0, &h->list);
+	int rc;
+	{
+		std::shared_lock<std::shared_mutex> u(h->link->use);
+		tcpx_p2p_conn *c = h->link->conn;
+		if (!c)
+			return NIXL_ERR_REMOTE_DISCONNECT;
+		rc = tcpx_p2p_xlist_prepare(
+		    c, operation == NIXL_WRITE ? TCPX_P2P_XLIST_WRITE : TCPX_P2P_XLIST_READ,
+		    lsegs.data(), lsegs.size(), rsegs.data(), rsegs.size(), 0, &h->list);
+	}
 	if (rc)
 		return tcpxStatus(rc, "preparing a transfer (xlist_prepare)");
 	std::lock_guard<std::mutex> g(reqs_mu_);
@@ -205,8 +209,7 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 		if (st != NIXL_SUCCESS)
 			return st;
 	}
-	tcpx_p2p_conn *c = h->link->conn;
-	if (!c || h->link->error) {
+	if (!h->link->conn || h->link->error) {
 		NIXL_INFO << "TCPX: connection to agent " << remote_agent
 			  << " is gone; prepare the transfer again";
 		return NIXL_ERR_REMOTE_DISCONNECT;
@@ -222,10 +225,15 @@ nixl_status_t nixlTcpxEngine::postXfer(const nixl_xfer_op_t &operation,
 	 * (up to timeout_ms).  Without reqs_mu_ meanwhile: other threads'
 	 * posts and checks of other requests go on, and a deregistration
 	 * may drop this one (seen when the lock is back). */
+	auto postOnce = [&] {
+		std::shared_lock<std::shared_mutex> u(h->link->use);
+		if (!h->link->conn) /* closed by another thread meanwhile */
+			return static_cast<int>(TCPX_P2P_ECLOSED);
+		return tcpx_p2p_xlist_post(h->list, &p, &h->x);
+	};
 	const auto deadline = steady::now() + std::chrono::milliseconds(params_.cfg.timeout_ms);
 	int rc;
-	while ((rc = tcpx_p2p_xlist_post(h->list, &p, &h->x)) == TCPX_P2P_EAGAIN &&
-	       steady::now() <= deadline) {
+	while ((rc = postOnce()) == TCPX_P2P_EAGAIN && steady::now() <= deadline) {
 		h->posting = true;
 		g.unlock();
 		std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -285,6 +293,7 @@ nixl_status_t nixlTcpxEngine::checkXfer(nixlBackendReqH *handle) const
 		/* The library carries notifications on WRITEs only; a READ's
 		 * follows it once every byte is here (the target may then
 		 * reuse what was read). */
+		std::shared_lock<std::shared_mutex> u(h->link->use);
 		tcpx_p2p_conn *c = h->link->conn;
 		if (!c)
 			return NIXL_ERR_REMOTE_DISCONNECT;
@@ -361,6 +370,7 @@ nixl_status_t nixlTcpxEngine::genNotif(const std::string &remote_agent,
 	st = net_->anyLink(remote_agent, link);
 	if (st != NIXL_SUCCESS)
 		return st;
+	std::shared_lock<std::shared_mutex> u(link->use);
 	tcpx_p2p_conn *c = link->conn;
 	if (!c)
 		return NIXL_ERR_REMOTE_DISCONNECT;

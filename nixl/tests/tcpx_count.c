@@ -5,18 +5,31 @@
  * cancelled; and it makes chosen threads' posts meet EAGAIN. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include <tcpx_p2p.h>
 
 enum { TP_XLIST_PREPARE, TP_XLIST_POST, TP_WRITE, TP_READ, TP_CANCEL, TP_CANCELED, TP_EAGAIN,
-       TP_N };
+       TP_DEAD_POST, TP_N };
 static atomic_long counts[TP_N];
 /* While hold is set, list posts of the threads that called
  * tp_count_held_here() get EAGAIN (counted), as when the control bytes
  * waiting for the peer are at their bound. */
 static atomic_int hold;
 static _Thread_local int held_here;
+
+/* The connection of each prepared list, and the connections destroyed
+ * since: a post of a list whose connection was destroyed (which the
+ * library forbids) is counted and refused here (ECLOSED) instead of
+ * reaching the library. */
+enum { TP_LISTS = 256 };
+static pthread_mutex_t lists_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	tcpx_p2p_xlist *list;
+	tcpx_p2p_conn *conn;
+	int dead;
+} lists[TP_LISTS];
 
 long tp_count_get(int what);
 void tp_count_hold(int on);
@@ -63,7 +76,46 @@ tcpx_p2p_xlist_prepare(tcpx_p2p_conn *c, int op, const tcpx_p2p_seg *local, size
 			  const tcpx_p2p_rseg *, size_t, unsigned, tcpx_p2p_xlist **);
 	NEXT("TCPX_P2P_0.10", "tcpx_p2p_xlist_prepare", fn);
 	atomic_fetch_add(&counts[TP_XLIST_PREPARE], 1);
-	return next(c, op, local, nlocal, remote, nremote, flags, out);
+	int rc = next(c, op, local, nlocal, remote, nremote, flags, out);
+	if (rc == 0) {
+		pthread_mutex_lock(&lists_mu);
+		for (int i = 0; i < TP_LISTS; i++)
+			if (lists[i].conn == c) /* alive: an address used again */
+				lists[i].dead = 0;
+		for (int i = 0; i < TP_LISTS; i++)
+			if (!lists[i].list || lists[i].list == *out) {
+				lists[i].list = *out;
+				lists[i].conn = c;
+				lists[i].dead = 0;
+				break;
+			}
+		pthread_mutex_unlock(&lists_mu);
+	}
+	return rc;
+}
+
+__attribute__((visibility("default"))) int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
+{
+	typedef int (*fn)(tcpx_p2p_conn *);
+	NEXT("TCPX_P2P_0.1", "tcpx_p2p_conn_destroy", fn);
+	pthread_mutex_lock(&lists_mu);
+	for (int i = 0; i < TP_LISTS; i++)
+		if (lists[i].list && lists[i].conn == c)
+			lists[i].dead = 1;
+	pthread_mutex_unlock(&lists_mu);
+	return next(c);
+}
+
+__attribute__((visibility("default"))) int tcpx_p2p_xlist_release(tcpx_p2p_xlist *l)
+{
+	typedef int (*fn)(tcpx_p2p_xlist *);
+	NEXT("TCPX_P2P_0.10", "tcpx_p2p_xlist_release", fn);
+	pthread_mutex_lock(&lists_mu);
+	for (int i = 0; i < TP_LISTS; i++)
+		if (lists[i].list == l)
+			lists[i].list = NULL;
+	pthread_mutex_unlock(&lists_mu);
+	return next(l);
 }
 
 __attribute__((visibility("default"))) int
@@ -74,6 +126,16 @@ tcpx_p2p_xlist_post(tcpx_p2p_xlist *l, const tcpx_p2p_xfer_params *params, tcpx_
 	if (held_here && atomic_load(&hold)) {
 		atomic_fetch_add(&counts[TP_EAGAIN], 1);
 		return TCPX_P2P_EAGAIN;
+	}
+	int dead = 0;
+	pthread_mutex_lock(&lists_mu);
+	for (int i = 0; i < TP_LISTS; i++)
+		if (lists[i].list == l)
+			dead = lists[i].dead;
+	pthread_mutex_unlock(&lists_mu);
+	if (dead) {
+		atomic_fetch_add(&counts[TP_DEAD_POST], 1);
+		return TCPX_P2P_ECLOSED;
 	}
 	atomic_fetch_add(&counts[TP_XLIST_POST], 1);
 	return next(l, params, out);

@@ -492,7 +492,7 @@ void bigRegistration(Agent &i, Agent &t)
 }
 
 /* What the backend asked of the library (tcpx_count.so, preloaded). */
-enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED, C_EAGAIN };
+enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED, C_EAGAIN, C_DEAD_POST };
 
 long count(int what)
 {
@@ -631,6 +631,58 @@ void postsFromTwoThreads()
 	for (Buffer *b : {&ta, &tb})
 		EXPECT(t.agent->deregisterMem(b->reg()) == NIXL_SUCCESS);
 	fprintf(stderr, "a post retrying on EAGAIN holds up no other thread's: %s\n",
+		failures ? "FAILED" : "ok");
+}
+
+/* A post retrying on EAGAIN while another thread closes the connection
+ * (invalidateRemoteMD: NIXL's disconnect) ends NIXL_ERR_REMOTE_DISCONNECT
+ * and never posts on the destroyed connection (tcpx_count.so counts a
+ * post of a list whose connection was destroyed, and refuses it). */
+void postWhileClosing()
+{
+	auto hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "tp_count_hold"));
+	auto held_here = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "tp_count_held_here"));
+	if (!hold || !held_here) {
+		EXPECT(!"tcpx_count.so preloaded");
+		return;
+	}
+	Agent i, t;
+	EXPECT(makeAgent(i, "closing-i", -1, {{"timeout_ms", "30000"}}) &&
+	       makeAgent(t, "closing-t", -1));
+	const size_t len = 1 << 20;
+	Buffer ib(DRAM_SEG, 0, len), tb(DRAM_SEG, 0, len);
+	EXPECT(i.agent->registerMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->registerMem(tb.reg()) == NIXL_SUCCESS);
+	EXPECT(exchange(t, i));
+	nixl_xfer_dlist_t src(DRAM_SEG), dst(DRAM_SEG);
+	src.addDesc(nixlBasicDesc(ib.addr(), len, 0));
+	dst.addDesc(nixlBasicDesc(tb.addr(), len, 0));
+	nixlXferReqH *req = nullptr;
+	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req) == NIXL_SUCCESS);
+	if (!req)
+		return;
+	const long eagain0 = count(C_EAGAIN), dead0 = count(C_DEAD_POST);
+	hold(1);
+	nixl_status_t st = NIXL_ERR_UNKNOWN;
+	std::thread a([&] {
+		held_here();
+		st = i.agent->postXferReq(req);
+		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+			st = waitXfer(i, req, 60000);
+	});
+	auto end = steady::now() + std::chrono::seconds(60);
+	while (count(C_EAGAIN) == eagain0 && steady::now() < end)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	EXPECT(count(C_EAGAIN) > eagain0); /* a's post is retrying */
+	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
+	hold(0);
+	a.join();
+	EXPECT(st == NIXL_ERR_REMOTE_DISCONNECT);
+	EXPECT(count(C_DEAD_POST) == dead0);
+	EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
+	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
+	EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);
+	fprintf(stderr, "a post retrying while the connection closes: %s\n",
 		failures ? "FAILED" : "ok");
 }
 
@@ -1059,6 +1111,7 @@ int main()
 	writeAndRead(a, b, DRAM_SEG, 0, "DRAM");
 	preparedRequests(a, b);
 	postsFromTwoThreads();
+	postWhileClosing();
 	cancelOnRelease();
 	agentLocal(a);
 	paramsAndPartialMetadata(b);
