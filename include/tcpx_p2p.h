@@ -585,7 +585,8 @@ typedef struct tcpx_p2p_hosted {
  * (writes first, then reads, each in the order accepted).  Up to max go to
  * out; *n is how many there are in all, so *n > max says the list was cut
  * (call again with room for *n: the list may have changed meanwhile).
- * Drives nothing: what the connection's last pass left (idle_ms is read
+ * Drives nothing: what the connection's last pass left, except that a
+ * transfer's bytes landed since then count as movement (idle_ms is read
  * now).  A region named stays registered while the transfer holds it; to
  * end one, tcpx_p2p_mr_deregister_ex or tcpx_p2p_conn_in_deadline.  A
  * failed connection lists what it still holds until its close let go of

@@ -268,6 +268,24 @@ void tcpxNet::removeRegion(uint64_t id)
 	}
 }
 
+int tcpxNet::notify(const tcpxLinkPtr &link, const std::string &msg)
+{
+	auto deadline = steady::now() + std::chrono::milliseconds(params_.cfg.timeout_ms);
+	for (;;) {
+		int rc;
+		{
+			/* Per try: a close waits for no more than one notify. */
+			std::shared_lock<std::shared_mutex> u(link->use);
+			if (!link->conn)
+				return TCPX_P2P_ECLOSED;
+			rc = tcpx_p2p_notify(link->conn, msg.data(), msg.size());
+		}
+		if (rc != TCPX_P2P_EAGAIN || steady::now() > deadline)
+			return rc;
+		std::this_thread::sleep_for(std::chrono::microseconds(100));
+	}
+}
+
 int tcpxNet::send(tcpx_p2p_conn *c, const std::string &msg)
 {
 	auto deadline = steady::now() + std::chrono::milliseconds(params_.cfg.timeout_ms);
@@ -401,10 +419,11 @@ void tcpxNet::disconnect(const std::string &agent)
 	closeLink(link);
 }
 
-/* Removes link from the tables, then frees its imports and destroys the
- * connection (which waits for the peer's close answer, so not under mu_),
- * once no call uses it (link->use).  Transfers still pending on it fail;
- * their handles see conn == NULL. */
+/* Removes link from the tables once no call uses it (link->use), then
+ * frees its imports and destroys the connection (which waits for the
+ * peer's close answer, so under neither lock: a call that meets the link
+ * from now on sees conn == NULL and uses nothing of it).  Transfers still
+ * pending on it fail; their handles see conn == NULL. */
 void tcpxNet::closeLink(const tcpxLinkPtr &link)
 {
 	tcpx_p2p_conn *c;
@@ -429,6 +448,7 @@ void tcpxNet::closeLink(const tcpxLinkPtr &link)
 		link->retired.clear();
 		imported_.notify_all();
 	}
+	u.unlock();
 	for (auto *r : rmrs)
 		tcpx_p2p_rmr_release(r);
 	int rc = tcpx_p2p_conn_destroy(c);

@@ -99,6 +99,9 @@ public:
 	/* A control message on a connection, retried while the library says
 	 * EAGAIN (up to timeout_ms). */
 	int send(tcpx_p2p_conn *c, const std::string &msg);
+	/* A notification to link's peer: send's retries, each under the
+	 * link's use lock (ECLOSED once the link is closed). */
+	int notify(const tcpxLinkPtr &link, const std::string &msg);
 
 	/* Takes delivered NIXL notifications (after reading the session's). */
 	void takeNotifs(std::vector<std::pair<std::string, std::string>> &out);

@@ -343,6 +343,10 @@ nixl_status_t nixlTcpxEngine::releaseReqH(nixlBackendReqH *handle) const
 		 * of a request is how an aborted request drops its transfer (the
 		 * peer is told; a cancelled WRITE's notification never comes). */
 		std::lock_guard<std::mutex> g(reqs_mu_);
+		/* Another thread's post of it waits for room without the lock
+		 * and uses h when it wakes: release it once that post returned. */
+		if (h->posting)
+			return NIXL_ERR_REPOST_ACTIVE;
 		reqs_.erase(h);
 		endPending(h, true);
 		if (h->list) {
@@ -370,11 +374,7 @@ nixl_status_t nixlTcpxEngine::genNotif(const std::string &remote_agent,
 	st = net_->anyLink(remote_agent, link);
 	if (st != NIXL_SUCCESS)
 		return st;
-	std::shared_lock<std::shared_mutex> u(link->use);
-	tcpx_p2p_conn *c = link->conn;
-	if (!c)
-		return NIXL_ERR_REMOTE_DISCONNECT;
-	return tcpxStatus(net_->send(c, m), "notify");
+	return tcpxStatus(net_->notify(link, m), "notify");
 }
 
 nixl_status_t nixlTcpxEngine::getNotifs(notif_list_t &notif_list)

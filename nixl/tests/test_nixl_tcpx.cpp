@@ -492,7 +492,8 @@ void bigRegistration(Agent &i, Agent &t)
 }
 
 /* What the backend asked of the library (tcpx_count.so, preloaded). */
-enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED, C_EAGAIN, C_DEAD_POST };
+enum { C_PREPARE, C_POST, C_WRITE, C_READ, C_CANCEL, C_CANCELED, C_EAGAIN, C_DEAD_POST,
+       C_UNTRACKED };
 
 long count(int what)
 {
@@ -679,6 +680,7 @@ void postWhileClosing()
 	a.join();
 	EXPECT(st == NIXL_ERR_REMOTE_DISCONNECT);
 	EXPECT(count(C_DEAD_POST) == dead0);
+	EXPECT(count(C_UNTRACKED) == 0); /* every list was watched */
 	EXPECT(i.agent->releaseXferReq(req) == NIXL_SUCCESS);
 	EXPECT(i.agent->deregisterMem(ib.reg()) == NIXL_SUCCESS);
 	EXPECT(t.agent->deregisterMem(tb.reg()) == NIXL_SUCCESS);

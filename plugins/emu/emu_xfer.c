@@ -441,7 +441,10 @@ static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
  * A header names the next request this socket carries.  Socket s carries
  * every request whose seq is s modulo nsocks (its first slice), so it may
  * pass over fewer than nsocks requests, and none of those it was to carry
- * (their size known by now); anything else is a broken peer.  Lock held.
+ * (their size known by now); anything else is a broken peer.  A header
+ * that passes over a request this socket carries whose size is not known
+ * yet goes unnoticed here: that request then never completes (a peer
+ * that broke the protocol).  Lock held.
  */
 static int header_fits(const struct emu_thread *t, const struct emu_hdr *h)
 {

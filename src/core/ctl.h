@@ -144,8 +144,9 @@ struct tp_ctl {
 	 * it); rx_end, once the peer's CLOSE arrived, the receives posted in
 	 * all; close_rc, an error that stopped the handshake. */
 	bool close_queued, close_framed, peer_closed;
-	/* A plugin call on tx failed: nothing more is posted on it (a CLOSE
-	 * that tells the peer of a failure, tp__ctl_push, is not tried). */
+	/* Sending on tx failed (a plugin call or the frame behind it):
+	 * nothing more is posted on it (a CLOSE that tells the peer of a
+	 * failure, tp__ctl_push, is not tried). */
 	bool tx_broken;
 	uint32_t tx_end, rx_end;
 	int close_rc;

@@ -28,8 +28,9 @@ struct tp_pass_result;
 /* Queue our CLOSE: no chunk is posted and no message follows it (0, or
  * ENOMEM). */
 int tp__close_queue(struct tcpx_p2p_conn *c);
-/* c has just failed for a cause of the peer's (a protocol error, its
- * silence, a plugin error on a data channel): where the control channel
+/* A pass has just failed c (mostly for a cause of the peer's: a protocol
+ * error, its silence, a plugin error on a data channel; or this side's
+ * own, such as memory): where the control channel
  * can still take it, our CLOSE goes out, best effort, so that the peer's
  * transfers fail at once rather than after its dead_after_ms.  Nothing
  * waits for the peer's answer: later passes only push the CLOSE out, and
