@@ -382,8 +382,10 @@ uint64_t tp__emu_slice_size(uint64_t size, int nsocks);
 /* Sockets that carry a request of size bytes: one per slice, at most
  * nsocks, and one for an empty request (its header). */
 int tp__emu_nparts(uint64_t size, int nsocks);
-/* Whether socket s carries part of request seq of size bytes: slice i
- * travels on socket (i + seq) % nsocks. */
+/* Request seq's first slice on socket s: slice i travels on socket
+ * (i + seq) % nsocks. */
+uint64_t tp__emu_first_slice(int s, uint64_t seq, int nsocks);
+/* Whether socket s carries part of request seq of size bytes. */
 int tp__emu_carries(int s, uint64_t seq, uint64_t size, int nsocks);
 /* Wakes every helper of the comm (closing, broken), under c->lock. */
 void tp__emu_wake_all(struct emu_comm *c);

@@ -44,12 +44,18 @@ int tp__emu_nparts(uint64_t size, int nsocks)
 	return n == 0 ? 1 : n < (uint64_t)nsocks ? (int)n : nsocks;
 }
 
-int tp__emu_carries(int s, uint64_t seq, uint64_t size, int nsocks)
+/* The rotation keeps a helper that is reliably woken first from making
+ * dst_off order the usual record order. */
+uint64_t tp__emu_first_slice(int s, uint64_t seq, int nsocks)
 {
 	uint64_t n = (uint64_t)nsocks;
-	uint64_t first = ((uint64_t)s + n - seq % n) % n; /* its first slice */
 
-	return first < (uint64_t)tp__emu_nparts(size, nsocks);
+	return ((uint64_t)s + n - seq % n) % n;
+}
+
+int tp__emu_carries(int s, uint64_t seq, uint64_t size, int nsocks)
+{
+	return tp__emu_first_slice(s, seq, nsocks) < (uint64_t)tp__emu_nparts(size, nsocks);
 }
 
 void tp__emu_wake_all(struct emu_comm *c)

@@ -115,18 +115,6 @@ static struct emu_req *await_recv(struct emu_thread *t, const struct emu_hdr *h)
 	return r;
 }
 
-/*
- * Request seq's first slice on socket s: slice i travels on socket
- * (i + seq) % nsocks.  The rotation keeps a helper that is reliably woken
- * first from making dst_off order the usual record order.
- */
-static uint64_t first_slice(const struct emu_comm *c, int s, uint64_t seq)
-{
-	uint64_t n = (uint64_t)c->nsocks;
-
-	return ((uint64_t)s + n - seq % n) % n;
-}
-
 static void part_done(struct emu_comm *c, struct emu_req *r)
 {
 	pthread_mutex_lock(&c->lock);
@@ -154,7 +142,8 @@ static int send_slices(struct emu_thread *t, int s, const struct part *p)
 
 	if (tp__emu_send_full(c->fds[s], &hdr, sizeof(hdr)))
 		return -1;
-	for (uint64_t i = first_slice(c, s, p->seq); i < nslices; i += (uint64_t)c->nsocks) {
+	for (uint64_t i = tp__emu_first_slice(s, p->seq, c->nsocks); i < nslices;
+	     i += (uint64_t)c->nsocks) {
 		uint64_t off = i * slice, len = slice;
 		const char *src = p->data + off;
 
@@ -413,7 +402,8 @@ static int recv_slices(struct emu_thread *t, int s, struct emu_req *r)
 	uint64_t nslices = (r->size + slice - 1) / slice;
 	int fd = c->fds[s];
 
-	for (uint64_t i = first_slice(c, s, r->seq); i < nslices; i += (uint64_t)c->nsocks) {
+	for (uint64_t i = tp__emu_first_slice(s, r->seq, c->nsocks); i < nslices;
+	     i += (uint64_t)c->nsocks) {
 		uint64_t off = i * slice, len = slice;
 		int ret;
 
