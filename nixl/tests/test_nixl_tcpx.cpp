@@ -565,6 +565,40 @@ void preparedRequests(Agent &i, Agent &t)
 		failures ? "FAILED" : "ok");
 }
 
+/* tcpx_count.so's switch (the test runs with it preloaded): while on, list
+ * posts of threads that called tp_count_held_here() get EAGAIN.  NULL,
+ * counted as a failure, without the shim. */
+void (*countHold())(int)
+{
+	auto hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "tp_count_hold"));
+	if (!hold || !dlsym(RTLD_DEFAULT, "tp_count_held_here")) {
+		EXPECT(!"tcpx_count.so preloaded");
+		return nullptr;
+	}
+	return hold;
+}
+
+/* Turns hold on and starts a thread whose post of req meets EAGAIN
+ * until it is turned off; returns once that post has retried.  st gets the
+ * post's status, or its transfer's once posted. */
+std::thread heldPost(void (*hold)(int), Agent &i, nixlXferReqH *req, nixl_status_t &st)
+{
+	auto held_here = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "tp_count_held_here"));
+	const long eagain0 = count(C_EAGAIN);
+	hold(1);
+	std::thread a([&i, req, &st, held_here] {
+		held_here();
+		st = i.agent->postXferReq(req);
+		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
+			st = waitXfer(i, req, 60000);
+	});
+	auto end = steady::now() + std::chrono::seconds(60);
+	while (count(C_EAGAIN) == eagain0 && steady::now() < end)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	EXPECT(count(C_EAGAIN) > eagain0); /* the post is retrying */
+	return a;
+}
+
 /* Two threads post requests of one agent (NIXL's thread-safe mode lets
  * them in at once): a post that meets EAGAIN (the control bytes waiting
  * for the peer at their bound; tcpx_count.so makes it so until the other
@@ -572,12 +606,9 @@ void preparedRequests(Agent &i, Agent &t)
  * thread's post of another request, and goes through once there is room. */
 void postsFromTwoThreads()
 {
-	auto hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "tp_count_hold"));
-	auto held_here = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "tp_count_held_here"));
-	if (!hold || !held_here) {
-		EXPECT(!"tcpx_count.so preloaded");
+	void (*hold)(int) = countHold();
+	if (!hold)
 		return;
-	}
 	Agent i, t;
 	/* the held post may retry for timeout_ms: far longer than the other
 	 * thread's transfer takes */
@@ -604,19 +635,8 @@ void postsFromTwoThreads()
 	EXPECT(i.agent->createXferReq(NIXL_WRITE, sb, db, t.name, rb) == NIXL_SUCCESS);
 	if (!ra || !rb)
 		return;
-	const long eagain0 = count(C_EAGAIN);
-	hold(1);
 	nixl_status_t sta = NIXL_ERR_UNKNOWN;
-	std::thread a([&] {
-		held_here();
-		sta = i.agent->postXferReq(ra);
-		if (sta == NIXL_SUCCESS || sta == NIXL_IN_PROG)
-			sta = waitXfer(i, ra, 60000);
-	});
-	auto end = steady::now() + std::chrono::seconds(60);
-	while (count(C_EAGAIN) == eagain0 && steady::now() < end)
-		std::this_thread::sleep_for(std::chrono::milliseconds(1));
-	EXPECT(count(C_EAGAIN) > eagain0); /* a's post is retrying */
+	std::thread a = heldPost(hold, i, ra, sta);
 	nixl_status_t st = i.agent->postXferReq(rb);
 	EXPECT(st == NIXL_SUCCESS || st == NIXL_IN_PROG);
 	EXPECT(waitXfer(i, rb, 60000) == NIXL_SUCCESS);
@@ -641,12 +661,9 @@ void postsFromTwoThreads()
  * post of a list whose connection was destroyed, and refuses it). */
 void postWhileClosing()
 {
-	auto hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "tp_count_hold"));
-	auto held_here = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "tp_count_held_here"));
-	if (!hold || !held_here) {
-		EXPECT(!"tcpx_count.so preloaded");
+	void (*hold)(int) = countHold();
+	if (!hold)
 		return;
-	}
 	Agent i, t;
 	EXPECT(makeAgent(i, "closing-i", -1, {{"timeout_ms", "30000"}}) &&
 	       makeAgent(t, "closing-t", -1));
@@ -662,19 +679,9 @@ void postWhileClosing()
 	EXPECT(i.agent->createXferReq(NIXL_WRITE, src, dst, t.name, req) == NIXL_SUCCESS);
 	if (!req)
 		return;
-	const long eagain0 = count(C_EAGAIN), dead0 = count(C_DEAD_POST);
-	hold(1);
+	const long dead0 = count(C_DEAD_POST);
 	nixl_status_t st = NIXL_ERR_UNKNOWN;
-	std::thread a([&] {
-		held_here();
-		st = i.agent->postXferReq(req);
-		if (st == NIXL_SUCCESS || st == NIXL_IN_PROG)
-			st = waitXfer(i, req, 60000);
-	});
-	auto end = steady::now() + std::chrono::seconds(60);
-	while (count(C_EAGAIN) == eagain0 && steady::now() < end)
-		std::this_thread::sleep_for(std::chrono::milliseconds(1));
-	EXPECT(count(C_EAGAIN) > eagain0); /* a's post is retrying */
+	std::thread a = heldPost(hold, i, req, st);
 	EXPECT(i.agent->invalidateRemoteMD(t.name) == NIXL_SUCCESS);
 	hold(0);
 	a.join();
