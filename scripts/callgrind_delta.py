@@ -23,6 +23,21 @@ import re
 import sys
 
 _NAME = re.compile(r"^\((\d+)\)(?: (.*))?$")
+# Each name key and the space of compressed names it draws from.
+NAME_SPACE = {"ob": "ob", "cob": "ob", "fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl",
+              "cfl": "fl", "fn": "fn", "cfn": "fn"}
+
+
+def expand(names, key, val):
+    """A name key's value with its compression undone: "(id) name" defines
+    id in the key's space of names (a dict per space) and "(id)" reuses it."""
+    m = _NAME.match(val)
+    table = names[NAME_SPACE[key]]
+    if m:
+        if m.group(2) is not None:
+            table[m.group(1)] = m.group(2)
+        val = table.get(m.group(1), val)
+    return val
 
 
 class Profile:
@@ -34,8 +49,6 @@ class Profile:
 
     def _parse(self, path):
         names = {"ob": {}, "fl": {}, "fn": {}}
-        space = {"ob": "ob", "cob": "ob", "fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl",
-                 "cfl": "fl", "fn": "fn", "cfn": "fn"}
         ob = fl = fn = ""
         skip = False  # the next cost line is a call's inclusive cost
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -63,14 +76,9 @@ class Profile:
                 if key == "calls":
                     skip = True
                     continue
-                if key not in space:
+                if key not in NAME_SPACE:
                     continue
-                m = _NAME.match(val)
-                table = names[space[key]]
-                if m:
-                    if m.group(2) is not None:
-                        table[m.group(1)] = m.group(2)
-                    val = table.get(m.group(1), val)
+                val = expand(names, key, val)
                 if key == "ob":
                     ob = val
                 elif key == "fl":

@@ -16,17 +16,14 @@ with --dump-instr=no.
 import argparse
 import collections
 import os
-import re
 import sys
 
-_NAME = re.compile(r"^\((\d+)\)(?: (.*))?$")
+from callgrind_delta import NAME_SPACE, expand
 
 
 def entries(path, obj):
     """(caller file, callee file) -> calls, and callee function -> calls."""
     names = {"ob": {}, "fl": {}, "fn": {}}
-    space = {"ob": "ob", "cob": "ob", "fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl",
-             "cfl": "fl", "fn": "fn", "cfn": "fn"}
     ob = fl = fn = ""
     cob = cfl = cfn = None
     edges = collections.Counter()
@@ -34,7 +31,7 @@ def entries(path, obj):
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             key, sep, val = line.rstrip("\n").partition("=")
-            if not sep or key not in space and key != "calls":
+            if not sep or key not in NAME_SPACE and key != "calls":
                 continue
             if key == "calls":
                 n = int(val.split()[0])
@@ -47,12 +44,7 @@ def entries(path, obj):
                     fcalls[cfn] += n
                 cob = cfl = cfn = None
                 continue
-            m = _NAME.match(val)
-            table = names[space[key]]
-            if m:
-                if m.group(2) is not None:
-                    table[m.group(1)] = m.group(2)
-                val = table.get(m.group(1), val)
+            val = expand(names, key, val)
             if key == "ob":
                 ob = val
             elif key == "fl":
