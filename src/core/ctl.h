@@ -204,9 +204,11 @@ uint32_t tp__ctl_inflight(const struct tcpx_p2p_conn *c);
  * *pending: a test still owes a hand-over, or bytes wait to go out. */
 int tp__ctl_progress(struct tcpx_p2p_conn *c, bool *moved, bool *pending);
 
-/* The outgoing half of a pass alone, for a failed conn that tells its peer
- * with a CLOSE (close/exchange.c, tp__close_tell): send what is queued,
- * never receive.  0 or the plugin's error (tx then broken). */
+/* The outgoing half of a pass alone: send what is queued, never receive.
+ * For answers queued in the middle of a pass (pass.c: before the data
+ * stages) and for a failed conn that tells its peer with a CLOSE
+ * (close/exchange.c, tp__close_tell).  0 (also once tx is broken) or the
+ * plugin's error (tx then broken). */
 int tp__ctl_push(struct tcpx_p2p_conn *c, bool *moved);
 /* tx can still take frames (no plugin call on it failed). */
 bool tp__ctl_can_send(const struct tcpx_p2p_conn *c);
