@@ -1,6 +1,6 @@
 /*
  * tcp_probe: raw TCP throughput with the emulator plugin's socket layouts,
- * the denominator of "emulator host path / raw TCP" (issue #11).
+ * the denominator of "emulator host path / raw TCP".
  *
  * A message of --size bytes is split over S sockets (the last takes the
  * remainder) and moved in calls of --call bytes.  T threads per side serve
@@ -10,6 +10,13 @@
  * default) is one thread per stream.  After every message the receiver
  * answers on a control connection, so an iteration is "send until the
  * receiver has it all", as tcpx_perf's is.
+ *
+ * --bounce (the receiver's option) reproduces a bounce-buffer receive's
+ * extra work: the receiving threads read each message into 4 KiB pages
+ * taken from a shuffled pool, as the emulator's bounce modes lay a receive
+ * out, and the thread that answers copies the pages into the message
+ * buffer before it answers, as the library unpacks them: the same second
+ * pass over the bytes, by another thread, with no library in between.
  *
  *   tcp_probe loopback [options]          both ends in this process
  *   tcp_probe server [options]            receives; takes S and the sweep
@@ -30,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +45,9 @@
 
 #define PROBE_MAX_SOCKS 64
 #define PROBE_MAGIC 0x50524f42u /* "PROB" */
+#define PROBE_PAGE 4096u
+#define PROBE_POOL_PAGES 8192u /* at least; a message needs as many */
+#define PROBE_IOV 64
 
 enum role { ROLE_LOOPBACK, ROLE_SERVER, ROLE_CLIENT };
 
@@ -50,6 +61,7 @@ struct opts {
 	size_t call;
 	struct bench_sweep sweep;
 	int verify;
+	int bounce;       /* receiver: read into pool pages, then copy out */
 	int quiet;
 	const char *json;
 };
@@ -81,6 +93,10 @@ struct side {
 	size_t call;
 	char *buf;
 	size_t size;        /* this message */
+	/* --bounce: the message's byte b lies at pool page
+	 * perm[(first + b / PROBE_PAGE) % npages], offset b % PROBE_PAGE */
+	char *pool;
+	uint32_t *perm, npages, first;
 	int stop;
 	pthread_barrier_t start, end;
 	struct worker w[PROBE_MAX_SOCKS];
@@ -131,11 +147,56 @@ static void share(const struct side *sd, int s, size_t *off, size_t *len)
 	*len = s == sd->nsocks - 1 ? sd->size - *off : per;
 }
 
+static char *page_of(const struct side *sd, size_t b)
+{
+	return sd->pool + (size_t)sd->perm[(sd->first + b / PROBE_PAGE) % sd->npages] * PROBE_PAGE;
+}
+
+/* A share read into its pool pages, up to PROBE_IOV pages a call. */
+static int recv_pages(struct side *sd, int fd, size_t off, size_t len)
+{
+	struct iovec iov[PROBE_IOV];
+
+	while (len) {
+		size_t b = off, left = len;
+		ssize_t r;
+		int n = 0;
+
+		for (; n < PROBE_IOV && left; n++) {
+			size_t in = b % PROBE_PAGE, k = PROBE_PAGE - in < left ? PROBE_PAGE - in : left;
+
+			iov[n] = (struct iovec){ page_of(sd, b) + in, k };
+			b += k;
+			left -= k;
+		}
+		r = readv(fd, iov, n);
+		if (r == 0)
+			errno = ECONNRESET;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		off += (size_t)r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+/* --bounce: the message's pages copied into the buffer, in order. */
+static void unpack_pages(struct side *sd, size_t size)
+{
+	for (size_t b = 0; b < size; b += PROBE_PAGE)
+		memcpy(sd->buf + b, page_of(sd, b), size - b < PROBE_PAGE ? size - b : PROBE_PAGE);
+	sd->first = (uint32_t)((sd->first + (size + PROBE_PAGE - 1) / PROBE_PAGE) % sd->npages);
+}
+
 static int move_share(struct side *sd, int s)
 {
 	size_t off, len;
 
 	share(sd, s, &off, &len);
+	if (sd->pool)
+		return recv_pages(sd, sd->fds[s], off, len);
 	while (len) {
 		size_t n = len < sd->call ? len : sd->call;
 		int r = sd->send ? send_full(sd->fds[s], sd->buf + off, n)
@@ -173,11 +234,36 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int side_start(struct side *sd, size_t max_bytes)
+/* The bounce pool: its pages in a shuffled order, touched once. */
+static int pool_start(struct side *sd, size_t max_bytes)
+{
+	size_t need = (max_bytes + PROBE_PAGE - 1) / PROBE_PAGE;
+
+	sd->npages = need > PROBE_POOL_PAGES ? (uint32_t)need : PROBE_POOL_PAGES;
+	sd->pool = aligned_alloc(PROBE_PAGE, (size_t)sd->npages * PROBE_PAGE);
+	sd->perm = malloc((size_t)sd->npages * sizeof(*sd->perm));
+	if (!sd->pool || !sd->perm)
+		return -1;
+	memset(sd->pool, 0, (size_t)sd->npages * PROBE_PAGE);
+	srand(12345);
+	for (uint32_t i = 0; i < sd->npages; i++)
+		sd->perm[i] = i;
+	for (uint32_t i = sd->npages - 1; i > 0; i--) {
+		uint32_t j = (uint32_t)rand() % (i + 1), t = sd->perm[i];
+
+		sd->perm[i] = sd->perm[j];
+		sd->perm[j] = t;
+	}
+	return 0;
+}
+
+static int side_start(struct side *sd, size_t max_bytes, int bounce)
 {
 	sd->buf = malloc(max_bytes ? max_bytes : 1);
-	if (!sd->buf)
+	if (!sd->buf || (bounce && pool_start(sd, max_bytes))) {
+		fprintf(stderr, "tcp_probe: out of memory\n");
 		return -1;
+	}
 	memset(sd->buf, 0, max_bytes);
 	pthread_barrier_init(&sd->start, NULL, (unsigned)sd->nthreads + 1);
 	pthread_barrier_init(&sd->end, NULL, (unsigned)sd->nthreads + 1);
@@ -215,6 +301,8 @@ static void side_stop(struct side *sd)
 	for (int i = 0; i < sd->nsocks; i++)
 		close(sd->fds[i]);
 	free(sd->buf);
+	free(sd->pool);
+	free(sd->perm);
 }
 
 /* The byte pattern of iteration it: cheap, and differs per iteration. */
@@ -300,12 +388,13 @@ static int dial(const char *host, int port)
 static void header(FILE *out, const struct opts *o, const struct side *sd)
 {
 	fprintf(out, "# tcp_probe %s: %d socket%s, %d thread%s per side (%s), call %zu, "
-		"warm-up %d, iters %d%s\n",
+		"warm-up %d, iters %d%s%s\n",
 		o->role == ROLE_LOOPBACK ? "loopback" : o->role == ROLE_CLIENT ? "client (sender)"
 										 : "server (receiver)",
 		sd->nsocks, sd->nsocks > 1 ? "s" : "", sd->nthreads, sd->nthreads > 1 ? "s" : "",
 		sd->nthreads == sd->nsocks ? "one per socket" : "each serves its sockets in turn",
-		o->call, o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "");
+		o->call, o->sweep.warmup, o->sweep.iters, o->verify ? ", verified" : "",
+		o->bounce ? ", received into bounce pages and copied out" : "");
 	fprintf(out, "# GB/s = 10^9 bytes/s of payload; time = average per message, "
 		"from the first send to the receiver's answer\n");
 	fprintf(out, "# %12s %8s %12s %10s %12s %12s\n", "size(B)", "iters", "time(us)", "GB/s",
@@ -319,10 +408,11 @@ static void json_row(FILE *f, const struct opts *o, const struct side *sd,
 	fprintf(f, "%s  {\"size\": %zu, \"iters\": %d, \"time_us\": %.3f, \"gbps\": %.4f, "
 		"\"p50_us\": %.3f, \"p99_us\": %.3f, \"config\": {\"bench\": \"tcp_probe\", "
 		"\"role\": \"%s\", \"sockets\": %d, \"threads\": %d, \"call_bytes\": %zu, "
-		"\"verify\": %s, \"warmup\": %d}}",
+		"\"verify\": %s, \"bounce\": %s, \"warmup\": %d}}",
 		first ? "" : ",\n", r->size, r->iters, r->avg_us, r->gbps, r->p50_us, r->p99_us,
 		o->role == ROLE_LOOPBACK ? "loopback" : "client", sd->nsocks, sd->nthreads,
-		o->call, o->verify ? "true" : "false", o->sweep.warmup);
+		o->call, o->verify ? "true" : "false", o->bounce ? "true" : "false",
+		o->sweep.warmup);
 	fflush(f);
 }
 
@@ -336,6 +426,8 @@ static int receiver_loop(struct side *rx, int ctl, const struct bench_sweep *w, 
 		for (int i = 0; i < w->warmup + w->iters; i++, it++) {
 			if (side_round(rx, size))
 				return -1;
+			if (rx->pool)
+				unpack_pages(rx, size);
 			if (verify && check(rx->buf, size, it)) {
 				fprintf(stderr, "tcp_probe: data mismatch at size %zu\n", size);
 				ok = 0;
@@ -477,7 +569,8 @@ static int run_loopback(const struct opts *o)
 		perror("tcp_probe: loopback connections");
 		return 1;
 	}
-	if (side_start(&tx, o->sweep.max_bytes) || side_start(&rx, o->sweep.max_bytes))
+	if (side_start(&tx, o->sweep.max_bytes, 0) ||
+	    side_start(&rx, o->sweep.max_bytes, o->bounce))
 		return 1;
 	pthread_create(&t, NULL, rx_main, &ra);
 	rc = sender_loop(&tx, ctl, o);
@@ -506,7 +599,8 @@ static int run_client(const struct opts *o)
 
 	/* The hello goes first, so the control connection is accepted first. */
 	if ((ctl = dial(o->host, o->port)) < 0 || send_full(ctl, &h, sizeof(h)) ||
-	    dial_data(o->host, o->port, tx.fds, o->nsocks) || side_start(&tx, o->sweep.max_bytes))
+	    dial_data(o->host, o->port, tx.fds, o->nsocks) ||
+	    side_start(&tx, o->sweep.max_bytes, 0))
 		return 1;
 	rc = sender_loop(&tx, ctl, o);
 	if (rc)
@@ -548,7 +642,7 @@ static int run_server(const struct opts *o)
 	close(lfd);
 	if (rc)
 		return 1;
-	if (side_start(&rx, w.max_bytes))
+	if (side_start(&rx, w.max_bytes, o->bounce))
 		return 1;
 	if (!o->quiet)
 		fprintf(stderr, "tcp_probe: %d sockets, %d receiving threads\n", rx.nsocks,
@@ -579,6 +673,9 @@ static void usage(FILE *f)
 		"      --call N           bytes per send/recv call (default 1M)\n"
 		BENCH_SWEEP_USAGE
 		"      --verify           check the data of every message (sampled bytes)\n"
+		"      --bounce           (receiver) read into 4 KiB pages of a shuffled pool,\n"
+		"                         then copy them out on the answering thread, as a\n"
+		"                         bounce-buffer receive and its unpack do\n"
 		"      --json FILE        write results as a JSON array (- = stdout)\n"
 		"  -q, --quiet            no progress lines\n"
 		"GB/s means 10^9 bytes per second.\n",
@@ -590,7 +687,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const struct option lopts[] = {
 		{ "host", 1, NULL, 'H' }, { "bind", 1, NULL, 'B' }, { "port", 1, NULL, 'p' },
 		{ "sockets", 1, NULL, 'S' }, { "threads", 1, NULL, 'T' }, { "call", 1, NULL, 'C' },
-		{ "verify", 0, NULL, 'V' }, { "json", 1, NULL, 'J' }, { "quiet", 0, NULL, 'q' },
+		{ "verify", 0, NULL, 'V' }, { "bounce", 0, NULL, 'U' }, { "json", 1, NULL, 'J' },
+		{ "quiet", 0, NULL, 'q' },
 		{ "help", 0, NULL, 'h' }, BENCH_SWEEP_LONGOPTS, { NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -640,6 +738,7 @@ static int parse(int argc, char **argv, struct opts *o)
 				goto bad;
 			break;
 		case 'V': o->verify = 1; break;
+		case 'U': o->bounce = 1; break;
 		case 'J': o->json = optarg; break;
 		case 'q': o->quiet = 1; break;
 		case 'h': usage(stdout); return 1;

@@ -4,6 +4,10 @@
 # one-byte answer) and the library over the emulator (tcpx_perf loopback,
 # host memory, one transfer at a time), repeated; one line per repetition
 # with both p50s and averages and their ratios, then each ratio's range.
+# With a bounce mode, raw TCP runs a second time with --bounce (received
+# into shuffled 4 KiB pages and copied out by the answering thread: the
+# same second pass over the bytes that a bounce receive's unpack makes),
+# and the library's p50 is also given as a ratio to that.
 # Usage: [BUILD=build] [BASE=dir] [BOUNCE=host|off] [CHANNELS=1] [SOCKS=S]
 #        [ITERS=300] scripts/oneway_table.sh [reps (3)] [sizes (4K 256K 1M 4M)]
 #   BASE: a second build (bin/, lib/) run after each of BUILD's, its rows
@@ -18,7 +22,8 @@ usage: [BUILD=build] [BASE=dir] [BOUNCE=host|off] [CHANNELS=1] [SOCKS=S] [ITERS=
 Alternates raw loopback TCP (tcp_probe: S sockets, a one-byte answer) and
 tcpx_perf loopback (host memory, the emulator with TCPX_EMU_BOUNCE=BOUNCE)
 per size and repetition; prints p50 and average of each and the ratios
-library/raw.  BASE names a second build run right after BUILD's ("base" rows).
+library/raw; with BOUNCE=host|device also raw TCP with --bounce (a bounce
+buffer's second copy) and the ratio library/that.  BASE names a second build run right after BUILD's ("base" rows).
   -h, --help  this text
 USAGE
 }
@@ -55,24 +60,30 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > 0 && b + 0 > 0) ? spri
 echo "# one way, host memory, $ch channel(s), emulator bounce=$bounce; raw: $socks socket(s)"
 echo "# us; ratio = library / raw TCP, each pair measured back to back; vcsw = the library"
 echo "# run's voluntary context switches per transfer (tcpx_perf --switches)"
-printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s\n" size rep build lib_p50 lib_avg raw_p50 \
-	raw_avg p50_x avg_x vcsw
+[ "$bounce" = off ] || echo "# rawb: raw TCP --bounce (pages, then a copy), p50_xb = lib_p50 / rawb_p50"
+printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s %9s %8s\n" size rep build lib_p50 lib_avg \
+	raw_p50 raw_avg p50_x avg_x vcsw rawb_p50 p50_xb
 for size in $sizes; do
 	for r in $(seq 1 "$reps"); do
 		read -r rp ra _ < <("$build/bin/tcp_probe" loopback -S "$socks" -s "$size" \
 			-n "$iters" -w 20 2>/dev/null | row)
+		bp=-
+		[ "$bounce" = off ] || read -r bp _ _ < <("$build/bin/tcp_probe" loopback \
+			-S "$socks" -s "$size" -n "$iters" -w 20 --bounce 2>/dev/null | row)
 		for b in "$build" $base; do
 			read -r lp la lv < <(lib "$b")
 			tag=new
 			[ "$b" = "$build" ] || tag=base
-			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s\n" "$size" "$r" "$tag" \
-				"$lp" "$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" "$(ratio "$la" "$ra")" "$lv"
+			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s %9s %8s\n" "$size" "$r" \
+				"$tag" "$lp" "$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" \
+				"$(ratio "$la" "$ra")" "$lv" "$bp" "$(ratio "$lp" "$bp")"
 		done
 	done
 done | awk '
 	{ print }
-	/^  / { k = $1 " " $3; x = $8 + 0; if (x > 0) {
-		if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x
-		order[k] = ++n } }
-	END { print "# p50 ratio ranges (library/raw):"
-		for (k in order) printf "#   %-14s %.2f-%.2f\n", k, lo[k], hi[k] }'
+	/^  / { k = $1 " " $3; x = $8 + 0; y = $12 + 0; order[k] = ++n
+		if (x > 0) { if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x }
+		if (y > 0) { if (!(k in blo) || y < blo[k]) blo[k] = y; if (!(k in bhi) || y > bhi[k]) bhi[k] = y } }
+	END { print "# p50 ratio ranges (library/raw" (length(blo) ? "; library/raw --bounce" : "") "):"
+		for (k in order) printf "#   %-14s %.2f-%.2f%s\n", k, lo[k], hi[k],
+			(k in blo) ? sprintf("   %.2f-%.2f", blo[k], bhi[k]) : "" }'

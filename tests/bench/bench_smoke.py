@@ -743,6 +743,14 @@ def case_tcp_probe(c):
     check_records(load_json(out), sweep(1001, 4 << 20, 16), 3, bench="tcp_probe",
                   role="loopback", sockets=3, threads=2, call_bytes=64 << 10, verify=True,
                   warmup=1)
+    # --bounce: shares that start inside a page (3 sockets, odd sizes), read
+    # into shuffled pool pages and copied out; --verify checks every copy.
+    out = c.path("probe-bounce.json")
+    p = run([probe, "loopback", "-S", "3", "--bounce", "-b", "1001", "-e", "1M", "-f", "32",
+             "-n", "3", "-w", "1", "--verify", "--json", out])
+    check("bounce pages" in p.stdout, "header does not say --bounce: %s" % p.stdout)
+    check_records(load_json(out), sweep(1001, 1 << 20, 32), 3, bench="tcp_probe",
+                  sockets=3, verify=True, bounce=True)
     for attempt in range(3):
         port = str(free_port())
         rcs, _, cj = two_processes(
