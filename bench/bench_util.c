@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <time.h>
 
 int bench_parse_size(const char *s, size_t *out)
@@ -131,4 +133,20 @@ double bench_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double tv_us(const struct timeval *tv)
+{
+	return (double)tv->tv_sec * 1e6 + (double)tv->tv_usec;
+}
+
+void bench_rusage_line(char *buf, size_t len, const struct rusage *a, const struct rusage *b,
+		       double units)
+{
+	double user = (tv_us(&b->ru_utime) - tv_us(&a->ru_utime)) / units;
+	double sys = (tv_us(&b->ru_stime) - tv_us(&a->ru_stime)) / units;
+
+	snprintf(buf, len, "%.1f voluntary, %.1f involuntary context switches, %.1f us of CPU "
+		 "(user %.1f, system %.1f)", (double)(b->ru_nvcsw - a->ru_nvcsw) / units,
+		 (double)(b->ru_nivcsw - a->ru_nivcsw) / units, user + sys, user, sys);
 }

@@ -56,4 +56,12 @@ void bench_stats(struct bench_row *r, double *us, size_t bytes_per_iter);
 /* Seconds on CLOCK_MONOTONIC. */
 double bench_now_s(void);
 
+struct rusage;
+/* The CPU time (user + system, µs) and context switches this process
+ * spent between two getrusage(RUSAGE_SELF) readings, per unit of work:
+ * "%.1f voluntary, %.1f involuntary context switches, %.1f us of CPU (user
+ * %.1f, system %.1f)", the --switches line of tcpx_perf and tcp_probe. */
+void bench_rusage_line(char *buf, size_t len, const struct rusage *a, const struct rusage *b,
+		       double units);
+
 #endif

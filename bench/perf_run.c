@@ -259,11 +259,13 @@ static int run_size(struct peer *p, size_t size, int report, FILE *json, int fir
 	}
 	/* A comment line, so that the table's readers skip it; never into
 	 * JSON on stdout. */
-	if (report && o->switches && !(o->json && !strcmp(o->json, "-")))
-		printf("# %zu bytes: %.1f voluntary, %.1f involuntary context switches per transfer "
-		       "(the whole process over the timed iterations, their barriers included)\n", size,
-		       (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / o->sweep.iters,
-		       (double)(ru1.ru_nivcsw - ru0.ru_nivcsw) / o->sweep.iters);
+	if (report && o->switches && !(o->json && !strcmp(o->json, "-"))) {
+		char line[192];
+
+		bench_rusage_line(line, sizeof(line), &ru0, &ru1, o->sweep.iters);
+		printf("# %zu bytes: %s per transfer (the whole process over the timed iterations, "
+		       "their barriers included)\n", size, line);
+	}
 	return 0;
 }
 

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -62,6 +63,7 @@ struct opts {
 	struct bench_sweep sweep;
 	int verify;
 	int bounce;       /* receiver: read into pool pages, then copy out */
+	int switches;     /* print context switches and CPU time per message */
 	int quiet;
 	const char *json;
 };
@@ -460,11 +462,14 @@ static int sender_loop(struct side *tx, int ctl, const struct opts *o)
 	header(out, o, tx);
 	for (size_t size = w->min_bytes; size <= w->max_bytes; size = bench_sweep_next(w, size)) {
 		struct bench_row row = { .size = size, .iters = w->iters };
+		struct rusage ru0 = { 0 }, ru1 = { 0 };
 
 		for (int i = 0; i < w->warmup + w->iters; i++, it++) {
 			double t0;
 			char ok;
 
+			if (i == w->warmup && o->switches)
+				getrusage(RUSAGE_SELF, &ru0);
 			if (o->verify)
 				fill(tx->buf, size, it);
 			t0 = bench_now_s() * 1e6;
@@ -475,9 +480,18 @@ static int sender_loop(struct side *tx, int ctl, const struct opts *o)
 			if (i >= w->warmup)
 				us[i - w->warmup] = bench_now_s() * 1e6 - t0;
 		}
+		if (o->switches)
+			getrusage(RUSAGE_SELF, &ru1);
 		bench_stats(&row, us, size);
 		fprintf(out, "  %12zu %8d %12.1f %10.3f %12.1f %12.1f\n", row.size, row.iters,
 			row.avg_us, row.gbps, row.p50_us, row.p99_us);
+		if (o->switches) {
+			char line[192];
+
+			bench_rusage_line(line, sizeof(line), &ru0, &ru1, w->iters);
+			fprintf(out, "# %zu bytes: %s per message (this process: %s)\n", size, line,
+				o->role == ROLE_LOOPBACK ? "both ends" : "the sender");
+		}
 		fflush(out);
 		if (jf)
 			json_row(jf, o, tx, &row, first);
@@ -676,6 +690,8 @@ static void usage(FILE *f)
 		"      --bounce           (receiver) read into 4 KiB pages of a shuffled pool,\n"
 		"                         then copy them out on the answering thread, as a\n"
 		"                         bounce-buffer receive and its unpack do\n"
+		"      --switches         per size, this process's context switches and CPU time\n"
+		"                         per timed message (loopback: both ends)\n"
 		"      --json FILE        write results as a JSON array (- = stdout)\n"
 		"  -q, --quiet            no progress lines\n"
 		"GB/s means 10^9 bytes per second.\n",
@@ -687,7 +703,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const struct option lopts[] = {
 		{ "host", 1, NULL, 'H' }, { "bind", 1, NULL, 'B' }, { "port", 1, NULL, 'p' },
 		{ "sockets", 1, NULL, 'S' }, { "threads", 1, NULL, 'T' }, { "call", 1, NULL, 'C' },
-		{ "verify", 0, NULL, 'V' }, { "bounce", 0, NULL, 'U' }, { "json", 1, NULL, 'J' },
+		{ "verify", 0, NULL, 'V' }, { "bounce", 0, NULL, 'U' },
+		{ "switches", 0, NULL, 'W' }, { "json", 1, NULL, 'J' },
 		{ "quiet", 0, NULL, 'q' },
 		{ "help", 0, NULL, 'h' }, BENCH_SWEEP_LONGOPTS, { NULL, 0, NULL, 0 },
 	};
@@ -739,6 +756,7 @@ static int parse(int argc, char **argv, struct opts *o)
 			break;
 		case 'V': o->verify = 1; break;
 		case 'U': o->bounce = 1; break;
+		case 'W': o->switches = 1; break;
 		case 'J': o->json = optarg; break;
 		case 'q': o->quiet = 1; break;
 		case 'h': usage(stdout); return 1;

@@ -45,9 +45,12 @@ shift || true
 sizes=${*:-4K 256K 1M 4M}
 [[ $reps =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
 
-row() { awk '/context switches/ { v = $4 } /^#/ { next }
-	NF >= 6 { a = $3; p = $5 } END { print (p ? p : "-"), (a ? a : "-"), (v != "" ? v : "-") }'; }
-lib() { # dir: p50 avg voluntary-switches of one tcpx_perf run
+# p50, average, voluntary switches and CPU µs per transfer of a table (the
+# last two from the --switches line, "-" where a build has none)
+row() { awk '/context switches/ { v = $4; for (i = 2; i < NF; i++) if ($i == "us" && $(i + 1) == "of") c = $(i - 1) }
+	/^#/ { next } NF >= 6 { a = $3; p = $5 }
+	END { print (p ? p : "-"), (a ? a : "-"), (v != "" ? v : "-"), (c != "" ? c : "-") }'; }
+lib() { # dir: p50 avg voluntary-switches cpu-us of one tcpx_perf run
 	local sw=
 	# Builds older than --switches print "-" in that column.
 	"$1/bin/tcpx_perf" --help 2>&1 | grep -q -- --switches && sw=--switches
@@ -59,24 +62,25 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > 0 && b + 0 > 0) ? spri
 
 echo "# one way, host memory, $ch channel(s), emulator bounce=$bounce; raw: $socks socket(s)"
 echo "# us; ratio = library / raw TCP, each pair measured back to back; vcsw = the library"
-echo "# run's voluntary context switches per transfer (tcpx_perf --switches)"
+echo "# run's voluntary context switches per transfer (tcpx_perf --switches); cpu = CPU µs a"
+echo "# transfer in the whole process (both ends, the plugin's threads), lib and raw"
 [ "$bounce" = off ] || echo "# rawb: raw TCP --bounce (pages, then a copy), p50_xb = lib_p50 / rawb_p50"
-printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s %9s %8s\n" size rep build lib_p50 lib_avg \
-	raw_p50 raw_avg p50_x avg_x vcsw rawb_p50 p50_xb
+printf "# %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s %9s %8s %8s %8s\n" size rep build lib_p50 \
+	lib_avg raw_p50 raw_avg p50_x avg_x vcsw rawb_p50 p50_xb lib_cpu raw_cpu
 for size in $sizes; do
 	for r in $(seq 1 "$reps"); do
-		read -r rp ra _ < <("$build/bin/tcp_probe" loopback -S "$socks" -s "$size" \
-			-n "$iters" -w 20 2>/dev/null | row)
+		read -r rp ra _ rc < <("$build/bin/tcp_probe" loopback -S "$socks" -s "$size" \
+			-n "$iters" -w 20 --switches 2>/dev/null | row)
 		bp=-
 		[ "$bounce" = off ] || read -r bp _ _ < <("$build/bin/tcp_probe" loopback \
 			-S "$socks" -s "$size" -n "$iters" -w 20 --bounce 2>/dev/null | row)
 		for b in "$build" $base; do
-			read -r lp la lv < <(lib "$b")
+			read -r lp la lv lc < <(lib "$b")
 			tag=new
 			[ "$b" = "$build" ] || tag=base
-			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s %9s %8s\n" "$size" "$r" \
-				"$tag" "$lp" "$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" \
-				"$(ratio "$la" "$ra")" "$lv" "$bp" "$(ratio "$lp" "$bp")"
+			printf "  %-6s %4s %-5s %9s %9s %9s %9s %8s %8s %6s %9s %8s %8s %8s\n" "$size" \
+				"$r" "$tag" "$lp" "$la" "$rp" "$ra" "$(ratio "$lp" "$rp")" \
+				"$(ratio "$la" "$ra")" "$lv" "$bp" "$(ratio "$lp" "$bp")" "$lc" "$rc"
 		done
 	done
 done | awk '

@@ -155,6 +155,17 @@ def case_sweep(c):
                   warmup=1, bidir=False, channels=3, role="server", chunk_bytes=2 << 20)
 
 
+def check_usage_line(line, size, unit):
+    """A --switches line: two switch counts, then CPU µs that are user +
+    system (each printed to 0.1) and more than nothing."""
+    m = re.match(r"# %d bytes: ([0-9.]+) voluntary, ([0-9.]+) involuntary context switches, "
+                 r"([0-9.]+) us of CPU \(user ([0-9.]+), system ([0-9.]+)\) per %s" % (size, unit),
+                 line)
+    check(m is not None, "not a switches line for %d bytes: %s" % (size, line))
+    cpu, user, system = (float(m.group(i)) for i in (3, 4, 5))
+    check(cpu > 0 and abs(cpu - user - system) <= 0.15, "CPU %s is not user + system" % line)
+
+
 def case_switches(c):
     # One comment line per size after its row, with two counts >= 0; the
     # rows themselves unchanged, and nothing of it in JSON on stdout.
@@ -165,9 +176,7 @@ def case_switches(c):
     for size in sizes:
         rows = [i for i, l in enumerate(lines) if l.split() and l.split()[0] == str(size)]
         check(len(rows) == 1, "no single row for %d: %s" % (size, p.stdout))
-        m = re.match(r"# %d bytes: ([0-9.]+) voluntary, ([0-9.]+) involuntary context switches"
-                     % size, lines[rows[0] + 1])
-        check(m is not None, "no switches line after the %d row: %s" % (size, p.stdout))
+        check_usage_line(lines[rows[0] + 1], size, "transfer")
     check(len([l for l in lines if "context switches" in l]) == len(sizes),
           "switch lines other than one per size: %s" % p.stdout)
     p = run([c.perf, "loopback", "--mem", "host", "-s", "4K", "-n", "3", "-w", "1",
@@ -749,6 +758,13 @@ def case_tcp_probe(c):
     p = run([probe, "loopback", "-S", "3", "--bounce", "-b", "1001", "-e", "1M", "-f", "32",
              "-n", "3", "-w", "1", "--verify", "--json", out])
     check("bounce pages" in p.stdout, "header does not say --bounce: %s" % p.stdout)
+    p = run([probe, "loopback", "-b", "4K", "-e", "64K", "-f", "16", "-n", "3", "-w", "1",
+             "--switches"])
+    lines = p.stdout.splitlines()
+    for size in (4096, 65536):
+        rows = [i for i, l in enumerate(lines) if l.split() and l.split()[0] == str(size)]
+        check(len(rows) == 1, "no single row for %d: %s" % (size, p.stdout))
+        check_usage_line(lines[rows[0] + 1], size, "message")
     check_records(load_json(out), sweep(1001, 1 << 20, 32), 3, bench="tcp_probe",
                   sockets=3, verify=True, bounce=True)
     for attempt in range(3):
