@@ -23,6 +23,7 @@
 #define EMU_PAGE TP_UNPACK_PAGE_SIZE
 #define EMU_SLICE_MIN (64u << 10)
 #define EMU_SLICE_MAX (1u << 20)
+#define EMU_POOL_RECYCLE 1024u /* pages a take picks among (emu_bounce.c) */
 #define EMU_MAX_BOUNCE_BYTES (4u << 20)
 /* A bounce receive's pages, worst case: ceil(size / 4 KiB) plus one per
  * task (each task starts on a fresh page at a random offset). */
@@ -215,7 +216,8 @@ uint32_t tp__emu_pool_need(uint64_t size, uint64_t ntasks);
 /*
  * Starts a task of len bytes: picks a random intra-page offset (returned)
  * and appends to pages[*npages] the scattered pages the task fills, taken
- * from the free list (the caller reserved them).  Comm lock held.
+ * at random among the most recently freed (the caller reserved them).
+ * Comm lock held.
  */
 uint32_t tp__emu_pool_take(struct emu_pool *pool, uint64_t len, uint32_t *pages,
 			   uint32_t *npages);

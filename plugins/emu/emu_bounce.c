@@ -181,6 +181,11 @@ uint32_t tp__emu_pool_need(uint64_t size, uint64_t ntasks)
 	return (uint32_t)((size + EMU_PAGE - 1) / EMU_PAGE + ntasks);
 }
 
+/* Pages are taken at random among the EMU_POOL_RECYCLE most recently freed
+ * ones (the free list's tail, where releases append), as a NIC's page pool
+ * recycles its pages: the order stays scattered, and a comm's working set
+ * is what it holds plus that window, not the whole pool (a first touch of
+ * each host page is a page fault, which a real bounce buffer never takes). */
 uint32_t tp__emu_pool_take(struct emu_pool *pool, uint64_t len, uint32_t *pages,
 			   uint32_t *npages)
 {
@@ -188,7 +193,8 @@ uint32_t tp__emu_pool_take(struct emu_pool *pool, uint64_t len, uint32_t *pages,
 	uint64_t n = (intra + len + EMU_PAGE - 1) / EMU_PAGE;
 
 	for (uint64_t i = 0; i < n; i++) {
-		uint32_t j = (uint32_t)(xorshift(&pool->rng) % pool->nfree);
+		uint32_t w = pool->nfree < EMU_POOL_RECYCLE ? pool->nfree : EMU_POOL_RECYCLE;
+		uint32_t j = pool->nfree - 1 - (uint32_t)(xorshift(&pool->rng) % w);
 
 		pages[(*npages)++] = pool->free_pages[j];
 		pool->free_pages[j] = pool->free_pages[--pool->nfree];
