@@ -12,11 +12,13 @@
  * receiver has it all", as tcpx_perf's is.
  *
  * --bounce (the receiver's option) reproduces a bounce-buffer receive's
- * extra work: the receiving threads read each message into 4 KiB pages
- * taken from a shuffled pool, as the emulator's bounce modes lay a receive
- * out, and the thread that answers copies the pages into the message
- * buffer before it answers, as the library unpacks them: the same second
- * pass over the bytes, by another thread, with no library in between.
+ * extra work: the receiving threads read each message into shuffled 4 KiB
+ * pages of a pool, cycling through a window of them as the emulator's
+ * bounce modes recycle theirs, and the thread that answers copies the
+ * pages into the message buffer once all of it is in, before it answers:
+ * the same second pass over the bytes, by another thread, with no library
+ * in between (which unpacks each chunk as it lands, so from about 1 MiB
+ * this is an upper bound).
  *
  *   tcp_probe loopback [options]          both ends in this process
  *   tcp_probe server [options]            receives; takes S and the sweep
@@ -48,6 +50,7 @@
 #define PROBE_MAGIC 0x50524f42u /* "PROB" */
 #define PROBE_PAGE 4096u
 #define PROBE_POOL_PAGES 8192u /* at least; a message needs as many */
+#define PROBE_RECYCLE 1024u    /* pages cycled through, at least (a message's) */
 #define PROBE_IOV 64
 
 enum role { ROLE_LOOPBACK, ROLE_SERVER, ROLE_CLIENT };
@@ -96,9 +99,10 @@ struct side {
 	char *buf;
 	size_t size;        /* this message */
 	/* --bounce: the message's byte b lies at pool page
-	 * perm[(first + b / PROBE_PAGE) % npages], offset b % PROBE_PAGE */
+	 * perm[(first + b / PROBE_PAGE) % window], offset b % PROBE_PAGE */
 	char *pool;
-	uint32_t *perm, npages, first;
+	uint32_t *perm;
+	uint32_t npages, window, first;
 	int stop;
 	pthread_barrier_t start, end;
 	struct worker w[PROBE_MAX_SOCKS];
@@ -151,7 +155,7 @@ static void share(const struct side *sd, int s, size_t *off, size_t *len)
 
 static char *page_of(const struct side *sd, size_t b)
 {
-	return sd->pool + (size_t)sd->perm[(sd->first + b / PROBE_PAGE) % sd->npages] * PROBE_PAGE;
+	return sd->pool + (size_t)sd->perm[(sd->first + b / PROBE_PAGE) % sd->window] * PROBE_PAGE;
 }
 
 /* A share read into its pool pages, up to PROBE_IOV pages a call. */
@@ -189,7 +193,7 @@ static void unpack_pages(struct side *sd, size_t size)
 {
 	for (size_t b = 0; b < size; b += PROBE_PAGE)
 		memcpy(sd->buf + b, page_of(sd, b), size - b < PROBE_PAGE ? size - b : PROBE_PAGE);
-	sd->first = (uint32_t)((sd->first + (size + PROBE_PAGE - 1) / PROBE_PAGE) % sd->npages);
+	sd->first = (uint32_t)((sd->first + (size + PROBE_PAGE - 1) / PROBE_PAGE) % sd->window);
 }
 
 static int move_share(struct side *sd, int s)
@@ -236,12 +240,14 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* The bounce pool: its pages in a shuffled order, touched once. */
+/* The bounce pool: its pages in a shuffled order, touched once; messages
+ * cycle through the first `window` of them. */
 static int pool_start(struct side *sd, size_t max_bytes)
 {
 	size_t need = (max_bytes + PROBE_PAGE - 1) / PROBE_PAGE;
 
 	sd->npages = need > PROBE_POOL_PAGES ? (uint32_t)need : PROBE_POOL_PAGES;
+	sd->window = need > PROBE_RECYCLE ? (uint32_t)need : PROBE_RECYCLE;
 	sd->pool = aligned_alloc(PROBE_PAGE, (size_t)sd->npages * PROBE_PAGE);
 	sd->perm = malloc((size_t)sd->npages * sizeof(*sd->perm));
 	if (!sd->pool || !sd->perm)
@@ -687,11 +693,13 @@ static void usage(FILE *f)
 		"      --call N           bytes per send/recv call (default 1M)\n"
 		BENCH_SWEEP_USAGE
 		"      --verify           check the data of every message (sampled bytes)\n"
-		"      --bounce           (receiver) read into 4 KiB pages of a shuffled pool,\n"
-		"                         then copy them out on the answering thread, as a\n"
-		"                         bounce-buffer receive and its unpack do\n"
+		"      --bounce           (loopback, server) read into shuffled 4 KiB pages of a\n"
+		"                         pool, then copy them out on the answering thread, as\n"
+		"                         a bounce-buffer receive and its unpack do (--call\n"
+		"                         does not apply: up to 64 pages a read)\n"
 		"      --switches         per size, this process's context switches and CPU time\n"
-		"                         per timed message (loopback: both ends)\n"
+		"                         per timed message (loopback: both ends; client: the\n"
+		"                         sender; the server prints no table)\n"
 		"      --json FILE        write results as a JSON array (- = stdout)\n"
 		"  -q, --quiet            no progress lines\n"
 		"GB/s means 10^9 bytes per second.\n",
@@ -768,6 +776,10 @@ static int parse(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	bench_sweep_finish(&o->sweep);
+	if (o->role == ROLE_CLIENT && o->bounce) {
+		fprintf(stderr, "tcp_probe: --bounce is the receiver's: give it to the server\n");
+		return -1;
+	}
 	if (o->role == ROLE_CLIENT && !o->host) {
 		fprintf(stderr, "tcp_probe: client needs -H ADDR\n");
 		return -1;

@@ -22,8 +22,10 @@ usage: [BUILD=build] [BASE=dir] [BOUNCE=host|off] [CHANNELS=1] [SOCKS=S] [ITERS=
 Alternates raw loopback TCP (tcp_probe: S sockets, a one-byte answer) and
 tcpx_perf loopback (host memory, the emulator with TCPX_EMU_BOUNCE=BOUNCE)
 per size and repetition; prints p50 and average of each and the ratios
-library/raw; with BOUNCE=host|device also raw TCP with --bounce (a bounce
-buffer's second copy) and the ratio library/that.  BASE names a second build run right after BUILD's ("base" rows).
+library/raw; with BOUNCE=host also raw TCP with --bounce (a bounce buffer's
+second copy) and the ratio library/that, and for both runs the CPU time a
+transfer costs.  BASE names a second build run right after BUILD's ("base"
+rows).
   -h, --help  this text
 USAGE
 }
@@ -85,9 +87,11 @@ for size in $sizes; do
 	done
 done | awk '
 	{ print }
-	/^  / { k = $1 " " $3; x = $8 + 0; y = $12 + 0; order[k] = ++n
-		if (x > 0) { if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x }
-		if (y > 0) { if (!(k in blo) || y < blo[k]) blo[k] = y; if (!(k in bhi) || y > bhi[k]) bhi[k] = y } }
-	END { print "# p50 ratio ranges (library/raw" (length(blo) ? "; library/raw --bounce" : "") "):"
+	/^  / { k = $1 " " $3; x = $8 + 0; y = $12 + 0
+		if (x > 0) { if (!(k in lo) || x < lo[k]) lo[k] = x; if (!(k in hi) || x > hi[k]) hi[k] = x
+			order[k] = ++n }
+		if (x > 0 && y > 0) { nb++
+			if (!(k in blo) || y < blo[k]) blo[k] = y; if (!(k in bhi) || y > bhi[k]) bhi[k] = y } }
+	END { print "# p50 ratio ranges (library/raw" (nb ? "; library/raw --bounce" : "") "):"
 		for (k in order) printf "#   %-14s %.2f-%.2f%s\n", k, lo[k], hi[k],
 			(k in blo) ? sprintf("   %.2f-%.2f", blo[k], bhi[k]) : "" }'

@@ -5,8 +5,8 @@
  *   comm's MSS into 4 KiB devmem pages, so a fragment ends where a packet or
  *   a page ends: fragments of any length up to 4 KiB, many far below it;
  * - a task starts on a fresh page, at a random intra-page offset, and fills
- *   pages taken at random from a shuffled free list: page order says nothing
- *   about message order;
+ *   pages taken at random among the most recently freed of a shuffled free
+ *   list: page order says nothing about message order;
  * - every task keeps its own fragment list, and tcpxCommProgress appends
  *   finished tasks' lists to the ring in completion order, so records of
  *   different sockets interleave and dst_off is not monotonic;

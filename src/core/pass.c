@@ -152,9 +152,11 @@ static int pass_locked(struct tcpx_p2p_conn *c, struct tp_pass_result *st)
 		tp__gate_pass(c, moved);
 	if (!rc)
 		rc = tp__items_progress(c, moved);
-	/* An answer just queued (a receive matched) goes out before the data
-	 * stages: on a bounce plugin its chunks may have landed already, and
-	 * their unpack must not hold up the answer the sender waits for. */
+	/* What is queued by now (an answer to a receive just matched, above
+	 * all) goes out before the data stages, as far as the control window
+	 * has room: on a bounce plugin the receive's chunks may have landed
+	 * already, and their unpack must not hold up the answer the sender
+	 * waits for. */
 	if (!rc && tp__ctl_queued(c))
 		rc = tp__ctl_push(c, moved);
 	if (!rc)

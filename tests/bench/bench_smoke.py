@@ -167,8 +167,9 @@ def check_usage_line(line, size, unit):
 
 
 def case_switches(c):
-    # One comment line per size after its row, with two counts >= 0; the
-    # rows themselves unchanged, and nothing of it in JSON on stdout.
+    # One comment line per size after its row, with two counts >= 0 and the
+    # CPU time; the rows themselves unchanged, and nothing of it in JSON on
+    # stdout.
     p = run([c.perf, "loopback", "--mem", "host", "-b", "4K", "-e", "64K", "-f", "4", "-n", "5",
              "-w", "1", "--switches", "-q"])
     lines = [l for l in p.stdout.splitlines() if l.strip()]
@@ -743,6 +744,7 @@ def case_tcp_probe(c):
     check(os.access(probe, os.X_OK), "no %s" % probe)
     run([probe, "--bogus"], expect=2)
     run([probe, "loopback", "-S", "0"], expect=2)
+    run([probe, "client", "-H", "127.0.0.1", "--bounce"], expect=2)  # the receiver's flag
     # 3 sockets, 2 threads: thread 0 serves sockets 0 and 2 in turn; a size
     # that does not divide by 3 gives the last socket the remainder.
     out = c.path("probe.json")
@@ -753,7 +755,8 @@ def case_tcp_probe(c):
                   role="loopback", sockets=3, threads=2, call_bytes=64 << 10, verify=True,
                   warmup=1)
     # --bounce: shares that start inside a page (3 sockets, odd sizes), read
-    # into shuffled pool pages and copied out; --verify checks every copy.
+    # into shuffled pool pages and copied out; --verify samples every copy
+    # (a byte in 64, a pattern that differs per iteration).
     out = c.path("probe-bounce.json")
     p = run([probe, "loopback", "-S", "3", "--bounce", "-b", "1001", "-e", "1M", "-f", "32",
              "-n", "3", "-w", "1", "--verify", "--json", out])
