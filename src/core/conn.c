@@ -78,6 +78,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		goto destroy_lock;
 	}
 	c->s = s;
+	c->front = tp__redial_making(); /* before any pass or notification sees c */
 	c->nchan = nchan - 1; /* the last channel is the control channel */
 	c->rdv_fd = -1;
 	rc = tp__items_create(c);

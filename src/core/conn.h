@@ -175,6 +175,10 @@ static inline struct tcpx_p2p_conn *tp__conn_handle(struct tcpx_p2p_conn *c)
  * a re-dial gave up *c is the failed incarnation, whose error the call
  * then reports. */
 int tp__redial_use(struct tcpx_p2p_conn **c, const char *call);
+/* The handle whose re-dial the calling thread runs (NULL: none): a conn
+ * created on it is that handle's next incarnation (tp__conn_create sets
+ * its front from it). */
+struct tcpx_p2p_conn *tp__redial_making(void);
 /* The current incarnation of handle c, starting nothing (stats). */
 struct tcpx_p2p_conn *tp__redial_cur(struct tcpx_p2p_conn *c);
 /* tcpx_p2p_dial to host:port with redial_ms set: the re-dial state made

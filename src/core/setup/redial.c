@@ -108,6 +108,16 @@ static bool nap(struct tp_redial *r, int64_t ms)
 	return r->stop;
 }
 
+/* The handle this thread re-dials: the conns its attempts create are
+ * that handle's from their creation, so that a notification the new
+ * peer sends at once already names the handle. */
+static __thread struct tcpx_p2p_conn *making;
+
+struct tcpx_p2p_conn *tp__redial_making(void)
+{
+	return making;
+}
+
 /* One attempt: a new incarnation in *out, or an error. */
 static int attempt(struct tcpx_p2p_session *s, struct tp_redial *r, tp_deadline give_up,
 		   struct tcpx_p2p_conn **out)
@@ -140,7 +150,6 @@ static void swap_in(struct tcpx_p2p_conn *h, struct tp_redial *r, struct tcpx_p2
 	in_deadline = prev->alive.in_deadline_ns;
 	pthread_mutex_unlock(&prev->lock);
 	pthread_mutex_lock(&n->lock);
-	n->front = h;
 	n->alive.in_deadline_ns = in_deadline; /* the handle's setting */
 	pthread_mutex_unlock(&n->lock);
 	if (prev != h)
@@ -160,8 +169,17 @@ static void *redial_thread(void *arg)
 	int64_t wait_ms = TP_REDIAL_FIRST_WAIT_MS;
 	int rc;
 
+	making = h;
+	/* TCPX takes its GPU from the calling thread. */
+	rc = tp__session_use_gpu(s);
 	pthread_mutex_lock(&r->mu);
-	while (!nap(r, wait_ms)) {
+	if (rc) {
+		TP_WARN("conn", "re-dial of %s:%u: cannot select gpu %d: %s", r->host, r->port,
+			s->cfg.gpu, tcpx_p2p_last_error());
+		r->gave_up = true;
+		r->stop = true; /* no attempt */
+	}
+	while (!r->stop && !nap(r, wait_ms)) {
 		/* Room for the incarnation that leaves and, at conn_destroy,
 		 * the current one. */
 		old = realloc(r->old, (size_t)(r->nold + 2) * sizeof(*old));
