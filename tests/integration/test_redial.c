@@ -61,13 +61,14 @@ static void serve_join(struct serve *t)
 	t->srv = NULL;
 }
 
-static tcpx_p2p_session *survivor(int redial_ms)
+static tcpx_p2p_session *survivor(int redial_ms, int progress_thread)
 {
 	tcpx_p2p_config cfg;
 	tcpx_p2p_session *s;
 
 	assert_int_equal(tcpx_p2p_config_init(&cfg), 0);
 	cfg.redial_ms = redial_ms;
+	cfg.progress_thread = progress_thread;
 	assert_int_equal(tcpx_p2p_session_create(&cfg, &s), 0);
 	return s;
 }
@@ -87,11 +88,12 @@ static int until_settled(tcpx_p2p_conn *c, int *eagain)
 	return rc;
 }
 
-/* T1 goes with S's transfers pending; they end, S's handle re-dials T2. */
+/* T1 goes with S's transfers pending; they end, S's handle re-dials T2
+ * (S driven by its calls, or by a progress thread: *state). */
 static void test_redial_after_restart(void **state)
 {
 	struct serve t1 = { 0 }, t2 = { 0 };
-	tcpx_p2p_session *s = survivor(TP_TEST_TIMEOUT_MS);
+	tcpx_p2p_session *s = survivor(TP_TEST_TIMEOUT_MS, *state != NULL);
 	tcpx_p2p_conn *c = NULL;
 	tcpx_p2p_mr *smr, *t1mr, *t2mr;
 	tcpx_p2p_rmr *rm1, *rm2;
@@ -103,7 +105,6 @@ static void test_redial_after_restart(void **state)
 	uint16_t port = 0;
 	int eagain = 0, got = 0;
 
-	(void)state;
 	assert_non_null(sbuf);
 	assert_non_null(t1buf);
 	assert_non_null(t2buf);
@@ -208,7 +209,7 @@ static void test_redial_after_restart(void **state)
 static void test_redial_off(void **state)
 {
 	struct serve t1 = { 0 };
-	tcpx_p2p_session *s = survivor(0);
+	tcpx_p2p_session *s = survivor(0, 0);
 	tcpx_p2p_conn *c = NULL;
 	tcpx_p2p_mr *smr;
 	tcpx_p2p_xfer *x;
@@ -242,7 +243,7 @@ static void test_redial_off(void **state)
 static void test_redial_gives_up(void **state)
 {
 	struct serve t1 = { 0 };
-	tcpx_p2p_session *s = survivor(300);
+	tcpx_p2p_session *s = survivor(300, 0);
 	tcpx_p2p_conn *c = NULL;
 	tcpx_p2p_mr *smr;
 	tcpx_p2p_xfer *x;
@@ -276,7 +277,8 @@ static void test_redial_gives_up(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_redial_after_restart),
+		cmocka_unit_test_prestate(test_redial_after_restart, NULL),
+		cmocka_unit_test_prestate(test_redial_after_restart, (void *)1),
 		cmocka_unit_test(test_redial_off),
 		cmocka_unit_test(test_redial_gives_up),
 	};
