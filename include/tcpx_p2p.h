@@ -817,8 +817,10 @@ typedef struct tcpx_p2p_rseg {
  * (its announcement would take the control bytes waiting for the peer past
  * half of config.peer_max_ctl_bytes, or, with params->notif, the peer holds
  * its peer_max_notifs notifications of c not yet taken: drive progress,
- * post again); ENOTSUP (params->event on a session without a GPU); the
- * connection's error; ENOMEM.  With params->event (0.10) the transfer is
+ * post again; (0.13) c is being re-dialled: tcpx_p2p_conn_generation);
+ * EPEERRESTART (0.13: an rmr imported before c was re-established);
+ * ENOTSUP (params->event on a session without a GPU); the connection's
+ * error; ENOMEM.  With params->event (0.10) the transfer is
  * queued at once and starts once the event completed; an event that fails
  * fails it later with ECUDA (tcpx_p2p_xfer_params).  The target's refusal
  * (a segment it does not export, a revoked export, a deregistered region, a

@@ -161,6 +161,10 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
 void tp__conn_cancel(struct tcpx_p2p_conn *c, int err);
 /* The peer closed c: what is pending fails with ECLOSED (said at INFO). */
 void tp__conn_peer_gone(struct tcpx_p2p_conn *c);
+/* Conns the calling thread creates from now on are incarnations of the
+ * handle front (their front; NULL: handles themselves).  setup/redial.c's
+ * thread sets it once. */
+void tp__conn_making(struct tcpx_p2p_conn *front);
 
 /* The handle the application holds for c (c itself, or the front c is an
  * incarnation of). */
@@ -175,10 +179,6 @@ static inline struct tcpx_p2p_conn *tp__conn_handle(struct tcpx_p2p_conn *c)
  * a re-dial gave up *c is the failed incarnation, whose error the call
  * then reports. */
 int tp__redial_use(struct tcpx_p2p_conn **c, const char *call);
-/* The handle whose re-dial the calling thread runs (NULL: none): a conn
- * created on it is that handle's next incarnation (tp__conn_create sets
- * its front from it). */
-struct tcpx_p2p_conn *tp__redial_making(void);
 /* The current incarnation of handle c, starting nothing (stats). */
 struct tcpx_p2p_conn *tp__redial_cur(struct tcpx_p2p_conn *c);
 /* tcpx_p2p_dial to host:port with redial_ms set: the re-dial state made

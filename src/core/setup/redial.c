@@ -108,16 +108,6 @@ static bool nap(struct tp_redial *r, int64_t ms)
 	return r->stop;
 }
 
-/* The handle this thread re-dials: the conns its attempts create are
- * that handle's from their creation, so that a notification the new
- * peer sends at once already names the handle. */
-static __thread struct tcpx_p2p_conn *making;
-
-struct tcpx_p2p_conn *tp__redial_making(void)
-{
-	return making;
-}
-
 /* One attempt: a new incarnation in *out, or an error. */
 static int attempt(struct tcpx_p2p_session *s, struct tp_redial *r, tp_deadline give_up,
 		   struct tcpx_p2p_conn **out)
@@ -169,7 +159,7 @@ static void *redial_thread(void *arg)
 	int64_t wait_ms = TP_REDIAL_FIRST_WAIT_MS;
 	int rc;
 
-	making = h;
+	tp__conn_making(h); /* what this thread's attempts create is h's */
 	/* TCPX takes its GPU from the calling thread. */
 	rc = tp__session_use_gpu(s);
 	pthread_mutex_lock(&r->mu);
