@@ -157,19 +157,19 @@ static void *redial_thread(void *arg)
 	struct tcpx_p2p_session *s = h->s;
 	tp_deadline give_up = tp__deadline_ms(s->cfg.redial_ms);
 	int64_t wait_ms = TP_REDIAL_FIRST_WAIT_MS;
+	bool on_gpu;
 	int rc;
 
 	tp__conn_making(h); /* what this thread's attempts create is h's */
 	/* TCPX takes its GPU from the calling thread. */
-	rc = tp__session_use_gpu(s);
+	on_gpu = !tp__session_use_gpu(s);
 	pthread_mutex_lock(&r->mu);
-	if (rc) {
+	if (!on_gpu) {
 		TP_WARN("conn", "re-dial of %s:%u: cannot select gpu %d: %s", r->host, r->port,
 			s->cfg.gpu, tcpx_p2p_last_error());
 		r->gave_up = true;
-		r->stop = true; /* no attempt */
 	}
-	while (!r->stop && !nap(r, wait_ms)) {
+	while (on_gpu && !nap(r, wait_ms)) {
 		/* Room for the incarnation that leaves and, at conn_destroy,
 		 * the current one. */
 		old = realloc(r->old, (size_t)(r->nold + 2) * sizeof(*old));
