@@ -206,6 +206,13 @@ typedef struct tcpx_p2p_config {
 	 * match the peer. */
 	int chunks_per_channel;
 	int reserved_08;
+	/* Added in 0.13: a connection made by tcpx_p2p_dial whose peer failed
+	 * (restarted, died, or the connection broke) is re-dialled by the
+	 * library for new transfers for up to this many ms (docs/reliability.md,
+	 * "Re-dialling a restarted peer"; tcpx_p2p_conn_generation); 0 (default)
+	 * = never, the connection stays failed. */
+	int redial_ms;
+	int reserved_13;
 } tcpx_p2p_config;
 
 /* Fill *cfg with the defaults, then apply the TCPX_P2P_* environment (the
@@ -465,6 +472,22 @@ TCPX_P2P_API int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c);
  * (NULL c). */
 TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
 
+/* (0.13) How many times c was re-established (config.redial_ms): 0 for a
+ * connection that never was, or made with re-dial off.  A connection made
+ * by tcpx_p2p_dial with redial_ms set whose peer failed (restarted, died,
+ * or the connection broke) is dialled again by the library, from the next
+ * call on c, for up to redial_ms: meanwhile every call on c that needs a
+ * connection (posts, exports, imports, notify, progress, barrier) returns
+ * EAGAIN; once a new connection is made the generation grows by one and c
+ * uses it, with nothing of the old one: the old transfers failed with the
+ * cause (EPEERRESTART, ECLOSED, ...), this side's exports on c are gone
+ * (export again), and rmrs imported before fail at the post with
+ * EPEERRESTART (import the peer's new descriptors).  If redial_ms passes
+ * without a connection, c stays failed with its error.  Only the dialling
+ * side re-dials; a server's accepted connection stays failed.
+ * Thread-safe.  RETURN VALUE: 0; EINVAL (NULL argument). */
+TCPX_P2P_API int tcpx_p2p_conn_generation(tcpx_p2p_conn *c, uint32_t *generation);
+
 /* ---- transfers ------------------------------------------------------------ */
 
 /* Post a send (recv) of len bytes at mr+offset: tcpx_p2p_sendv (recvv) of
@@ -474,8 +497,9 @@ TCPX_P2P_API int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms);
  * buffer.  len may be 0.  A pair of different lengths fails on both sides
  * with EPROTO (the transfer's result, not the post's).
  * RETURN VALUE: 0; EINVAL (range outside mr, NULL out); EAGAIN (send: as
- * tcpx_p2p_write); the error that failed the connection earlier (ECLOSED,
- * EPLUGIN, ...); ENOMEM. */
+ * tcpx_p2p_write; also while the connection is re-dialled,
+ * tcpx_p2p_conn_generation); the error that failed the connection earlier
+ * (ECLOSED, EPLUGIN, ...); ENOMEM. */
 TCPX_P2P_API int tcpx_p2p_send(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
 			       tcpx_p2p_xfer **out);
 TCPX_P2P_API int tcpx_p2p_recv(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t len,
@@ -793,8 +817,10 @@ typedef struct tcpx_p2p_rseg {
  * (its announcement would take the control bytes waiting for the peer past
  * half of config.peer_max_ctl_bytes, or, with params->notif, the peer holds
  * its peer_max_notifs notifications of c not yet taken: drive progress,
- * post again); ENOTSUP (params->event on a session without a GPU); the
- * connection's error; ENOMEM.  With params->event (0.10) the transfer is
+ * post again; (0.13) c is being re-dialled: tcpx_p2p_conn_generation);
+ * EPEERRESTART (0.13: an rmr imported before c was re-established);
+ * ENOTSUP (params->event on a session without a GPU); the connection's
+ * error; ENOMEM.  With params->event (0.10) the transfer is
  * queued at once and starts once the event completed; an event that fails
  * fails it later with ECUDA (tcpx_p2p_xfer_params).  The target's refusal
  * (a segment it does not export, a revoked export, a deregistered region, a

@@ -587,6 +587,16 @@ static PyObject *conn_get_closed(ConnObject *self, void *unused)
 	return PyBool_FromLong(self->c == NULL);
 }
 
+/* generation: tcpx_p2p_conn_generation (0 for a closed conn). */
+static PyObject *conn_get_generation(ConnObject *self, void *unused)
+{
+	uint32_t g = 0;
+
+	if (self->c)
+		(void)tp_api.conn_generation(self->c, &g);
+	return PyLong_FromUnsignedLong(g);
+}
+
 static PyObject *conn_get_in_use(ConnObject *self, void *unused)
 {
 	return PyBool_FromLong(self->busy > 0);
@@ -674,6 +684,9 @@ static PyMethodDef conn_methods[] = {
 static PyGetSetDef conn_getset[] = {
 	{ "closed", (getter)conn_get_closed, NULL, "True once closed", NULL },
 	{ "session", (getter)conn_get_session, NULL, "the session", NULL },
+	{ "generation", (getter)conn_get_generation, NULL,
+	  "how many times the library re-established the connection (Session redial_ms; "
+	  "tcpx_p2p_conn_generation)", NULL },
 	{ "in_use", (getter)conn_get_in_use, NULL,
 	  "True while a thread is inside a call on the conn or one of its transfers", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },

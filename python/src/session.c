@@ -36,6 +36,7 @@ static const struct cfg_field {
 	{ "dead_after_ms", CFG_INT, offsetof(tcpx_p2p_config, dead_after_ms) },
 	{ "notif_max_bytes", CFG_INT, offsetof(tcpx_p2p_config, notif_max_bytes) },
 	{ "stall_ms", CFG_INT, offsetof(tcpx_p2p_config, stall_ms) },
+	{ "redial_ms", CFG_INT, offsetof(tcpx_p2p_config, redial_ms) },
 };
 
 static const char *const unpack_names[] = { "kernel", "d2d", "host" };
@@ -927,7 +928,7 @@ PyTypeObject tp_SessionType = {
 		  "chunk_bytes, chunks_per_channel, send_window, recv_window, unpack, timeout_ms, "
 		  "plugin_path, progress_thread, mss, nics, handshake_ms, auth_token, peer_max_items, "
 		  "peer_max_segments, peer_max_notifs, peer_max_ctl_bytes, require_plugin, "
-		  "close_timeout_ms, heartbeat_ms, dead_after_ms, notif_max_bytes, stall_ms); "
+		  "close_timeout_ms, heartbeat_ms, dead_after_ms, notif_max_bytes, stall_ms, redial_ms); "
 		  "the others keep their defaults and TCPX_P2P_* environment values.",
 	.tp_methods = session_methods,
 	.tp_getset = session_getset,

@@ -38,7 +38,8 @@
 	X(notif_take) X(xfer_query) X(xfer_deadline) X(stream_wait)         \
 	X(session_fd) X(completions) X(xfer_cancel)    \
 	X(xlist_prepare) X(xlist_prepare_strided) X(xlist_post) X(xlist_release) \
-	X(mr_deregister_ex) X(conn_in_deadline) X(conn_hosted) X(session_set_node_id)
+	X(mr_deregister_ex) X(conn_in_deadline) X(conn_hosted) X(session_set_node_id) \
+	X(conn_generation)
 
 struct tp_py_api {
 #define TP_PY_FIELD(name) __typeof__(&tcpx_p2p_##name) name;

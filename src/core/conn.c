@@ -52,6 +52,17 @@ static void land_destroy(struct tcpx_p2p_conn *c)
 	c->land = NULL;
 }
 
+/* The handle whose re-dial the calling thread runs (setup/redial.c): a
+ * conn created on that thread is the handle's next incarnation from its
+ * creation, so that a notification its peer sends at once already names
+ * the handle. */
+static __thread struct tcpx_p2p_conn *making;
+
+void tp__conn_making(struct tcpx_p2p_conn *front)
+{
+	making = front;
+}
+
 int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		    void **recv_comms, const ncclNetDeviceHandle_v7_t *devh,
 		    struct tcpx_p2p_conn **out)
@@ -78,6 +89,7 @@ int tp__conn_create(struct tcpx_p2p_session *s, int nchan, void **send_comms,
 		goto destroy_lock;
 	}
 	c->s = s;
+	c->front = making; /* before any pass or notification sees c */
 	c->nchan = nchan - 1; /* the last channel is the control channel */
 	c->rdv_fd = -1;
 	rc = tp__items_create(c);

@@ -35,6 +35,7 @@ struct tp_wseg;  /* ctl.h: a remote segment on the wire */
 struct tp_note;  /* notif.c: a notification waiting for its data */
 struct tp_notif_node; /* notif.c: a delivered notification */
 struct tp_items;  /* items.h: exports, inbound items, notifications */
+struct tp_redial; /* setup/redial.c: a handle's re-dial */
 
 /* What a connection's passes know of the peer's liveness (live.c).  heard
  * and said are set where a receive completes and a control frame is
@@ -88,6 +89,14 @@ struct tcpx_p2p_conn {
 	uint64_t peer_epoch; /* the peer session's incarnation (its blob) */
 	char peer_node[32];  /* the peer session's node id (its blob; "": none) */
 	bool dialled;        /* made by tcpx_p2p_dial: peer is the address dialled */
+	/* Re-dial (setup/redial.c, redial_ms): the handle the application
+	 * holds is a front over incarnations, the first of which is that
+	 * handle's own struct.  front: the handle a later incarnation serves
+	 * (NULL: this conn is a handle itself; set before the incarnation is
+	 * published, never changed).  redial: the handle's re-dial state
+	 * (NULL: re-dial is off for it). */
+	struct tcpx_p2p_conn *front;
+	struct tp_redial *redial;
 	/* Session engine: its list of conns (engine lock) and what a pass
 	 * learns without taking this conn's lock again. */
 	TP_LINK(struct tcpx_p2p_conn) elink;
@@ -152,5 +161,38 @@ int tp__conn_fail(struct tcpx_p2p_conn *c, int err);
 void tp__conn_cancel(struct tcpx_p2p_conn *c, int err);
 /* The peer closed c: what is pending fails with ECLOSED (said at INFO). */
 void tp__conn_peer_gone(struct tcpx_p2p_conn *c);
+/* Conns the calling thread creates from now on are incarnations of the
+ * handle front (their front; NULL: handles themselves).  setup/redial.c's
+ * thread sets it once. */
+void tp__conn_making(struct tcpx_p2p_conn *front);
+
+/* The handle the application holds for c (c itself, or the front c is an
+ * incarnation of). */
+static inline struct tcpx_p2p_conn *tp__conn_handle(struct tcpx_p2p_conn *c)
+{
+	return c->front ? c->front : c;
+}
+
+/* setup/redial.c: the incarnation of handle *c that a call on it uses
+ * (*c unchanged where re-dial is off).  A failed current incarnation
+ * starts a re-dial; while one runs: EAGAIN (detail names call).  After
+ * a re-dial gave up *c is the failed incarnation, whose error the call
+ * then reports. */
+int tp__redial_use(struct tcpx_p2p_conn **c, const char *call);
+/* The current incarnation of handle c, starting nothing (stats). */
+struct tcpx_p2p_conn *tp__redial_cur(struct tcpx_p2p_conn *c);
+/* tcpx_p2p_dial to host:port with redial_ms set: the re-dial state made
+ * before the dial (NULL: ENOMEM, said), attached to the conn it made
+ * (which then re-dials), or freed if it made none. */
+struct tp_redial *tp__redial_new(const char *host, uint16_t port);
+void tp__redial_attach(struct tcpx_p2p_conn *c, struct tp_redial *r);
+void tp__redial_free(struct tp_redial *r);
+/* Incarnations re-dial made for handle c (0 where re-dial is off). */
+uint32_t tp__redial_generation(struct tcpx_p2p_conn *c);
+/* conn_destroy of handle c: stop its re-dial (waits for an attempt under
+ * way, bounded by handshake_ms) and hand back its incarnations other than
+ * c itself, for the caller to destroy and free: *n of them in a malloc'd
+ * array (NULL where none). */
+void tp__redial_end(struct tcpx_p2p_conn *c, struct tcpx_p2p_conn ***incs, int *n);
 
 #endif

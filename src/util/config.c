@@ -122,6 +122,11 @@ static const struct tp_cfg_row tp_cfg_rows[] = {
 	  "2000", "0..86400000",
 	  "a pending transfer that moved no chunk for this many ms of this side's passes is "
 	  "reported stalled (tcpx_p2p_xfer_query, stats), not failed; 0 = never" },
+	{ "TCPX_P2P_REDIAL_MS", NULL, "redial_ms", TP_CFG_INT, TP_OFF(redial_ms), 0, 86400000, 0,
+	  NULL, 0,
+	  "0", "0..86400000",
+	  "a dialled connection whose peer failed or restarted is dialled again for new "
+	  "transfers for up to this many ms (calls meanwhile get EAGAIN); 0 = never" },
 	{ "TCPX_P2P_PROGRESS_THREAD", NULL, "progress_thread", TP_CFG_INT,
 	  TP_OFF(progress_thread), 0, 1, 0, NULL, 0,
 	  "0", "0|1",
@@ -369,6 +374,13 @@ static int config_init(tcpx_p2p_config *cfg)
 #define TP_CONFIG_V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms) /* the first 0.6 one */
 #define TP_CONFIG_V06_SIZE offsetof(tcpx_p2p_config, heartbeat_ms) /* the first 0.7 one */
 #define TP_CONFIG_V07_SIZE offsetof(tcpx_p2p_config, chunks_per_channel) /* the first 0.8 one */
+#define TP_CONFIG_V08_SIZE offsetof(tcpx_p2p_config, redial_ms) /* the first 0.13 one */
+/* The 0.8 struct ended with reserved_08 at the struct's alignment: a 0.8
+ * caller's sizeof is exactly the offset of the first 0.13 field. */
+_Static_assert(TP_CONFIG_V08_SIZE ==
+		       ((offsetof(tcpx_p2p_config, reserved_08) + sizeof(int) +
+			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
+	       "redial_ms must start after the 0.8 struct");
 /* The 0.7 struct ended with stall_ms, padded to the struct's alignment
  * (reserved_07 names that padding): a 0.7 caller's sizeof is exactly the
  * offset of the first 0.8 field. */
@@ -388,11 +400,11 @@ _Static_assert(TP_CONFIG_V05_SIZE ==
 			 _Alignof(tcpx_p2p_config) - 1) & ~(_Alignof(tcpx_p2p_config) - 1)),
 	       "close_timeout_ms must start after the 0.5 struct's padding");
 
-TCPX_P2P_API int tp__config_init_v08(tcpx_p2p_config *cfg)
+TCPX_P2P_API int tp__config_init_v13(tcpx_p2p_config *cfg)
 {
 	return config_init(cfg);
 }
-TP_SYMVER(tp__config_init_v08, "tcpx_p2p_config_init@@TCPX_P2P_0.8");
+TP_SYMVER(tp__config_init_v13, "tcpx_p2p_config_init@@TCPX_P2P_0.13");
 
 /* Writes exactly n bytes of the full struct, and n as struct_size. */
 static int config_init_size(tcpx_p2p_config *cfg, size_t n)
@@ -407,6 +419,12 @@ static int config_init_size(tcpx_p2p_config *cfg, size_t n)
 	cfg->struct_size = n;
 	return rc;
 }
+
+TCPX_P2P_API int tp__config_init_v08(tcpx_p2p_config *cfg)
+{
+	return config_init_size(cfg, TP_CONFIG_V08_SIZE);
+}
+TP_SYMVER(tp__config_init_v08, "tcpx_p2p_config_init@TCPX_P2P_0.8");
 
 TCPX_P2P_API int tp__config_init_v07(tcpx_p2p_config *cfg)
 {

@@ -18,6 +18,7 @@ int tp__config_init_v02(tcpx_p2p_config *cfg);
 int tp__config_init_v05(tcpx_p2p_config *cfg);
 int tp__config_init_v06(tcpx_p2p_config *cfg);
 int tp__config_init_v07(tcpx_p2p_config *cfg);
+int tp__config_init_v13(tcpx_p2p_config *cfg);
 int tp__config_init_v08(tcpx_p2p_config *cfg);
 
 /* Check every field; on error the detail names the field and its range.

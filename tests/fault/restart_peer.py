@@ -1,7 +1,7 @@
 """A peer process killed (SIGKILL) mid-stream and restarted, ROUNDS times,
 against one surviving process (one session) that carries on.
 
-  restart_peer.py survivor dial|dial_hung|listen|listen_hung PORT ROUNDS
+  restart_peer.py survivor dial|dial_hung|dial_redial|listen|listen_hung PORT ROUNDS
   restart_peer.py victim listen|dial PORT TAG      (started by the survivor)
 
 survivor dial: each victim listens on PORT; the survivor dials it, moves
@@ -16,6 +16,12 @@ open (it closed its server once it had accepted, so that the next can listen
 on PORT).  Liveness is off on the survivor, so that only the new
 incarnation's epoch, found at the re-dial, can end the old transfers: they
 must have ended with PeerRestarted; the stopped victim is killed after.
+survivor dial_redial: the same as dial, but the survivor's session re-dials
+(redial_ms) and it dials only once: after each kill its old transfers must
+end (Closed), then calls on the same Conn raise Again until the library has
+re-dialled the next incarnation, whose bytes over that Conn are checked;
+Conn.generation counts the incarnations after the first.  Only the
+dialling role re-dials: a server's accepted connection stays failed.
 survivor listen: each victim dials the survivor's server; the survivor
 accepts it, the same exchange, kills it; the old connection's transfers must
 end (Closed) and the next incarnation is accepted and moves bytes right.
@@ -166,14 +172,39 @@ def ended(tag, xfers, bufs, outcomes, hung=False):
             sys.exit(f"FAIL: incarnation {tag}: bytes landed in a receive of the dead peer")
 
 
+def redialled(c, tag):
+    """Drive c until the library re-established it: the calls raise Again
+    meanwhile, and within HANG it is the next incarnation's."""
+    end = time.monotonic() + HANG
+    again = 0
+    while True:
+        try:
+            c.progress()
+            break
+        except tp.Again:
+            again += 1
+            if time.monotonic() > end:
+                sys.exit(f"FAIL: incarnation {tag}: not re-dialled within {HANG} s")
+            time.sleep(0.01)
+    if c.generation != tag - 1:
+        sys.exit(f"FAIL: incarnation {tag}: generation {c.generation}, not {tag - 1}")
+    return again
+
+
 def survivor(role, port, rounds):
     outcomes = {}
     old = None
     victims = []
     hung = role.endswith("_hung")
+    redial = role.endswith("_redial")
     role = role.split("_")[0]
+    config = {}
+    if hung:
+        config["dead_after_ms"] = 0
+    if redial:
+        config["redial_ms"] = int(HANG * 1000)
     try:
-        with tp.Session(**({"dead_after_ms": 0} if hung else {})) as s:
+        with tp.Session(**config) as s:
             srv = s.server("127.0.0.1", port) if role == "listen" else None
             if srv:
                 print("listening", flush=True)
@@ -182,13 +213,17 @@ def survivor(role, port, rounds):
                 victims.append(v)
                 if role == "dial":
                     v.expect("listening")
-                    c = s.dial("127.0.0.1", port, timeout=HANG)
+                    c = old[0] if redial and old else s.dial("127.0.0.1", port, timeout=HANG)
                 else:
                     c = srv.accept(timeout=HANG)
                 if old:
                     ended(tag - 1, *old[1:], outcomes, hung)
                     victims[-2].kill()
-                    old[0].close()
+                    if redial:
+                        log(f"incarnation {tag} re-dialled on the same Conn (Again "
+                            f"{redialled(c, tag)} times meanwhile)")
+                    else:
+                        old[0].close()
                 pending, bufs = exchange(s, c, tag)
                 v.expect("verified")
                 if hung and tag < rounds:

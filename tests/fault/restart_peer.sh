@@ -4,10 +4,11 @@
 # incarnation must move every byte right, none of an old one's bytes landing
 # in a new one.  The survivor (restart_peer.py, on the Python package) waits
 # for the victim's lines, never a fixed time.
-# Usage: restart_peer.sh BUILD_DIR dial|dial_hung|listen|listen_hung   (the
-# survivor's role; the _hung ones stop each old victim instead, so that only
-# the new incarnation's epoch ends it: at the re-dial, or at the accept of a
-# dialler with the old one's node id)
+# Usage: restart_peer.sh BUILD_DIR dial|dial_hung|dial_redial|listen|listen_hung
+# (the survivor's role; the _hung ones stop each old victim instead, so that
+# only the new incarnation's epoch ends it: at the re-dial, or at the accept
+# of a dialler with the old one's node id; dial_redial dials once and lets
+# the library re-dial each next incarnation over the same connection)
 # port is set by name in fault_lib.sh (tp_free_port).
 # shellcheck disable=SC2154
 source "$(dirname "$0")/fault_lib.sh"

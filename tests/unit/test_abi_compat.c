@@ -4,7 +4,7 @@
  * reads no further; the 0.2 entry point (binaries built against 0.2 to
  * 0.4) writes the struct up to the 0.5 fields, the 0.5 one up to
  * close_timeout_ms (0.6), the 0.6 one up to heartbeat_ms (0.7), the 0.7 one
- * up to chunks_per_channel (0.8).  The old
+ * up to chunks_per_channel (0.8), the 0.8 one up to redial_ms (0.13).  The old
  * entry points are
  * reached with dlvsym, as the dynamic linker would bind an old binary. */
 #define _GNU_SOURCE /* dlvsym */
@@ -25,6 +25,7 @@
 #define V05_SIZE offsetof(tcpx_p2p_config, close_timeout_ms)
 #define V06_SIZE offsetof(tcpx_p2p_config, heartbeat_ms)
 #define V07_SIZE offsetof(tcpx_p2p_config, chunks_per_channel)
+#define V08_SIZE offsetof(tcpx_p2p_config, redial_ms)
 
 static void test_config_init_v01(void **state)
 {
@@ -35,6 +36,7 @@ static void test_config_init_v01(void **state)
 	int (*init06)(tcpx_p2p_config *);
 	int (*init07)(tcpx_p2p_config *);
 	int (*init08)(tcpx_p2p_config *);
+	int (*init13)(tcpx_p2p_config *);
 	tcpx_p2p_config *cfg = (tcpx_p2p_config *)(void *)buf;
 	tcpx_p2p_session *s;
 	void *lib = dlopen(TP_LIB_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -52,7 +54,9 @@ static void test_config_init_v01(void **state)
 	assert_non_null(init07);
 	init08 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.8");
 	assert_non_null(init08);
-	assert_ptr_equal((void *)init08, (void *)dlsym(lib, "tcpx_p2p_config_init"));
+	init13 = (int (*)(tcpx_p2p_config *))dlvsym(lib, "tcpx_p2p_config_init", "TCPX_P2P_0.13");
+	assert_non_null(init13);
+	assert_ptr_equal((void *)init13, (void *)dlsym(lib, "tcpx_p2p_config_init"));
 
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init01(cfg), 0);
@@ -110,10 +114,21 @@ static void test_config_init_v01(void **state)
 	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
 	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
 
+	/* 0.8 to 0.12 binaries: the struct ends before redial_ms. */
 	memset(buf, 0x5a, sizeof(buf));
 	assert_int_equal(init08(cfg), 0);
-	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->struct_size, V08_SIZE);
 	assert_int_equal(cfg->chunks_per_channel, 1);
+	for (size_t i = V08_SIZE; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0x5a);
+	cfg->gpu = -1;
+	assert_int_equal(tcpx_p2p_session_create(cfg, &s), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+
+	memset(buf, 0x5a, sizeof(buf));
+	assert_int_equal(init13(cfg), 0);
+	assert_int_equal(cfg->struct_size, sizeof(tcpx_p2p_config));
+	assert_int_equal(cfg->redial_ms, 0);
 	dlclose(lib);
 }
 
@@ -124,7 +139,7 @@ int main(void)
 	static const char *const vars[] = {
 		"TCPX_P2P_NUM_CHANNELS",     "UCCL_TCPX_NUM_CHANNELS", "TCPX_P2P_MSS",
 		"TCPX_P2P_REQUIRE_PLUGIN",   "TCPX_P2P_CLOSE_TIMEOUT_MS", "TCPX_P2P_HEARTBEAT_MS",
-		"TCPX_P2P_DEAD_AFTER_MS",    "TCPX_P2P_CHUNKS_PER_CHANNEL",
+		"TCPX_P2P_DEAD_AFTER_MS",    "TCPX_P2P_CHUNKS_PER_CHANNEL", "TCPX_P2P_REDIAL_MS",
 	};
 	const struct CMUnitTest tests[] = { cmocka_unit_test(test_config_init_v01) };
 

@@ -422,7 +422,10 @@ static void test_resolve_old_struct(void **state)
 	in.stall_ms = 0;
 	in.chunks_per_channel = 3;
 	in.reserved_08 = 0;
+	in.redial_ms = 2000;
+	in.reserved_13 = 0;
 	assert_int_equal(tp__config_resolve(&in, &out), 0);
+	assert_int_equal(out.redial_ms, 2000);
 	assert_int_equal(out.chunks_per_channel, 3);
 	assert_int_equal(out.heartbeat_ms, 100);
 	assert_int_equal(out.dead_after_ms, 0);
@@ -517,6 +520,7 @@ static void test_describe(void **state)
 		{ "TCPX_P2P_DEAD_AFTER_MS", "10000" },
 		{ "TCPX_P2P_NOTIF_MAX_BYTES", "65536" },
 		{ "TCPX_P2P_STALL_MS", "2000" },
+		{ "TCPX_P2P_REDIAL_MS", "0" },
 		{ "TCPX_P2P_PROGRESS_THREAD", "0" },
 		{ "TCPX_P2P_MSS", "7168" },
 		{ "TCPX_P2P_NICS", "auto" },

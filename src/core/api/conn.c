@@ -1,6 +1,6 @@
 /* A connection's public calls (api.h: no lock held on entry): progress,
- * which drives the engine for it, and its barriers on the rendezvous
- * socket. */
+ * which drives the engine for it, its barriers on the rendezvous socket
+ * and its generation (setup/redial.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -25,6 +25,12 @@ int tcpx_p2p_progress(tcpx_p2p_conn *c)
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "progress: NULL conn");
+	rc = tp__redial_use(&c, "progress");
+	if (rc) {
+		/* Re-dialling: the session's other connections still move. */
+		tp__engine_pass(c->s, NULL, &st);
+		return rc;
+	}
 	tp__engine_pass(c->s, c, &st);
 	pthread_mutex_lock(&c->lock);
 	rc = c->err;
@@ -85,6 +91,9 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 
 	if (!c)
 		return tp__error(TCPX_P2P_EINVAL, "conn_barrier: NULL conn");
+	rc = tp__redial_use(&c, "conn_barrier");
+	if (rc)
+		return rc;
 	timeout_ms = tp__session_timeout(c->s, timeout_ms);
 	pthread_mutex_lock(&c->rdv_lock);
 	if (c->rdv_dead)
@@ -97,4 +106,12 @@ int tcpx_p2p_conn_barrier(tcpx_p2p_conn *c, int timeout_ms)
 		rc = barrier(c, timeout_ms);
 	pthread_mutex_unlock(&c->rdv_lock);
 	return rc;
+}
+
+int tcpx_p2p_conn_generation(tcpx_p2p_conn *c, uint32_t *generation)
+{
+	if (!c || !generation)
+		return tp__error(TCPX_P2P_EINVAL, "conn_generation: NULL argument");
+	*generation = tp__redial_generation(c);
+	return 0;
 }

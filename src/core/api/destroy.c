@@ -2,6 +2,7 @@
  * caller lets go; it drives the engine until the close is under way
  * (close/ does the close). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/api/api.h"
 #include "core/close/close.h"
@@ -60,7 +61,7 @@ static bool wait_caller_memory(struct tcpx_p2p_conn *c)
  * session's timeout.  Where it cannot run (the conn failed, or chunks
  * are in the plugin's hands) the comms are closed now, and a warning says
  * how many requests were still posted. */
-int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
+static void destroy_one(struct tcpx_p2p_conn *c)
 {
 	struct tcpx_p2p_session *s;
 	const char *unclean = NULL;
@@ -69,8 +70,6 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	void *ctx;
 	int i;
 
-	if (!c)
-		return tp__error(TCPX_P2P_EINVAL, "conn_destroy: NULL conn");
 	s = c->s;
 	ctx = tp__gpu_save(s);
 	/* No pass of the session reaches this conn after this (the session's
@@ -141,5 +140,21 @@ int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
 	s->nconns--;
 	pthread_mutex_unlock(&s->lock);
 	tp__dev_ctx_restore(ctx);
+}
+
+/* A handle with re-dial (setup/redial.c) destroys each of its
+ * incarnations, oldest first, then itself. */
+int tcpx_p2p_conn_destroy(tcpx_p2p_conn *c)
+{
+	struct tcpx_p2p_conn **incs;
+	int i, n;
+
+	if (!c)
+		return tp__error(TCPX_P2P_EINVAL, "conn_destroy: NULL conn");
+	tp__redial_end(c, &incs, &n);
+	for (i = 0; i < n; i++)
+		destroy_one(incs[i]);
+	free(incs);
+	destroy_one(c);
 	return 0;
 }

@@ -29,6 +29,9 @@ int tcpx_p2p_mr_export(tcpx_p2p_conn *c, tcpx_p2p_mr *mr, size_t offset, size_t 
 
 	if (!c || !mr || !out)
 		return tp__error(TCPX_P2P_EINVAL, "mr_export: NULL argument");
+	rc = tp__redial_use(&c, "mr_export");
+	if (rc)
+		return rc;
 	if (mr->s != c->s)
 		return tp__error(TCPX_P2P_EINVAL, "mr_export: mr of another session");
 	if (!access || (access & ~(unsigned)(TCPX_P2P_ACCESS_WRITE | TCPX_P2P_ACCESS_READ)))
@@ -82,6 +85,9 @@ int tcpx_p2p_mr_unexport(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc)
 
 	if (!c || !desc)
 		return tp__error(TCPX_P2P_EINVAL, "mr_unexport: NULL argument");
+	rc = tp__redial_use(&c, "mr_unexport");
+	if (rc)
+		return rc;
 	d = desc->bytes;
 	idx = tp_get32(d + 8);
 	pthread_mutex_lock(&c->lock);
@@ -101,9 +107,13 @@ int tcpx_p2p_rmr_import(tcpx_p2p_conn *c, const tcpx_p2p_rdesc *desc, tcpx_p2p_r
 {
 	const unsigned char *d;
 	struct tcpx_p2p_rmr *m;
+	int rc;
 
 	if (!c || !desc || !out)
 		return tp__error(TCPX_P2P_EINVAL, "rmr_import: NULL argument");
+	rc = tp__redial_use(&c, "rmr_import");
+	if (rc)
+		return rc;
 	d = desc->bytes;
 	if (tp_get32(d) != TP_RDESC_MAGIC || d[4] != TP_RDESC_VERSION ||
 	    (d[5] != TCPX_P2P_MEM_HOST && d[5] != TCPX_P2P_MEM_CUDA) || !d[6] ||

@@ -10,11 +10,14 @@
 
 int tcpx_p2p_conn_in_deadline(tcpx_p2p_conn *c, int timeout_ms)
 {
-	int rc = 0;
+	int rc;
 
 	if (!c || timeout_ms < 0)
 		return tp__error(TCPX_P2P_EINVAL, "conn_in_deadline: NULL conn or timeout_ms %d",
 				 timeout_ms);
+	rc = tp__redial_use(&c, "conn_in_deadline");
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&c->lock);
 	if (c->err)
 		rc = tp__error(TCPX_P2P_ECLOSED, "conn_in_deadline: the connection failed earlier: "
@@ -32,6 +35,7 @@ int tcpx_p2p_conn_hosted(tcpx_p2p_conn *c, tcpx_p2p_hosted *out, int max, int *n
 	if (!c || !n || max < 0 || (!out && max))
 		return tp__error(TCPX_P2P_EINVAL, "conn_hosted: NULL conn or n, max %d, or NULL out "
 				 "with max > 0", max);
+	c = tp__redial_cur(c);
 	pthread_mutex_lock(&c->lock);
 	all = tp__items_hosted_list(c, out, max);
 	pthread_mutex_unlock(&c->lock);

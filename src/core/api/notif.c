@@ -18,6 +18,9 @@ int tcpx_p2p_notify(tcpx_p2p_conn *c, const void *msg, size_t len)
 	if (!c || !msg || !len || len > TCPX_P2P_NOTIF_LIMIT)
 		return tp__error(TCPX_P2P_EINVAL, "notify: NULL argument or %zu bytes (1..%d)", len,
 				 TCPX_P2P_NOTIF_LIMIT);
+	rc = tp__redial_use(&c, "notify");
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&c->lock);
 	if (c->err)
 		rc = tp__error(c->err, "notify: the connection failed earlier: %s", c->why);

@@ -6,6 +6,7 @@
 
 #include "core/ctl.h"
 #include "core/api/api.h"
+#include "core/conn.h"
 #include "core/items/items.h"
 #include "core/pipeline/comm.h"
 #include "core/pipeline/vec.h"
@@ -30,6 +31,10 @@ int tp__rsegs_encode(tcpx_p2p_conn *c, unsigned need, const tcpx_p2p_rseg *remot
 
 		rc = !g->rmr ? tp__error(TCPX_P2P_EINVAL, "%s: remote segment %zu has no rmr",
 					 what, i)
+		   : g->rmr->c != c && tp__conn_handle(g->rmr->c) == tp__conn_handle(c)
+			? tp__error(TCPX_P2P_EPEERRESTART, "%s: remote segment %zu: rmr imported "
+				    "before the connection was re-established (its peer's "
+				    "exports are gone): import the peer's new descriptors", what, i)
 		   : g->rmr->c != c ? tp__error(TCPX_P2P_EINVAL, "%s: remote segment %zu: rmr "
 					       "imported on another connection", what, i)
 		   : !(g->rmr->access & need) ? tp__error(TCPX_P2P_EINVAL, "%s: remote segment "
@@ -79,6 +84,9 @@ static int one_sided(tcpx_p2p_conn *c, enum tp_op op, const tcpx_p2p_seg *local,
 
 	if (!c || !out || (nremote && !remote))
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
+	rc = tp__redial_use(&c, what);
+	if (rc)
+		return rc;
 	rc = tp__params_check(params, op == TP_OP_WRITE, what, NULL);
 	if (rc)
 		return rc;

@@ -57,6 +57,9 @@ static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
 
 	if (!c || !out)
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
+	rc = tp__redial_use(&c, what);
+	if (rc)
+		return rc;
 	rc = tp__params_check(params, false, what, &event);
 	if (rc)
 		return rc;

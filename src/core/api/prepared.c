@@ -44,6 +44,9 @@ static int prepare(tcpx_p2p_conn *c, int op, const tcpx_p2p_seg *local, size_t n
 
 	if (!c || !out)
 		return tp__error(TCPX_P2P_EINVAL, "%s: NULL argument", what);
+	rc = tp__redial_use(&c, what);
+	if (rc)
+		return rc;
 	if (op != TCPX_P2P_XLIST_WRITE && op != TCPX_P2P_XLIST_READ)
 		return tp__error(TCPX_P2P_EINVAL, "%s: op %d (TCPX_P2P_XLIST_WRITE or _READ)",
 				 what, op);

@@ -12,6 +12,7 @@ TCPX_P2P_API int tcpx_p2p_conn_stats(tcpx_p2p_conn *c, tcpx_p2p_stats *out)
 
 	if (rc)
 		return rc;
+	c = tp__redial_cur(c);
 	pthread_mutex_lock(&c->lock);
 	st = c->stats;
 	pthread_mutex_unlock(&c->lock);

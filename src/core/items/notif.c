@@ -317,7 +317,7 @@ size_t tp__items_notif_take(tcpx_p2p_session *s, tcpx_p2p_notif_buf *nb, int *go
 	if (d && d->len > nb->cap) {
 		need = d->len;
 	} else if (d) {
-		nb->conn = d->c;
+		nb->conn = tp__conn_handle(d->c);
 		nb->len = d->len;
 		if (d->len)
 			memcpy(nb->buf, d->msg, d->len);
@@ -351,7 +351,7 @@ int tp__items_poll_queue(tcpx_p2p_session *s, tcpx_p2p_notif *out, int max, int 
 			pp = &d->next;
 			continue;
 		}
-		out[k].conn = d->c;
+		out[k].conn = tp__conn_handle(d->c);
 		out[k].len = d->len;
 		memcpy(out[k].msg, d->msg, d->len);
 		k++;

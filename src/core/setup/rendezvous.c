@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/conn.h"
 #include "core/engine.h"
 #include "core/pass.h"
 #include "core/session.h"
@@ -268,22 +269,31 @@ int tcpx_p2p_server_accept(tcpx_p2p_server *srv, int timeout_ms, tcpx_p2p_conn *
 int tcpx_p2p_dial(tcpx_p2p_session *s, const char *host, uint16_t port, int timeout_ms,
 		  tcpx_p2p_conn **out)
 {
+	struct tp_redial *r = NULL;
 	char peer[64];
 	tp_deadline deadline;
 	int fd, rc;
 
 	if (!s || !host || !out)
 		return tp__error(TCPX_P2P_EINVAL, "dial: NULL argument");
+	if (s->cfg.redial_ms > 0 && !(r = tp__redial_new(host, port)))
+		return TCPX_P2P_ENOMEM;
 	timeout_ms = tp__session_timeout(s, timeout_ms);
 	deadline = tp__deadline_ms(timeout_ms);
 	rc = tp__sock_dial(host, port, timeout_ms, &fd);
-	if (rc)
+	if (rc) {
+		tp__redial_free(r);
 		return rc;
+	}
 	snprintf(peer, sizeof(peer), "%s:%u", host, port);
 	rc = tp__handshake(s, fd, peer, false, deadline, deadline, out);
-	if (rc)
+	if (rc) {
 		tp__sock_close(fd);
-	else
-		tp__restart_check(s, *out, true);
-	return rc;
+		tp__redial_free(r);
+		return rc;
+	}
+	tp__restart_check(s, *out, true);
+	if (r)
+		tp__redial_attach(*out, r);
+	return 0;
 }
