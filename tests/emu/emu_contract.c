@@ -48,6 +48,22 @@ static void complete_recv(struct emu_pair *p, void *req, uint64_t k, char *rbuf,
 	assert_int_equal(net->irecvConsumed(p->rcomm, 1, req), ncclSuccess);
 }
 
+/* One message of size bytes from s into r (tag), both requests waited for
+ * and successful; the receive, not yet consumed. */
+static void *move_one(struct emu_pair *p, char *s, char *r, int size, int tag)
+{
+	void *sreq, *rreq;
+	ncclResult_t res;
+
+	assert_int_equal(emu_irecv(p, r, size, tag, NULL, &rreq), ncclSuccess);
+	assert_int_equal(emu_isend(p, s, size, tag, NULL, &sreq), ncclSuccess);
+	assert_int_equal(emu_wait(p, sreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	assert_int_equal(emu_wait(p, rreq, &res), 0);
+	assert_int_equal(res, ncclSuccess);
+	return rreq;
+}
+
 static void test_properties(void **state)
 {
 	ncclNetProperties_v7_t props;
@@ -369,17 +385,11 @@ static void test_page_recycling(void **state)
 	assert_non_null(uh);
 	for (int k = 0; k < rounds; k++) {
 		const tp_unpack_rec *rec = uh->meta->mem[k % 16];
-		void *sreq, *rreq;
-		ncclResult_t res;
+		void *rreq;
 		int cnt;
 
 		emu_fill_random(s, size, (uint32_t)k + 7);
-		assert_int_equal(emu_irecv(&p, r, size, k, NULL, &rreq), ncclSuccess);
-		assert_int_equal(emu_isend(&p, s, size, k, NULL, &sreq), ncclSuccess);
-		assert_int_equal(emu_wait(&p, sreq, &res), 0);
-		assert_int_equal(res, ncclSuccess);
-		assert_int_equal(emu_wait(&p, rreq, &res), 0);
-		assert_int_equal(res, ncclSuccess);
+		rreq = move_one(&p, s, r, size, k);
 		cnt = emu_unpack(uh, k % 16, out, size);
 		assert_true(cnt > 0);
 		assert_memory_equal(out, s, size);
@@ -801,18 +811,12 @@ static void test_fragments(void **state)
 	assert_non_null(uh);
 	for (int k = 0; k < rounds; k++) {
 		const tp_unpack_rec *rec = uh->meta->mem[k];
-		void *sreq, *rreq;
-		ncclResult_t res;
+		void *rreq;
 		int cnt;
 
 		emu_fill_random(s, size, (uint32_t)k + 21);
 		memset(out, 0, size);
-		assert_int_equal(emu_irecv(&p, r, size, k, NULL, &rreq), ncclSuccess);
-		assert_int_equal(emu_isend(&p, s, size, k, NULL, &sreq), ncclSuccess);
-		assert_int_equal(emu_wait(&p, sreq, &res), 0);
-		assert_int_equal(res, ncclSuccess);
-		assert_int_equal(emu_wait(&p, rreq, &res), 0);
-		assert_int_equal(res, ncclSuccess);
+		rreq = move_one(&p, s, r, size, k);
 		cnt = emu_unpack(uh, k, out, size);
 		assert_true(cnt >= (int)(size / mss));
 		assert_memory_equal(out, s, size);

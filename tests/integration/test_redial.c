@@ -205,6 +205,24 @@ static void test_redial_after_restart(void **state)
 	free(t2buf);
 }
 
+/* S dials a new server T1 (smr: sbuf, LEN bytes) and posts a receive;
+ * T1's connection goes, and the receive ends ECLOSED. */
+static void dial_and_lose(tcpx_p2p_session *s, unsigned char *sbuf, struct serve *t1,
+			  tcpx_p2p_mr **smr, tcpx_p2p_conn **c)
+{
+	tcpx_p2p_xfer *x;
+	uint16_t port = 0;
+
+	assert_int_equal(tcpx_p2p_mr_register(s, sbuf, LEN, TCPX_P2P_MEM_HOST, smr), 0);
+	serve_start(t1, &port);
+	assert_int_equal(tcpx_p2p_dial(s, "127.0.0.1", port, TP_TEST_TIMEOUT_MS, c), 0);
+	serve_join(t1);
+	assert_int_equal(tcpx_p2p_recv(*c, *smr, 0, LEN, &x), 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(t1->c), 0);
+	assert_int_equal(tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS), TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_xfer_release(x), 0);
+}
+
 /* redial_ms 0 (the default): the handle stays failed, as before. */
 static void test_redial_off(void **state)
 {
@@ -215,18 +233,10 @@ static void test_redial_off(void **state)
 	tcpx_p2p_xfer *x;
 	unsigned char *sbuf = malloc(LEN);
 	uint32_t gen = 7;
-	uint16_t port = 0;
 
 	(void)state;
 	assert_non_null(sbuf);
-	assert_int_equal(tcpx_p2p_mr_register(s, sbuf, LEN, TCPX_P2P_MEM_HOST, &smr), 0);
-	serve_start(&t1, &port);
-	assert_int_equal(tcpx_p2p_dial(s, "127.0.0.1", port, TP_TEST_TIMEOUT_MS, &c), 0);
-	serve_join(&t1);
-	assert_int_equal(tcpx_p2p_recv(c, smr, 0, LEN, &x), 0);
-	assert_int_equal(tcpx_p2p_conn_destroy(t1.c), 0);
-	assert_int_equal(tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS), TCPX_P2P_ECLOSED);
-	assert_int_equal(tcpx_p2p_xfer_release(x), 0);
+	dial_and_lose(s, sbuf, &t1, &smr, &c);
 	assert_int_equal(tcpx_p2p_progress(c), TCPX_P2P_ECLOSED);
 	assert_int_equal(tcpx_p2p_send(c, smr, 0, LEN, &x), TCPX_P2P_ECLOSED);
 	assert_int_equal(tcpx_p2p_conn_generation(c, &gen), 0);
@@ -249,19 +259,11 @@ static void test_redial_gives_up(void **state)
 	tcpx_p2p_xfer *x;
 	unsigned char *sbuf = malloc(LEN);
 	uint32_t gen = 7;
-	uint16_t port = 0;
 	int eagain = 0;
 
 	(void)state;
 	assert_non_null(sbuf);
-	assert_int_equal(tcpx_p2p_mr_register(s, sbuf, LEN, TCPX_P2P_MEM_HOST, &smr), 0);
-	serve_start(&t1, &port);
-	assert_int_equal(tcpx_p2p_dial(s, "127.0.0.1", port, TP_TEST_TIMEOUT_MS, &c), 0);
-	serve_join(&t1);
-	assert_int_equal(tcpx_p2p_recv(c, smr, 0, LEN, &x), 0);
-	assert_int_equal(tcpx_p2p_conn_destroy(t1.c), 0);
-	assert_int_equal(tcpx_p2p_wait(x, TP_TEST_TIMEOUT_MS), TCPX_P2P_ECLOSED);
-	assert_int_equal(tcpx_p2p_xfer_release(x), 0);
+	dial_and_lose(s, sbuf, &t1, &smr, &c);
 	assert_int_equal(tcpx_p2p_session_destroy(t1.s), 0);
 	assert_int_equal(until_settled(c, &eagain), TCPX_P2P_ECLOSED);
 	assert_true(eagain > 0);
