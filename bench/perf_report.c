@@ -75,9 +75,9 @@ void perf_print_stats(const struct perf_opts *o, int role, const tcpx_p2p_stats 
 		(unsigned long long)st->notifs_out, (unsigned long long)st->notifs_in,
 		(unsigned long long)st->failed, (unsigned long long)st->stalls);
 	fprintf(out, "# stats %s: heartbeats sent %llu received %llu missed %llu, windows full "
-		"%llu\n", who, (unsigned long long)st->heartbeats_sent,
+		"%llu, chunks in ahead %llu\n", who, (unsigned long long)st->heartbeats_sent,
 		(unsigned long long)st->heartbeats_recv, (unsigned long long)st->heartbeats_missed,
-		(unsigned long long)st->windows_full);
+		(unsigned long long)st->windows_full, (unsigned long long)st->chunks_in_ahead);
 	fprintf(out, "# stats %s: send requests p50/p90/p99 %.1f/%.1f/%.1f us (%llu), transfers "
 		"%.1f/%.1f/%.1f us (%llu)\n", who, st->req_ns_p50 / 1e3, st->req_ns_p90 / 1e3,
 		st->req_ns_p99 / 1e3, (unsigned long long)st->req_samples, st->xfer_ns_p50 / 1e3,

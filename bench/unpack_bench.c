@@ -44,6 +44,7 @@ static const char *const variant_name[] = { "kernel", "kern-ring", "kern-dev", "
 struct opts {
 	size_t chunk;
 	int reps, warmup, json, gpu, blocks;
+	int hostmap; /* bounce pages in mapped host memory (TCPXSIM_BOUNCE=hostmap) */
 };
 
 struct setup {
@@ -54,6 +55,7 @@ struct setup {
 	unsigned char *bounce_h; /* host copy of the bounce pages */
 	unsigned char *ref;      /* expected dst */
 	char *bounce, *dst, *src; /* device: bounce pages, dst, memcpy source */
+	int hostmap;              /* bounce is mapped host memory (its device address: UVA) */
 	struct tp_unpack_job jobs[MAX_CHUNKS];
 	struct tp_unpack_job jobs_dev[MAX_CHUNKS]; /* ring copy in device memory */
 	struct tp_unpack_meta *dmeta;
@@ -105,11 +107,13 @@ static void *xmalloc(size_t n)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: unpack_bench [--chunk BYTES] [--reps N] [--warmup N] [--gpu N] "
-		   "[--blocks N] [--json]\n"
+		   "[--blocks N] [--hostmap] [--json]\n"
 		   "  --chunk   bytes per chunk (default 524288, at most 4 MiB)\n"
 		   "  --reps    timed repetitions, the median is reported (default 50)\n"
 		   "  --warmup  untimed repetitions first (default 5)\n"
 		   "  --blocks  unpack kernel blocks per chunk (default: the library's)\n"
+		   "  --hostmap bounce pages in mapped host memory that the GPU reads over the bus,\n"
+		   "            as the TCPX simulator's TCPXSIM_BOUNCE=hostmap hands them out\n"
 		   "  --json    one JSON object per row instead of the table\n");
 }
 
@@ -134,6 +138,8 @@ static int parse(int argc, char **argv, struct opts *o)
 
 		if (!strcmp(argv[i], "--json")) {
 			o->json = 1;
+		} else if (!strcmp(argv[i], "--hostmap")) {
+			o->hostmap = 1;
 		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
 			exit(0);
@@ -168,7 +174,8 @@ static int parse(int argc, char **argv, struct opts *o)
 
 /* Records of every chunk on pages of one shuffled pool, as the emulator
  * and TCPX place them; the expected dst image is built alongside. */
-static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t chunk)
+static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t chunk,
+			 int hostmap)
 {
 	uint32_t n[MAX_CHUNKS], *perm, p = 0;
 	size_t total = (size_t)nchunks * chunk;
@@ -214,11 +221,19 @@ static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t 
 		memcpy(st->bounce_h + i, &v, 8);
 	}
 	st->ref = xmalloc(total);
-	CKC(cudaMalloc((void **)&st->bounce, (size_t)st->npages * PAGE));
+	st->hostmap = hostmap;
+	if (hostmap)
+		CKC(cudaHostAlloc((void **)&st->bounce, (size_t)st->npages * PAGE,
+				  cudaHostAllocMapped));
+	else
+		CKC(cudaMalloc((void **)&st->bounce, (size_t)st->npages * PAGE));
 	CKC(cudaMalloc((void **)&st->dst, total));
 	CKC(cudaMalloc((void **)&st->src, total));
-	CKC(cudaMemcpy(st->bounce, st->bounce_h, (size_t)st->npages * PAGE,
-		       cudaMemcpyHostToDevice));
+	if (hostmap)
+		memcpy(st->bounce, st->bounce_h, (size_t)st->npages * PAGE);
+	else
+		CKC(cudaMemcpy(st->bounce, st->bounce_h, (size_t)st->npages * PAGE,
+			       cudaMemcpyHostToDevice));
 	CKC(cudaHostGetDevicePointer(&dm, meta, 0));
 	for (int j = 0; j < nchunks; j++) {
 		for (uint32_t i = 0; i < n[j]; i++, p++) {
@@ -232,7 +247,9 @@ static void setup_create(struct setup *st, enum layout lay, int nchunks, size_t 
 		st->jobs[j].bounce = st->bounce;
 		st->jobs[j].dst = st->dst + j * chunk;
 		st->jobs[j].len = (uint32_t)chunk;
-		st->jobs[j].bounce_dev = st->jobs[j].dst_pinned = true; /* both cudaMalloc'd */
+		/* both cudaMalloc'd; mapped host pages count as device memory, as
+		 * the library counts the simulator's (their UVA address) */
+		st->jobs[j].bounce_dev = st->jobs[j].dst_pinned = true;
 	}
 	/* memcpy copies the same payload bytes from a contiguous source. */
 	CKC(cudaMemcpy(st->src, st->ref, total, cudaMemcpyHostToDevice));
@@ -250,7 +267,10 @@ static void setup_destroy(struct setup *st)
 	CKC(cudaFree(st->dmeta));
 	CKC(cudaFree(st->src));
 	CKC(cudaFree(st->dst));
-	CKC(cudaFree(st->bounce));
+	if (st->hostmap)
+		CKC(cudaFreeHost(st->bounce));
+	else
+		CKC(cudaFree(st->bounce));
 	free(st->ref);
 	free(st->bounce_h);
 }
@@ -377,10 +397,11 @@ int main(int argc, char **argv)
 		CK(tp__dev_unpack_set_blocks(o.blocks));
 
 	if (!o.json) {
-		printf("# unpack_bench on %s: %zu-byte chunks, median of %d reps after %d warm-up\n"
+		printf("# unpack_bench on %s: %zu-byte chunks, bounce pages in %s memory, median of %d "
+		       "reps after %d warm-up\n"
 		       "# GB/s = 1e9 bytes of chunk payload per second; us/chunk = median time / "
 		       "chunks\n",
-		       prop.name, o.chunk, o.reps, o.warmup);
+		       prop.name, o.chunk, o.hostmap ? "mapped host" : "device", o.reps, o.warmup);
 		printf("# kernel floor (every cnt 0): %.2f us for 1 job, %.2f us for 16 jobs\n",
 		       kernel_floor(1, &o, ms), kernel_floor(16, &o, ms));
 		printf("%-7s %-9s %7s %10s %10s %9s\n", "layout", "variant", "chunks", "frags",
@@ -390,7 +411,7 @@ int main(int argc, char **argv)
 		for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
 			struct setup st;
 
-			setup_create(&st, lay, counts[c], o.chunk);
+			setup_create(&st, lay, counts[c], o.chunk, o.hostmap);
 			for (int var = 0; var < NVARIANTS; var++) {
 				size_t bytes = (size_t)st.nchunks * st.chunk;
 				float med;

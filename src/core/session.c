@@ -274,6 +274,10 @@ int tcpx_p2p_session_create(const tcpx_p2p_config *cfg, tcpx_p2p_session **out)
 	/* A peer that ignores its notification credits, for the tests of
 	 * peer_max_notifs (tests/integration/test_peer_limits.c). */
 	s->test_ignore_credits = getenv("TCPX_P2P_TEST_IGNORE_CREDITS") != NULL;
+	/* Receives posted only once their announcement is matched, as before
+	 * receives ahead: a before/after in one binary (docs/benchmarks.md,
+	 * "Timeline"). */
+	s->test_no_ahead = getenv("TCPX_P2P_TEST_NO_AHEAD") != NULL;
 #endif
 	rc = fit_tcpx_chunk(s);
 	if (!rc)

@@ -37,6 +37,7 @@ struct tcpx_p2p_session {
 #if TP_TEST_HOOKS
 	bool test_early_consume;      /* consume before the unpack ends (test builds only) */
 	bool test_ignore_credits;     /* send notifications past the peer's credits (ditto) */
+	bool test_no_ahead;           /* post no receive ahead of its announcement (ditto) */
 #endif
 	struct tp_engine *engine;     /* session-wide progress (engine.c) */
 	pthread_mutex_t lock;         /* guards the lists and counts below */

@@ -237,8 +237,14 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
  * receive as any other (close/drain.c bounds the peer's count of them by
  * one window past what this side announced).
  */
-static bool ahead_comm(const struct tp_comm *cm)
+static bool ahead_comm(const struct tcpx_p2p_conn *c, const struct tp_comm *cm)
 {
+#if TP_TEST_HOOKS
+	if (c->s->test_no_ahead)
+		return false;
+#else
+	(void)c;
+#endif
 	return cm->dir == TP_RECV && cm->meta;
 }
 
@@ -353,7 +359,7 @@ int tp__stream_post(struct tcpx_p2p_conn *c, struct tp_comm *cm, bool *moved)
 		c->stats.windows_full++;
 		return 0;
 	}
-	while (ahead_comm(cm) && tp_window_can_post(&cm->win)) {
+	while (ahead_comm(c, cm) && tp_window_can_post(&cm->win)) {
 		rc = post_ahead(c, cm, &cm->slot[tp_window_slot(cm->win.posted)]);
 		if (rc)
 			return rc;
