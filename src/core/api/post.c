@@ -21,29 +21,28 @@ int tp__xfer_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *
 	if (event && c->s->cfg.gpu < 0) {
 		rc = tp__error(TCPX_P2P_ENOTSUP, "%s: a CUDA event on a session without a GPU "
 			       "(config gpu = -1)", tp__op_name(x->op));
-		tp__xfer_free(x);
-		return rc;
+		goto refused;
 	}
 	x->c = c;
 	pthread_mutex_lock(&c->lock);
 	if (c->err) {
 		rc = tp__error(c->err, "%s: the connection failed earlier: %s", tp__op_name(x->op),
 			       c->why[0] ? c->why : tcpx_p2p_strerror(c->err));
-		pthread_mutex_unlock(&c->lock);
-		tp__xfer_free(x);
-		return rc;
+	} else {
+		tp__tl_mark(x->dir == TP_SEND ? TP_TL_SEND_POST : TP_TL_RECV_POST);
+		rc = tp__gate_post(c, x, notif, notif_len, rwire, nrseg, event);
 	}
-	tp__tl_mark(x->dir == TP_SEND ? TP_TL_SEND_POST : TP_TL_RECV_POST);
-	rc = tp__gate_post(c, x, notif, notif_len, rwire, nrseg, event);
 	if (rc) {
 		pthread_mutex_unlock(&c->lock);
-		tp__xfer_free(x);
-		return rc;
+		goto refused;
 	}
 	tp_list_prepend(&c->live, x, llink);
 	tp__post_pass_unlock(c);
 	*out = x;
 	return 0;
+refused:
+	tp__xfer_free(x);
+	return rc;
 }
 
 static int post_two_sided(tcpx_p2p_conn *c, const tcpx_p2p_seg *segs, size_t n,
