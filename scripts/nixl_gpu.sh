@@ -56,12 +56,12 @@ step() { # NAME COMMAND...: runs it, logs to $OUT/NAME.log
 if [[ -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null; then
 	export PATH=/usr/local/cuda/bin:$PATH
 fi
-cfg=(-DTCPX_P2P_NIXL=ON -DNIXL_PREFIX="$prefix")
+cfg=(-DTCPX_P2P_NIXL=ON -DNIXL_PREFIX="$prefix" -DBUILD_TESTING=ON)
 [[ -f $BUILD/CMakeCache.txt ]] || cfg+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 step configure cmake -S "$repo" -B "$BUILD" "${cfg[@]}"
 step build cmake --build "$BUILD" -j"$(nproc)"
 ((status == 0)) || { printf '%s\n' "${summary[@]}"; exit 1; }
-step ctest ctest --test-dir "$BUILD" -L nixl --output-on-failure
+step ctest ctest --test-dir "$BUILD" -L nixl --no-tests=error --output-on-failure
 
 plugins=$BUILD/nixl-plugins # NIXL_PLUGIN_DIR: only this folder is searched
 mkdir -p "$plugins"
