@@ -13,6 +13,7 @@
 #include "core/conn.h"
 #include "core/stats.h"
 #include "util/list.h"
+#include "util/time.h"
 
 struct tp_engine {
 	pthread_rwlock_t list_lock;
@@ -44,12 +45,5 @@ struct tp_engine {
 	bool stop;
 	uint64_t kicks; /* posts seen; the thread sleeps only when idle */
 };
-
-static inline struct timespec tp__abs_time(int64_t ns)
-{
-	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
-
-	return ts;
-}
 
 #endif

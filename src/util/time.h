@@ -58,4 +58,13 @@ static inline int tp__deadline_left_ms(tp_deadline d)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* A time of tp__now_ns() as the timespec of pthread_cond_timedwait on a
+ * condition variable made with CLOCK_MONOTONIC (pthread_condattr_setclock). */
+static inline struct timespec tp__abs_time(int64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+
+	return ts;
+}
+
 #endif

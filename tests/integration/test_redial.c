@@ -223,6 +223,21 @@ static void dial_and_lose(tcpx_p2p_session *s, unsigned char *sbuf, struct serve
 	assert_int_equal(tcpx_p2p_xfer_release(x), 0);
 }
 
+/* c (of s, smr registered on s) failed for good: a post still returns
+ * ECLOSED and no incarnation was made; then all three go. */
+static void stays_failed(tcpx_p2p_session *s, tcpx_p2p_conn *c, tcpx_p2p_mr *smr)
+{
+	tcpx_p2p_xfer *x;
+	uint32_t gen = 7;
+
+	assert_int_equal(tcpx_p2p_send(c, smr, 0, LEN, &x), TCPX_P2P_ECLOSED);
+	assert_int_equal(tcpx_p2p_conn_generation(c, &gen), 0);
+	assert_int_equal(gen, 0);
+	assert_int_equal(tcpx_p2p_conn_destroy(c), 0);
+	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
+	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+}
+
 /* redial_ms 0 (the default): the handle stays failed, as before. */
 static void test_redial_off(void **state)
 {
@@ -230,20 +245,13 @@ static void test_redial_off(void **state)
 	tcpx_p2p_session *s = survivor(0, 0);
 	tcpx_p2p_conn *c = NULL;
 	tcpx_p2p_mr *smr;
-	tcpx_p2p_xfer *x;
 	unsigned char *sbuf = malloc(LEN);
-	uint32_t gen = 7;
 
 	(void)state;
 	assert_non_null(sbuf);
 	dial_and_lose(s, sbuf, &t1, &smr, &c);
 	assert_int_equal(tcpx_p2p_progress(c), TCPX_P2P_ECLOSED);
-	assert_int_equal(tcpx_p2p_send(c, smr, 0, LEN, &x), TCPX_P2P_ECLOSED);
-	assert_int_equal(tcpx_p2p_conn_generation(c, &gen), 0);
-	assert_int_equal(gen, 0);
-	assert_int_equal(tcpx_p2p_conn_destroy(c), 0);
-	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
-	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	stays_failed(s, c, smr);
 	assert_int_equal(tcpx_p2p_session_destroy(t1.s), 0);
 	free(sbuf);
 }
@@ -256,9 +264,7 @@ static void test_redial_gives_up(void **state)
 	tcpx_p2p_session *s = survivor(300, 0);
 	tcpx_p2p_conn *c = NULL;
 	tcpx_p2p_mr *smr;
-	tcpx_p2p_xfer *x;
 	unsigned char *sbuf = malloc(LEN);
-	uint32_t gen = 7;
 	int eagain = 0;
 
 	(void)state;
@@ -267,12 +273,7 @@ static void test_redial_gives_up(void **state)
 	assert_int_equal(tcpx_p2p_session_destroy(t1.s), 0);
 	assert_int_equal(until_settled(c, &eagain), TCPX_P2P_ECLOSED);
 	assert_true(eagain > 0);
-	assert_int_equal(tcpx_p2p_send(c, smr, 0, LEN, &x), TCPX_P2P_ECLOSED);
-	assert_int_equal(tcpx_p2p_conn_generation(c, &gen), 0);
-	assert_int_equal(gen, 0);
-	assert_int_equal(tcpx_p2p_conn_destroy(c), 0);
-	assert_int_equal(tcpx_p2p_mr_deregister(smr), 0);
-	assert_int_equal(tcpx_p2p_session_destroy(s), 0);
+	stays_failed(s, c, smr);
 	free(sbuf);
 }
 

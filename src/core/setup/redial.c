@@ -50,6 +50,21 @@ struct tp_redial {
 	pthread_t thread;
 };
 
+/* cv on the library's clock (CLOCK_MONOTONIC), as its naps count. */
+static int cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+	int rc = pthread_condattr_init(&attr);
+
+	if (rc)
+		return rc;
+	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+	return rc;
+}
+
 struct tp_redial *tp__redial_new(const char *host, uint16_t port)
 {
 	struct tp_redial *r = calloc(1, sizeof(*r));
@@ -63,7 +78,7 @@ struct tp_redial *tp__redial_new(const char *host, uint16_t port)
 		tp__error(TCPX_P2P_ENOMEM, "dial: cannot create a lock");
 		return NULL;
 	}
-	if (pthread_cond_init(&r->cv, NULL)) {
+	if (cond_init(&r->cv)) {
 		pthread_mutex_destroy(&r->mu);
 		free(r);
 		tp__error(TCPX_P2P_ENOMEM, "dial: cannot create a condition variable");
@@ -93,15 +108,8 @@ void tp__redial_free(struct tp_redial *r)
 /* Wait ms or until stop (r->mu held): true if stopped. */
 static bool nap(struct tp_redial *r, int64_t ms)
 {
-	struct timespec ts;
+	struct timespec ts = tp__abs_time(tp__now_ns() + ms * TP_NS_PER_MS);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	while (!r->stop)
 		if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT)
 			break;
