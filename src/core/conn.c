@@ -138,7 +138,7 @@ free_conn:
  * plugin (or a queued unpack) may still write into their buffers. */
 static void fail_one(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 {
-	if (x->op >= TP_OP_IN_WRITE || x->state == TP_XS_DONE)
+	if (tp_op_internal(x->op) || x->state == TP_XS_DONE)
 		return;
 	c->completed++;
 	x->err = err;

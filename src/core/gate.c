@@ -68,7 +68,6 @@ static int gate(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *no
 		memcpy(g->notif, notif, notif_len);
 		tp__items_notif_spend(c, notif_len);
 	}
-	tp__segs_get(c->s, x);
 	tp__xfer_move(c, x, TP_XS_GATED);
 	tp_gate_append(&c->gates, g);
 	return 0;
@@ -77,16 +76,16 @@ static int gate(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *no
 int tp__gate_post(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
 		  size_t notif_len, const unsigned char *rwire, size_t nrseg, void *event)
 {
-	int rc;
-
 	/* A receive announces nothing: no gate, and none to wait behind. */
-	if (x->op != TP_OP_RECV && (event || c->gates.head))
-		return gate(c, x, notif, notif_len, rwire, nrseg, event);
-	rc = tp__items_announce(c, x, notif, notif_len, rwire, nrseg, false);
+	bool gated = x->op != TP_OP_RECV && (event || c->gates.head);
+	int rc = gated ? gate(c, x, notif, notif_len, rwire, nrseg, event)
+		       : tp__items_announce(c, x, notif, notif_len, rwire, nrseg, false);
+
 	if (rc)
 		return rc;
-	tp__segs_get(c->s, x);
-	queue(c, x);
+	tp__segs_get(c->s, x); /* its regions held from the post, gated or not */
+	if (!gated)
+		queue(c, x);
 	return 0;
 }
 

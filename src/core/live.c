@@ -61,7 +61,7 @@ static void stall_check(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int64_
 		__atomic_store_n(&x->stalled, true, __ATOMIC_RELAXED);
 		/* The peer's transfers hosted here are counted apart: the
 		 * target's application has no handle on them. */
-		if (x->op >= TP_OP_IN_WRITE)
+		if (tp_op_internal(x->op))
 			c->stats.in_stalls++;
 		else
 			c->stats.stalls++;
@@ -161,7 +161,7 @@ static int deadline_pass(struct tcpx_p2p_conn *c, int64_t now)
 	rc = tp__close_queue(c);
 	if (rc)
 		return rc;
-	if (x->op >= TP_OP_IN_WRITE)
+	if (tp_op_internal(x->op))
 		return tp__error(TCPX_P2P_ETIMEDOUT, "the peer's %s of %zu bytes hosted here "
 				 "(%llu of its %llu chunks done, accepted %lld ms ago) passed the "
 				 "connection's in_deadline: the connection is closed with the peer",

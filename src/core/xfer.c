@@ -40,17 +40,12 @@ void tp__xfer_free(struct tcpx_p2p_xfer *x)
 	free(x);
 }
 
-static bool internal(const struct tcpx_p2p_xfer *x)
-{
-	return x->op >= TP_OP_IN_WRITE;
-}
-
 void tp__xfer_complete(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, int err)
 {
 	if (x->state == TP_XS_DONE) /* failed with its conn already: its regions stay held */
 		return;
 	tp__segs_put(c->s, x);
-	if (internal(x)) {
+	if (tp_op_internal(x->op)) {
 		tp__stats_xfer_end(c, x, err);
 		c->inbound--;
 		tp__items_end(c, x);

@@ -29,6 +29,12 @@ enum tp_op {
 	TP_OP_DISCARD,  /* receive of bytes that go nowhere (refused or mismatched) */
 };
 
+/* One of the library's own items: no caller holds it, nothing reports it. */
+static inline bool tp_op_internal(enum tp_op op)
+{
+	return op >= TP_OP_IN_WRITE;
+}
+
 /*
  * Where a transfer is in its life.  Every state names the conn lists it is
  * on, and tp__xfer_set_state (xfer_state.c) is the one place it changes,

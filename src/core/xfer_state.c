@@ -115,18 +115,22 @@ void tp__xfer_move(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, enum tp_xfe
 	 * conn_destroy (close/finish.c): its buffers may still be written. */
 	if (to == TP_XS_DONE && x->conn_failed)
 		from = into = NULL;
-	if (from != into && from)
-		tp_list_remove(from, x, wlink);
+	/* Every list is read under the conn lock, held here; only the
+	 * state is also read without it (DONE), and it is one store. */
 	tp__xfer_set_state(x, to);
-	if (from != into && into)
+	if (from == into)
+		return;
+	if (from)
+		tp_list_remove(from, x, wlink);
+	if (into)
 		tp_list_append(into, x, wlink);
 }
 
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
+	tp__xfer_move(c, x, TP_XS_DONE); /* x stays the conn's while its lock is held */
 	tp__stats_xfer_end(c, x, x->err);
 	tp__tl_mark(x->dir == TP_SEND ? TP_TL_DONE_SEND : TP_TL_DONE_RECV);
-	tp__xfer_move(c, x, TP_XS_DONE);
 	if (x->hold) { /* every byte written (success: its device work is known done) */
 		tp__devq_release(c->s, x->hold - 1, x->err != 0);
 		x->hold = 0;

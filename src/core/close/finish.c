@@ -23,7 +23,7 @@ static void drop_xfer(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
 	tp__segs_put(c->s, x);
 	x->dlink.prev = x->dlink.next = x->wlink.prev = x->wlink.next = NULL;
-	if (x->released || x->op >= TP_OP_IN_WRITE)
+	if (x->released || tp_op_internal(x->op))
 		tp__xfer_free(x);
 	else
 		x->c = NULL;

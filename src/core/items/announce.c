@@ -48,41 +48,6 @@ static int own_room(struct tcpx_p2p_conn *c, const char *what, size_t bytes)
 			 "peer_max_ctl_bytes): drive progress and post again", what, queued);
 }
 
-/* A WRITE (an item: its first channel chan) or a READ_REQ (chan 0). */
-static int announce_hdr(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan, uint64_t id,
-			uint64_t len, size_t nseg, const unsigned char *wire, const void *notif,
-			size_t notif_len)
-{
-	size_t body = 24 + nseg * TP_WSEG_BYTES + notif_len;
-	unsigned char *m;
-
-	m = tp__ctl_item_msg(c, type, chan, body);
-	if (!m)
-		return tcpx_p2p_last_error()[0] ? TCPX_P2P_ENOMEM : TCPX_P2P_EINTERNAL;
-	tp_put64(m, id);
-	tp_put64(m + 8, len);
-	tp_put32(m + 16, (uint32_t)nseg);
-	tp_put32(m + 20, (uint32_t)notif_len);
-	if (nseg) /* encoded once, where the post checked them */
-		memcpy(m + 24, wire, nseg * TP_WSEG_BYTES);
-	if (notif_len)
-		memcpy(m + 24 + nseg * TP_WSEG_BYTES, notif, notif_len);
-	return 0;
-}
-
-/* A SEND or READ_RESP: an item whose first chunk travels on channel chan. */
-static int short_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan, uint64_t id,
-		     uint64_t len)
-{
-	unsigned char *m = tp__ctl_item_msg(c, type, chan, 16);
-
-	if (!m)
-		return TCPX_P2P_ENOMEM;
-	tp_put64(m, id);
-	tp_put64(m + 8, len);
-	return 0;
-}
-
 int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status status,
 		       uint64_t value)
 {
@@ -147,37 +112,64 @@ int tp__items_room(struct tcpx_p2p_conn *c, const struct tcpx_p2p_xfer *x, size_
 	return 0;
 }
 
-int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
-		       size_t notif_len, const unsigned char *rwire, size_t nrseg, bool reserved)
+/* The message that announces x: SEND {id, len} and READ_RESP {id, len}
+ * name the next item of this side's stream; WRITE {id, len, nseg,
+ * notif_len, segs, notif} and READ_REQ {id, len, nseg, 0, segs} carry the
+ * remote segments, encoded once where the post checked them.  0 for what
+ * announces nothing: a receive, and the library's in-writes and discards. */
+static enum tp_ctl_type announce_type(enum tp_op op)
 {
-	int rc = reserved ? 0 : tp__items_room(c, x, notif_len, nrseg);
-
-	if (rc)
-		return rc;
-	/* The items of this side's stream (a send, a write, an in-read) are
-	 * numbered right after, under the same hold of the conn lock, from
-	 * the channel announced. */
-	if (x->op == TP_OP_SEND || x->op == TP_OP_WRITE || x->op == TP_OP_IN_READ)
-		x->chan0 = tp__stream_start(c);
-	switch (x->op) {
+	switch (op) {
 	case TP_OP_SEND:
-		x->id = ++c->next_id;
-		return short_msg(c, TP_CTL_SEND, x->chan0, x->id, x->len);
+		return TP_CTL_SEND;
 	case TP_OP_WRITE:
-		x->id = ++c->next_id;
-		rc = announce_hdr(c, TP_CTL_WRITE, x->chan0, x->id, x->len, nrseg, rwire, notif,
-				  notif_len);
-		if (!rc && notif_len && !reserved)
-			tp__items_notif_spend(c, notif_len);
-		return rc;
+		return TP_CTL_WRITE;
 	case TP_OP_READ:
-		x->id = ++c->next_id;
-		return announce_hdr(c, TP_CTL_READ_REQ, 0, x->id, x->len, nrseg, rwire, NULL, 0);
+		return TP_CTL_READ_REQ;
 	case TP_OP_IN_READ:
-		return short_msg(c, TP_CTL_READ_RESP, x->chan0, x->id, x->len);
+		return TP_CTL_READ_RESP;
 	default:
 		return 0;
 	}
+}
+
+int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const void *notif,
+		       size_t notif_len, const unsigned char *rwire, size_t nrseg, bool reserved)
+{
+	enum tp_ctl_type type = announce_type(x->op);
+	bool segs = type == TP_CTL_WRITE || type == TP_CTL_READ_REQ;
+	unsigned chan = 0;
+	unsigned char *m;
+	int rc = reserved ? 0 : tp__items_room(c, x, notif_len, nrseg);
+
+	if (rc || !type)
+		return rc;
+	if (type != TP_CTL_WRITE)
+		notif_len = 0; /* only a write carries a notification */
+	/* The items of this side's stream (a send, a write, an in-read) are
+	 * numbered right after, under the same hold of the conn lock, from
+	 * the channel announced; a read's request names no channel. */
+	if (type != TP_CTL_READ_REQ)
+		chan = x->chan0 = tp__stream_start(c);
+	if (type != TP_CTL_READ_RESP) /* a response keeps the peer's id */
+		x->id = ++c->next_id;
+	m = tp__ctl_item_msg(c, type, chan,
+			     segs ? 24 + nrseg * TP_WSEG_BYTES + notif_len : 16);
+	if (!m)
+		return TCPX_P2P_ENOMEM;
+	tp_put64(m, x->id);
+	tp_put64(m + 8, x->len);
+	if (segs) {
+		tp_put32(m + 16, (uint32_t)nrseg);
+		tp_put32(m + 20, (uint32_t)notif_len);
+		if (nrseg)
+			memcpy(m + 24, rwire, nrseg * TP_WSEG_BYTES);
+		if (notif_len)
+			memcpy(m + 24 + nrseg * TP_WSEG_BYTES, notif, notif_len);
+	}
+	if (notif_len && !reserved)
+		tp__items_notif_spend(c, notif_len);
+	return 0;
 }
 
 int tp__items_notif_msg(struct tcpx_p2p_conn *c, const void *msg, size_t len)
