@@ -149,6 +149,7 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 {
 	struct tcpx_p2p_session *s = c->s;
 	struct tcpx_p2p_mr *mr = NULL;
+	enum tp_copy_path path = TP_PATH_NONE;
 	size_t off, n;
 	uint32_t ncp;
 	char *ptr = NULL;
@@ -167,11 +168,14 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 	if (!nowhere)
 		ptr = tp__seg_single(x, off, n, &mr);
 	sl->multi = !ptr;
+	/* A send that is not one piece of its memory is gathered into a
+	 * staging slot, by the path this decides. */
+	if (!ptr && cm->dir == TP_SEND)
+		path = tp__copy_path(s, cm, sl);
 	/* A post's own pass gathers little on the calling thread: a window of
 	 * staging slots filled by memcpy was 1.4-2.2 ms of a 1,024-segment
 	 * write's post (docs/performance.md).  Decided before a slot is taken. */
-	if (!ptr && c->posting && cm->dir == TP_SEND &&
-	    tp__copy_path(s, cm, sl) == TP_PATH_HOST_NOW) {
+	if (path == TP_PATH_HOST_NOW && c->posting) {
 		if (n > c->post_gather)
 			return 1;
 		c->post_gather -= n;
@@ -189,8 +193,6 @@ static int prepare(struct tcpx_p2p_conn *c, struct tp_comm *cm, struct tcpx_p2p_
 			return rc;
 		ptr = sl->stage;
 		if (cm->dir == TP_SEND && !x->cancelled) {
-			enum tp_copy_path path = tp__copy_path(s, cm, sl);
-
 			rc = tp__vec_copies(s, x, sl, true, ptr, path == TP_PATH_HOST_NOW, &ncp);
 			if (!rc && ncp && path == TP_PATH_HOST_THREADS) {
 				rc = tp__hcopy_submit(s, &sl->hjob, sl->cp, ncp);
