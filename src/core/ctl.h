@@ -168,13 +168,14 @@ void tp__ctl_destroy(struct tcpx_p2p_conn *c);
 /* The plugin comms (for closing them). */
 void *tp__ctl_comm(struct tcpx_p2p_conn *c, enum tp_dir dir);
 
-/* Append a message with a body of body_len bytes to the outgoing stream
- * and return where the body goes (NULL: ENOMEM, recorded).  The conn's
- * lock is held. */
-unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len);
+/* Append a message with a body of body_len bytes to the outgoing stream;
+ * *body is where the body goes.  ECLOSED after our CLOSE, EINVAL past
+ * TP_CTL_MSG_MAX, ENOMEM (each recorded).  The conn's lock is held. */
+int tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len,
+		unsigned char **body);
 /* ... announcing an item whose first chunk travels on channel chan. */
-unsigned char *tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan,
-				size_t body_len);
+int tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan,
+		     size_t body_len, unsigned char **body);
 
 /* Bytes wait in the outgoing stream; how many. */
 bool tp__ctl_queued(const struct tcpx_p2p_conn *c);
@@ -185,8 +186,8 @@ bool tp__ctl_owes(const struct tcpx_p2p_conn *c);
 
 /* tp__ctl_msg for the last message of the outgoing stream (our CLOSE):
  * none may follow it. */
-unsigned char *tp__ctl_last_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type,
-			       size_t body_len);
+int tp__ctl_last_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len,
+		     unsigned char **body);
 /* Our CLOSE is queued: the conn is closing. */
 bool tp__ctl_closing(const struct tcpx_p2p_conn *c);
 /* The peer's CLOSE arrived (its counts on the comms: peer_count). */

@@ -31,26 +31,23 @@ static int grow(unsigned char **buf, size_t *cap, size_t need)
 	return 0;
 }
 
-unsigned char *tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len)
+int tp__ctl_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len,
+		unsigned char **body)
 {
-	return tp__ctl_item_msg(c, type, 0, body_len);
+	return tp__ctl_item_msg(c, type, 0, body_len, body);
 }
 
-unsigned char *tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan,
-				size_t body_len)
+int tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, unsigned chan,
+		     size_t body_len, unsigned char **body)
 {
 	struct tp_ctl *t = c->ctl;
 	unsigned char *m;
 
-	if (t->close_queued) {
-		tp__error(TCPX_P2P_ECLOSED, "control message after the connection's close");
-		return NULL;
-	}
-	if (body_len > TP_CTL_MSG_MAX) {
-		tp__error(TCPX_P2P_EINVAL, "control message of %zu bytes (at most %u)", body_len,
-			  TP_CTL_MSG_MAX);
-		return NULL;
-	}
+	if (t->close_queued)
+		return tp__error(TCPX_P2P_ECLOSED, "control message after the connection's close");
+	if (body_len > TP_CTL_MSG_MAX)
+		return tp__error(TCPX_P2P_EINVAL, "control message of %zu bytes (at most %u)",
+				 body_len, TP_CTL_MSG_MAX);
 	/* Sent bytes are dropped from the front once they are as many as the
 	 * unsent ones: a stream that never drains still stays within twice
 	 * what waits in it. */
@@ -62,14 +59,15 @@ unsigned char *tp__ctl_item_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, 
 		t->out_off = 0;
 	}
 	if (grow(&t->out, &t->out_cap, t->out_len + TP_CTL_MSG_HDR + body_len))
-		return NULL;
+		return TCPX_P2P_ENOMEM; /* recorded */
 	m = t->out + t->out_len;
 	m[0] = (unsigned char)type;
 	m[1] = (unsigned char)chan;
 	m[2] = m[3] = 0;
 	tp_put32(m + 4, (uint32_t)body_len);
 	t->out_len += TP_CTL_MSG_HDR + body_len;
-	return m + TP_CTL_MSG_HDR;
+	*body = m + TP_CTL_MSG_HDR;
+	return 0;
 }
 
 /* The peer's CLOSE, in the frame being parsed (number rx.win.retired):
@@ -277,14 +275,14 @@ bool tp__ctl_queued(const struct tcpx_p2p_conn *c)
 	return c->ctl->out_off != c->ctl->out_len;
 }
 
-unsigned char *tp__ctl_last_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type,
-			       size_t body_len)
+int tp__ctl_last_msg(struct tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body_len,
+		     unsigned char **body)
 {
-	unsigned char *b = tp__ctl_msg(c, type, body_len);
+	int rc = tp__ctl_msg(c, type, body_len, body);
 
-	if (b)
+	if (!rc)
 		c->ctl->close_queued = true;
-	return b;
+	return rc;
 }
 
 bool tp__ctl_closing(const struct tcpx_p2p_conn *c)

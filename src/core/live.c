@@ -205,8 +205,11 @@ int tp__live_pass(struct tcpx_p2p_conn *c)
 	}
 	/* Bytes already queued go out in this pass and say as much. */
 	if (hb_ns && now - l->said_ns >= hb_ns && !tp__ctl_queued(c)) {
-		if (!tp__ctl_msg(c, TP_CTL_HEARTBEAT, 0))
-			return TCPX_P2P_ENOMEM; /* recorded */
+		unsigned char *none;
+		int rc = tp__ctl_msg(c, TP_CTL_HEARTBEAT, 0, &none);
+
+		if (rc)
+			return rc;
 		l->said_ns = now;
 		c->stats.hb_sent++;
 	}

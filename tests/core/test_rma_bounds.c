@@ -382,8 +382,8 @@ static void test_own_posts_eagain(void **state)
 
 	assert_non_null(x);
 	x->c = &f->c;
-	m = tp__ctl_msg(&f->c, TP_CTL_NOTIF, (1u << 19) + 8); /* half the bound, plus */
-	assert_non_null(m);
+	/* half the bound, plus */
+	assert_int_equal(tp__ctl_msg(&f->c, TP_CTL_NOTIF, (1u << 19) + 8, &m), 0);
 	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, NULL, 0, false), TCPX_P2P_EAGAIN);
 	assert_non_null(strstr(tcpx_p2p_last_error(), "drive progress"));
 	tp__xfer_free(x);
@@ -422,6 +422,85 @@ static void test_own_message_sizes(void **state)
 	free(w);
 }
 
+/* This side's announcements, byte for byte as the peer parses them: SEND
+ * and READ_RESP {id, len} on the item's first channel; WRITE {id, len,
+ * nseg, notif_len, segs, notif}; READ_REQ {id, len, nseg, 0, segs} on
+ * channel 0.  A response keeps the peer's id; the others take the next. */
+static void test_announcements_encoded(void **state)
+{
+	static const enum tp_op ops[] = { TP_OP_SEND, TP_OP_WRITE, TP_OP_READ, TP_OP_IN_READ };
+	static const enum tp_ctl_type types[] = { TP_CTL_SEND, TP_CTL_WRITE, TP_CTL_READ_REQ,
+						  TP_CTL_READ_RESP };
+	static const char note[] = "layer 7 of 80";
+	struct fx *f = *state;
+	unsigned char wire[2 * TP_WSEG_BYTES];
+	uint64_t id = f->c.next_id;
+
+	tp__items_set_credits(&f->c, 16, 4096); /* as the peer's blob would */
+	for (size_t i = 0; i < sizeof(wire); i++)
+		wire[i] = (unsigned char)(i * 7 + 1);
+	for (int i = 0; i < 4; i++) {
+		bool segs = ops[i] == TP_OP_WRITE || ops[i] == TP_OP_READ;
+		bool with_note = ops[i] == TP_OP_WRITE;
+		struct tcpx_p2p_xfer *x = tp__xfer_new(ops[i], ops[i] == TP_OP_READ ? TP_RECV : TP_SEND);
+		size_t at = f->ctl.out_len, body = segs ? 24 + sizeof(wire) : 16;
+		const unsigned char *m;
+
+		assert_non_null(x);
+		x->c = &f->c;
+		x->len = 1000 + (size_t)i;
+		if (ops[i] == TP_OP_IN_READ)
+			x->id = 1ull << 40; /* the peer's read */
+		if (with_note)
+			body += sizeof(note);
+		assert_int_equal(tp__items_announce(&f->c, x, with_note ? note : NULL,
+						    with_note ? sizeof(note) : 0,
+						    segs ? wire : NULL, segs ? 2 : 0, false), 0);
+		assert_int_equal(f->ctl.out_len - at, TP_CTL_MSG_HDR + body);
+		m = f->ctl.out + at;
+		assert_int_equal(m[0], types[i]);
+		assert_int_equal(m[1], ops[i] == TP_OP_READ ? 0 : x->chan0);
+		assert_int_equal(m[2] | m[3], 0);
+		assert_int_equal(tp_get32(m + 4), body);
+		m += TP_CTL_MSG_HDR;
+		assert_int_equal(tp_get64(m), ops[i] == TP_OP_IN_READ ? 1ull << 40 : ++id);
+		assert_int_equal(tp_get64(m), x->id);
+		assert_int_equal(tp_get64(m + 8), 1000 + i);
+		if (segs) {
+			assert_int_equal(tp_get32(m + 16), 2);
+			assert_int_equal(tp_get32(m + 20), with_note ? sizeof(note) : 0);
+			assert_memory_equal(m + 24, wire, sizeof(wire));
+			if (with_note)
+				assert_memory_equal(m + 24 + sizeof(wire), note, sizeof(note));
+		}
+		tp__xfer_free(x);
+	}
+}
+
+/* A control message past the size bound is EINVAL; after this side's
+ * CLOSE, an announcement or an answer is ECLOSED (not ENOMEM), each with
+ * its reason, and nothing more is queued. */
+static void test_messages_refused(void **state)
+{
+	struct fx *f = *state;
+	struct tcpx_p2p_xfer *x = tp__xfer_new(TP_OP_SEND, TP_SEND);
+	unsigned char *m;
+	size_t queued;
+
+	assert_non_null(x);
+	x->c = &f->c;
+	assert_int_equal(tp__ctl_msg(&f->c, TP_CTL_NOTIF, TP_CTL_MSG_MAX + 1, &m), TCPX_P2P_EINVAL);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "at most"));
+	assert_int_equal(tp__ctl_last_msg(&f->c, TP_CTL_CLOSE, 4, &m), 0);
+	queued = f->ctl.out_len;
+	assert_int_equal(tp__items_announce(&f->c, x, NULL, 0, NULL, 0, false), TCPX_P2P_ECLOSED);
+	assert_non_null(strstr(tcpx_p2p_last_error(), "after the connection's close"));
+	assert_int_equal(tp__items_send_ack(&f->c, 1, TP_ACK_OK, 0), TCPX_P2P_ECLOSED);
+	assert_int_equal(tp__items_notif_msg(&f->c, "late", 4), TCPX_P2P_ECLOSED);
+	assert_int_equal(f->ctl.out_len, queued);
+	tp__xfer_free(x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +515,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ctl_bytes_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_posts_eagain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_own_message_sizes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_announcements_encoded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_messages_refused, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

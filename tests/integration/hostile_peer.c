@@ -108,7 +108,8 @@ static unsigned char *msg(tcpx_p2p_conn *c, enum tp_ctl_type type, size_t body)
 	unsigned char *m;
 
 	pthread_mutex_lock(&c->lock);
-	m = tp__ctl_msg(c, type, body);
+	if (tp__ctl_msg(c, type, body, &m))
+		m = NULL;
 	pthread_mutex_unlock(&c->lock);
 	return m; /* written before the next pass: this thread drives A */
 }
@@ -159,7 +160,10 @@ static unsigned long long heartbeats; /* queued by the attacker */
 static void heartbeat_refill(tcpx_p2p_conn *a)
 {
 	pthread_mutex_lock(&a->lock);
-	while (!a->err && tp__ctl_out_bytes(a) < 2 * TP_CTL_FRAME && tp__ctl_msg(a, TP_CTL_HEARTBEAT, 0))
+	unsigned char *m;
+
+	while (!a->err && tp__ctl_out_bytes(a) < 2 * TP_CTL_FRAME &&
+	       !tp__ctl_msg(a, TP_CTL_HEARTBEAT, 0, &m))
 		heartbeats++;
 	pthread_mutex_unlock(&a->lock);
 }

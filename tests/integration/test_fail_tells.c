@@ -112,13 +112,14 @@ static void test_protocol_error(void **state)
 	tcpx_p2p_config cfg[2];
 	struct fx f = { 0 };
 	tcpx_p2p_conn *c;
+	unsigned char *m;
 
 	(void)state;
 	configs(cfg);
 	fx_open(&f, cfg);
 	c = f.p.c[1];
 	pthread_mutex_lock(&c->lock);
-	assert_non_null(tp__ctl_msg(c, (enum tp_ctl_type)99, 0));
+	assert_int_equal(tp__ctl_msg(c, (enum tp_ctl_type)99, 0, &m), 0);
 	pthread_mutex_unlock(&c->lock);
 	until_told(&f, TCPX_P2P_EPROTO);
 }

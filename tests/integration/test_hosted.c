@@ -79,8 +79,7 @@ static void stalled_write(struct fx *f)
 	unsigned char *m;
 
 	pthread_mutex_lock(&c->lock);
-	m = tp__ctl_msg(c, TP_CTL_WRITE, 24 + TP_WSEG_BYTES);
-	assert_non_null(m);
+	assert_int_equal(tp__ctl_msg(c, TP_CTL_WRITE, 24 + TP_WSEG_BYTES, &m), 0);
 	tp_put64(m, 1ull << 40); /* an id the writer's library never gave */
 	tp_put64(m + 8, LEN);
 	tp_put32(m + 16, 1);

@@ -169,8 +169,7 @@ static void test_close_counts_beyond(void **state)
 
 	/* The hostile CLOSE: 2^31 - 1 sends and receives on every channel. */
 	pthread_mutex_lock(&h->lock);
-	m = tp__ctl_msg(h, TP_CTL_CLOSE, 4 + 8 * (size_t)h->nchan);
-	assert_non_null(m);
+	assert_int_equal(tp__ctl_msg(h, TP_CTL_CLOSE, 4 + 8 * (size_t)h->nchan, &m), 0);
 	tp_put32(m, (uint32_t)h->nchan);
 	for (int i = 0; i < h->nchan; i++) {
 		tp_put32(m + 4 + 8 * i, INT32_MAX);
@@ -247,8 +246,7 @@ static void test_silent_write(void **state)
 	assert_int_equal(tcpx_p2p_rmr_import(h, &d, &rmr), 0);
 	/* A WRITE of LEN bytes announced; its bytes never sent. */
 	pthread_mutex_lock(&h->lock);
-	m = tp__ctl_msg(h, TP_CTL_WRITE, 24 + TP_WSEG_BYTES);
-	assert_non_null(m);
+	assert_int_equal(tp__ctl_msg(h, TP_CTL_WRITE, 24 + TP_WSEG_BYTES, &m), 0);
 	tp_put64(m, 1);
 	tp_put64(m + 8, LEN);
 	tp_put32(m + 16, 1);

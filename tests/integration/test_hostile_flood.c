@@ -63,6 +63,7 @@ static void test_heartbeat_flood(void **state)
 	struct tcpx_p2p_conn *h;
 	tcpx_p2p_config cfg;
 	tcpx_p2p_xfer *rx[HONEST];
+	unsigned char *m;
 	size_t bytes = (size_t)HONEST * PIECE;
 	uint64_t got = 0;
 	int rc = 0;
@@ -89,7 +90,7 @@ static void test_heartbeat_flood(void **state)
 	h = f.p.c[1];
 	pthread_mutex_lock(&h->lock);
 	for (int i = 0; i < FLOOD; i++)
-		assert_non_null(tp__ctl_msg(h, TP_CTL_HEARTBEAT, 0));
+		assert_int_equal(tp__ctl_msg(h, TP_CTL_HEARTBEAT, 0, &m), 0);
 	pthread_mutex_unlock(&h->lock);
 	/* Until the target failed the hostile connection, or took the whole
 	 * flood without failing it (the fault this test is for). */

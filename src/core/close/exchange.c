@@ -13,12 +13,13 @@
 int tp__close_queue(struct tcpx_p2p_conn *c)
 {
 	unsigned char *b;
+	int rc;
 
 	if (tp__ctl_closing(c))
 		return 0;
-	b = tp__ctl_last_msg(c, TP_CTL_CLOSE, 4 + 8 * (size_t)c->nchan);
-	if (!b)
-		return TCPX_P2P_ENOMEM; /* recorded */
+	rc = tp__ctl_last_msg(c, TP_CTL_CLOSE, 4 + 8 * (size_t)c->nchan, &b);
+	if (rc)
+		return rc;
 	/* No chunk is posted after this: the counts below are final. */
 	tp__close_freeze(c);
 	tp_put32(b, (uint32_t)c->nchan);

@@ -54,11 +54,10 @@ int tp__items_send_ack(struct tcpx_p2p_conn *c, uint64_t id, enum tp_ack_status 
 	unsigned char *m;
 	int rc = answer_room(c);
 
+	if (!rc)
+		rc = tp__ctl_msg(c, TP_CTL_ACK, 24, &m);
 	if (rc)
 		return rc;
-	m = tp__ctl_msg(c, TP_CTL_ACK, 24);
-	if (!m)
-		return TCPX_P2P_ENOMEM;
 	tp_put64(m, id);
 	tp_put32(m + 8, status);
 	tp_put32(m + 12, 0);
@@ -71,11 +70,10 @@ int tp__items_send_cancel(struct tcpx_p2p_conn *c, uint64_t id)
 	unsigned char *m;
 	int rc = answer_room(c);
 
+	if (!rc)
+		rc = tp__ctl_msg(c, TP_CTL_CANCEL, 8, &m);
 	if (rc)
 		return rc;
-	m = tp__ctl_msg(c, TP_CTL_CANCEL, 8);
-	if (!m)
-		return TCPX_P2P_ENOMEM;
 	tp_put64(m, id);
 	return 0;
 }
@@ -153,10 +151,10 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 		chan = x->chan0 = tp__stream_start(c);
 	if (type != TP_CTL_READ_RESP) /* a response keeps the peer's id */
 		x->id = ++c->next_id;
-	m = tp__ctl_item_msg(c, type, chan,
-			     segs ? 24 + nrseg * TP_WSEG_BYTES + notif_len : 16);
-	if (!m)
-		return TCPX_P2P_ENOMEM;
+	rc = tp__ctl_item_msg(c, type, chan, segs ? 24 + nrseg * TP_WSEG_BYTES + notif_len : 16,
+			      &m);
+	if (rc)
+		return rc;
 	tp_put64(m, x->id);
 	tp_put64(m + 8, x->len);
 	if (segs) {
@@ -174,10 +172,11 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 
 int tp__items_notif_msg(struct tcpx_p2p_conn *c, const void *msg, size_t len)
 {
-	unsigned char *m = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len);
+	unsigned char *m;
+	int rc = tp__ctl_msg(c, TP_CTL_NOTIF, 4 + len, &m);
 
-	if (!m)
-		return TCPX_P2P_ENOMEM;
+	if (rc)
+		return rc;
 	tp_put32(m, (uint32_t)len);
 	memcpy(m + 4, msg, len);
 	return 0;

@@ -91,14 +91,15 @@ int tp__items_credit_out(struct tcpx_p2p_conn *c)
 	struct tp_items *r = c->items;
 	uint32_t batch = (uint32_t)s->cfg.peer_max_notifs / 8, n;
 	unsigned char *m;
+	int rc;
 
 	if (tp__ctl_closing(c) ||
 	    __atomic_load_n(&r->freed, __ATOMIC_RELAXED) < (batch ? batch : 1))
 		return 0;
 	n = __atomic_exchange_n(&r->freed, 0, __ATOMIC_RELAXED);
-	m = tp__ctl_msg(c, TP_CTL_CREDIT, 4);
-	if (!m)
-		return TCPX_P2P_ENOMEM; /* recorded */
+	rc = tp__ctl_msg(c, TP_CTL_CREDIT, 4, &m);
+	if (rc)
+		return rc;
 	tp_put32(m, n);
 	return 0;
 }
