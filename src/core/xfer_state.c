@@ -128,7 +128,9 @@ void tp__xfer_move(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, enum tp_xfe
 
 void tp__xfer_mark_done(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x)
 {
-	tp__xfer_move(c, x, TP_XS_DONE); /* x stays the conn's while its lock is held */
+	/* DONE first: a caller that sees it unlocked still needs this conn
+	 * lock, held until the pass ends, to release x or read the stats. */
+	tp__xfer_move(c, x, TP_XS_DONE);
 	tp__stats_xfer_end(c, x, x->err);
 	tp__tl_mark(x->dir == TP_SEND ? TP_TL_DONE_SEND : TP_TL_DONE_RECV);
 	if (x->hold) { /* every byte written (success: its device work is known done) */
