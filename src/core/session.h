@@ -68,10 +68,14 @@ struct tcpx_p2p_session {
 	unsigned drivers;             /* other threads' closes driving it (close/sessions.c's lock) */
 };
 
-/* gpu.c: make the session's GPU current on this thread before a plugin or CUDA
+/* Make the session's GPU current on this thread before a plugin or CUDA
  * call that picks its device with cudaGetDevice (docs/tcpx.md, plugin
- * contract rule 3). */
-int tp__session_use_gpu(struct tcpx_p2p_session *s);
+ * contract rule 3).  Asked of CUDA every time rather than cached per
+ * thread: the application may switch the thread's device between calls. */
+static inline int tp__session_use_gpu(const struct tcpx_p2p_session *s)
+{
+	return s->cfg.gpu < 0 ? 0 : tp__dev_set(s->cfg.gpu);
+}
 /* The calling thread's CUDA context is the application's: a public call
  * that may select the session's GPU saves it on entry (NULL for a
  * host-memory session: no CUDA call at all) and gives it back with
