@@ -195,7 +195,6 @@ static void engine_free(struct tp_engine *e)
 static int engine_locks_init(struct tp_engine *e)
 {
 	pthread_rwlockattr_t attr;
-	pthread_condattr_t cattr;
 	int rc;
 
 	/* Writers (conn create/destroy) must not starve behind a progress
@@ -213,30 +212,21 @@ static int engine_locks_init(struct tp_engine *e)
 	if (rc)
 		goto no_done_lock;
 	/* Deadlines come from tp__now_ns(), a CLOCK_MONOTONIC time. */
-	rc = pthread_condattr_init(&cattr);
-	if (rc)
-		goto no_cattr;
-	rc = pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-	if (rc)
-		goto no_done_cv;
-	rc = pthread_cond_init(&e->done_cv, &cattr);
+	rc = tp__cond_init(&e->done_cv);
 	if (rc)
 		goto no_done_cv;
 	rc = pthread_mutex_init(&e->work_lock, NULL);
 	if (rc)
 		goto no_work_lock;
-	rc = pthread_cond_init(&e->work_cv, &cattr);
+	rc = tp__cond_init(&e->work_cv);
 	if (rc)
 		goto no_work_cv;
-	pthread_condattr_destroy(&cattr);
 	return 0;
 no_work_cv:
 	pthread_mutex_destroy(&e->work_lock);
 no_work_lock:
 	pthread_cond_destroy(&e->done_cv);
 no_done_cv:
-	pthread_condattr_destroy(&cattr);
-no_cattr:
 	pthread_mutex_destroy(&e->done_lock);
 no_done_lock:
 	pthread_rwlock_destroy(&e->list_lock);

@@ -6,6 +6,7 @@
 #define TP_UTIL_TIME_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -58,8 +59,23 @@ static inline int tp__deadline_left_ms(tp_deadline d)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+/* A condition variable whose timed waits count on this clock. */
+static inline int tp__cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+	int rc = pthread_condattr_init(&attr);
+
+	if (rc)
+		return rc;
+	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+	return rc;
+}
+
 /* A time of tp__now_ns() as the timespec of pthread_cond_timedwait on a
- * condition variable made with CLOCK_MONOTONIC (pthread_condattr_setclock). */
+ * condition variable made by tp__cond_init. */
 static inline struct timespec tp__abs_time(int64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };

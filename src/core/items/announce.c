@@ -151,8 +151,8 @@ int tp__items_announce(struct tcpx_p2p_conn *c, struct tcpx_p2p_xfer *x, const v
 		chan = x->chan0 = tp__stream_start(c);
 	if (type != TP_CTL_READ_RESP) /* a response keeps the peer's id */
 		x->id = ++c->next_id;
-	rc = tp__ctl_item_msg(c, type, chan, segs ? 24 + nrseg * TP_WSEG_BYTES + notif_len : 16,
-			      &m);
+	rc = tp__ctl_item_msg(c, type, chan,
+			      tp__items_announce_bytes(x, notif_len, nrseg) - TP_CTL_MSG_HDR, &m);
 	if (rc)
 		return rc;
 	tp_put64(m, x->id);

@@ -50,21 +50,6 @@ struct tp_redial {
 	pthread_t thread;
 };
 
-/* cv on the library's clock (CLOCK_MONOTONIC), as its naps count. */
-static int cond_init(pthread_cond_t *cv)
-{
-	pthread_condattr_t attr;
-	int rc = pthread_condattr_init(&attr);
-
-	if (rc)
-		return rc;
-	rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	if (!rc)
-		rc = pthread_cond_init(cv, &attr);
-	pthread_condattr_destroy(&attr);
-	return rc;
-}
-
 struct tp_redial *tp__redial_new(const char *host, uint16_t port)
 {
 	struct tp_redial *r = calloc(1, sizeof(*r));
@@ -78,7 +63,7 @@ struct tp_redial *tp__redial_new(const char *host, uint16_t port)
 		tp__error(TCPX_P2P_ENOMEM, "dial: cannot create a lock");
 		return NULL;
 	}
-	if (cond_init(&r->cv)) {
+	if (tp__cond_init(&r->cv)) { /* naps count on the library's clock */
 		pthread_mutex_destroy(&r->mu);
 		free(r);
 		tp__error(TCPX_P2P_ENOMEM, "dial: cannot create a condition variable");
